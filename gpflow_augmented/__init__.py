@@ -1,0 +1,27 @@
+"""gpflow_augmented: fast, well-calibrated multi-class GP classification for GPflow.
+
+The logistic-softmax likelihood σ(f_k) / Σ_c σ(f_c), made conditionally conjugate by Gamma, Poisson
+and Pólya-Gamma augmentation, so that q(u) is updated in closed form by a compiled CAVI step.
+"""
+from .augmentation import LocalParameters
+from .cavi import CAVI
+from .likelihoods import LogisticSoftmax
+from .models import SCHEMES, LogisticSoftmaxSVGP
+from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
+from .validation import InvalidDataError, NumericalError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CAVI",
+    "ConstantStepSize",
+    "InvalidDataError",
+    "LocalParameters",
+    "LogisticSoftmax",
+    "LogisticSoftmaxSVGP",
+    "NumericalError",
+    "RobbinsMonro",
+    "SCHEMES",
+    "StepSizeSchedule",
+    "__version__",
+]

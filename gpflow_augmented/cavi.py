@@ -1,0 +1,115 @@
+"""
+:class:`CAVI`: the optimizer that applies the closed-form updates of a
+:class:`~gpflow_augmented.LogisticSoftmaxSVGP`, one compiled sweep per call.
+
+Like :class:`gpflow.optimizers.NaturalGradient` it owns the step and assigns to the model's
+``q_mu`` and ``q_sqrt``; unlike it, the step needs no gradient: local updates, then a step of size
+ρ in natural parameters. The step is built once as a ``tf.function`` (optionally XLA-compiled with
+``jit_compile=True``, which is how it runs unchanged on a GPU) and validates its batch on the device:
+on bad data or a numerical failure it assigns nothing and the Python wrapper raises.
+"""
+from typing import Callable, Tuple, Union
+
+import tensorflow as tf
+from gpflow.config import default_float
+
+from .models import LogisticSoftmaxSVGP
+from .schedules import ConstantStepSize, StepSizeSchedule
+from .validation import NUMERICAL_FAILURE, OK, NumericalError, data_status, error_for_status
+
+__all__ = ["CAVI"]
+
+
+class CAVI(tf.Module):
+    """Coordinate-ascent / stochastic variational inference for :class:`LogisticSoftmaxSVGP`.
+
+    :param model: the model whose q(u) is updated.
+    :param step_size: ρ, a constant in (0, 1] or a schedule of the iteration (e.g.
+        :class:`~gpflow_augmented.RobbinsMonro`). ρ = 1 on the full data is exact coordinate ascent;
+        minibatches need a decaying schedule to converge.
+    :param compile: wrap the step in ``tf.function``.
+    :param jit_compile: compile the step with XLA.
+
+    ``iteration`` counts successful steps; it drives the schedule and is saved by
+    ``tf.train.Checkpoint`` together with the optimizer.
+    """
+
+    def __init__(
+        self,
+        model: LogisticSoftmaxSVGP,
+        step_size: Union[float, StepSizeSchedule] = 1.0,
+        *,
+        compile: bool = True,
+        jit_compile: bool = False,
+        name: str = "CAVI",
+    ) -> None:
+        super().__init__(name=name)
+        if not isinstance(model, LogisticSoftmaxSVGP):
+            raise TypeError(f"CAVI updates a LogisticSoftmaxSVGP, got {type(model).__name__}")
+        if not callable(step_size):
+            step_size = ConstantStepSize(step_size)
+        self.model = model
+        self.step_size = step_size
+        self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="iteration")
+        self._step_fn: Callable = self._step
+        if compile:
+            self._step_fn = tf.function(self._step, jit_compile=jit_compile)
+
+    def _step(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        model = self.model
+        status = data_status(X, Y, model.num_classes)
+        rho = self.step_size(self.iteration)
+        new_mu, new_sqrt, elbo = model.natural_update(X, Y, rho)
+        finite = tf.reduce_all(tf.math.is_finite(new_mu)) & tf.reduce_all(
+            tf.math.is_finite(new_sqrt)
+        )
+        status = tf.where((status == OK) & ~finite, NUMERICAL_FAILURE, status)
+        accept = status == OK
+        model.q_mu.assign(tf.where(accept, new_mu, model.q_mu))
+        model.q_sqrt.assign(tf.where(accept, new_sqrt, model.q_sqrt))
+        self.iteration.assign_add(tf.cast(accept, tf.int64))
+        return elbo, status
+
+    def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+        """One sweep on ``data = (X [B, D], Y [B, 1])``; returns the batch ELBO before the step.
+
+        Raises :class:`~gpflow_augmented.InvalidDataError` (bad labels, NaN/inf in X, empty batch)
+        or :class:`~gpflow_augmented.NumericalError`; in both cases the model is unchanged.
+        """
+        X, Y = data
+        X = tf.convert_to_tensor(X, dtype=default_float())
+        Y = tf.convert_to_tensor(Y)
+        _check_static_shapes(X, Y, self.model)
+        try:
+            elbo, status = self._step_fn(X, Y)
+        except tf.errors.InvalidArgumentError as error:
+            raise NumericalError(
+                f"the CAVI step failed ({error.message.splitlines()[0]}); the parameters were left "
+                "unchanged. Increase gpflow.config jitter, or check the kernel hyperparameters"
+            ) from None
+        status = int(status)
+        if status != OK:
+            raise error_for_status(status, self.model.num_classes)
+        return elbo
+
+    def minimize(self, data: Tuple[tf.Tensor, tf.Tensor], iterations: int = 1) -> tf.Tensor:
+        """``iterations`` steps on the same batch (full-batch CAVI); returns the last batch ELBO."""
+        elbo = None
+        for _ in range(iterations):
+            elbo = self.step(data)
+        return elbo
+
+
+def _check_static_shapes(X: tf.Tensor, Y: tf.Tensor, model: LogisticSoftmaxSVGP) -> None:
+    from .validation import InvalidDataError
+
+    if X.shape.rank != 2:
+        raise InvalidDataError(f"X must be a 2-D array [N, D], got shape {X.shape}")
+    if Y.shape.rank != 2 or Y.shape[1] != 1:
+        raise InvalidDataError(f"Y must be a column of integer labels [N, 1], got shape {Y.shape}")
+    if X.shape[0] is not None and Y.shape[0] is not None and X.shape[0] != Y.shape[0]:
+        raise InvalidDataError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
+    if X.shape[1] is not None and X.shape[1] != model.input_dim:
+        raise InvalidDataError(f"X has {X.shape[1]} columns, the model expects {model.input_dim}")
+    if X.shape[0] == 0:
+        raise InvalidDataError("the batch is empty (N = 0); nothing was updated")

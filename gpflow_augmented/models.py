@@ -1,0 +1,338 @@
+"""
+:class:`LogisticSoftmaxSVGP`: a sparse variational GP classifier with the logistic-softmax
+likelihood, whose q(u) is updated in closed form by :class:`~gpflow_augmented.CAVI`.
+
+It is shaped like :class:`gpflow.models.SVGP` (``q_mu`` [M, C], ``q_sqrt`` [C, M, M], ``kernel``,
+``inducing_variable``, ``num_data``, ``whiten``) so that everything written for SVGP (print_summary,
+checkpoints, monitoring, the same predictions) works on it. The model only computes; the CAVI
+optimizer is the one place that assigns to ``q_mu`` and ``q_sqrt``.
+"""
+from typing import Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+from check_shapes import check_shapes, inherit_check_shapes
+from gpflow import covariances
+from gpflow.base import InputData, MeanAndVariance, Parameter, RegressionData
+from gpflow.conditionals import conditional
+from gpflow.config import default_float, default_jitter
+from gpflow.inducing_variables import (
+    InducingPoints,
+    InducingVariables,
+    SeparateIndependentInducingVariables,
+    SharedIndependentInducingVariables,
+)
+from gpflow.kernels import Kernel, SeparateIndependent, SharedIndependent
+from gpflow.kullback_leiblers import gauss_kl
+from gpflow.models import GPModel
+from gpflow.models.training_mixins import ExternalDataTrainingLossMixin
+from gpflow.models.util import inducingpoint_wrapper
+from gpflow.utilities import triangular
+
+from . import augmentation
+from .likelihoods import LogisticSoftmax
+from .updates import natural_parameter_step
+from .validation import check_data, check_num_classes
+
+__all__ = ["LogisticSoftmaxSVGP", "SCHEMES"]
+
+SCHEMES = ("collapsed", "paper")
+
+
+class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
+    r"""Multi-class GP classification with the logistic-softmax likelihood, made conjugate.
+
+    :param kernel: one kernel shared by all classes (the paper's default), or a
+        :class:`gpflow.kernels.SeparateIndependent` with one kernel per class.
+    :param inducing_variable: inducing inputs Z [M, D] (array or ``InducingPoints``), shared by all
+        classes, or a :class:`gpflow.inducing_variables.SeparateIndependentInducingVariables`.
+    :param num_classes: C ≥ 2; labels are integers 0..C-1 in a column ``Y`` [N, 1].
+    :param num_data: the training-set size N, which scales minibatch ELBOs and updates.
+    :param scheme: ``"collapsed"`` (default: λ integrated out exactly, q(n) negative-multinomial,
+        no inner loop; closest to the exact posterior) or ``"paper"`` (the paper's mean-field
+        q(λ) q(n, ω) with γ and α alternated ``inner_iterations`` times).
+    :param inner_iterations: γ ↔ α alternations of the paper scheme (default 5, as in the paper).
+    :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
+    :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
+    """
+
+    @check_shapes(
+        "q_mu: [M, C] if q_mu is not None",
+        "q_sqrt: [C, M, M] if q_sqrt is not None",
+    )
+    def __init__(
+        self,
+        kernel: Kernel,
+        inducing_variable: object,
+        num_classes: int,
+        num_data: Optional[int] = None,
+        *,
+        scheme: str = "collapsed",
+        inner_iterations: int = 5,
+        whiten: bool = True,
+        likelihood: Optional[LogisticSoftmax] = None,
+        q_mu: Optional[np.ndarray] = None,
+        q_sqrt: Optional[np.ndarray] = None,
+    ) -> None:
+        num_classes = check_num_classes(num_classes)
+        if scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+        if int(inner_iterations) < 1:
+            raise ValueError(f"inner_iterations must be ≥ 1, got {inner_iterations!r}")
+        if num_data is not None and int(num_data) < 1:
+            raise ValueError(f"num_data must be a positive integer, got {num_data!r}")
+        if likelihood is None:
+            likelihood = LogisticSoftmax(num_classes)
+        if not isinstance(likelihood, LogisticSoftmax) or likelihood.num_classes != num_classes:
+            raise ValueError(f"likelihood must be a LogisticSoftmax({num_classes})")
+        kernel, inducing_variable = _canonical_kernel_and_inducing(
+            kernel, inducingpoint_wrapper(inducing_variable), num_classes
+        )
+        super().__init__(kernel, likelihood, num_latent_gps=num_classes)
+        self.num_classes = num_classes
+        self.inducing_variable: InducingVariables = inducing_variable
+        self.num_data = None if num_data is None else int(num_data)
+        self.scheme = scheme
+        self.inner_iterations = int(inner_iterations)
+        self.whiten = bool(whiten)
+
+        num_inducing = self.inducing_variable.num_inducing
+        if q_mu is None:
+            q_mu = np.zeros((num_inducing, num_classes))
+        if q_sqrt is None:
+            q_sqrt = np.tile(np.eye(num_inducing)[None], (num_classes, 1, 1))
+        # CAVI owns q(u); keeping it out of trainable_variables keeps Adam off it.
+        self.q_mu = Parameter(q_mu, dtype=default_float(), trainable=False)  # [M, C]
+        self.q_sqrt = Parameter(
+            q_sqrt, dtype=default_float(), transform=triangular(), trainable=False
+        )  # [C, M, M]
+
+    @property
+    def input_dim(self) -> Optional[int]:
+        Z = _inducing_inputs(self.inducing_variable)
+        return Z.shape[-1]
+
+    # -- the sparse-GP algebra shared by the ELBO and the update -----------------------------------
+
+    @check_shapes(
+        "X: [N, D]",
+        "return[0]: [C, M, M]",
+        "return[1]: [C, M, N]",
+        "return[2]: [N, C]",
+    )
+    def whitened_projection(self, X: InputData) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(L, A, r): L L^T = K_mm + jitter, A = L⁻¹ K_mn and r = diag(K_nn - A^T A), per class."""
+        Kmm = covariances.Kuu(self.inducing_variable, self.kernel, jitter=default_jitter())
+        Kmn = covariances.Kuf(self.inducing_variable, self.kernel, X)
+        if isinstance(self.kernel, SeparateIndependent):
+            Knn = tf.transpose(self.kernel(X, full_cov=False, full_output_cov=False))  # [L, N]
+        else:
+            Knn = self.kernel(X, full_cov=False)[None, :]  # [1, N]
+        if Kmm.shape.rank == 2:
+            Kmm, Kmn = Kmm[None], Kmn[None]  # [1, M, M], [1, M, N]: shared by all classes
+        L = tf.linalg.cholesky(Kmm)
+        A = tf.linalg.triangular_solve(L, Kmn, lower=True)
+        residual = Knn - tf.reduce_sum(tf.square(A), axis=-2)  # [L, N]
+        C, M, N = self.num_classes, tf.shape(A)[1], tf.shape(A)[2]
+        L = tf.broadcast_to(L, [C, M, M])
+        A = tf.broadcast_to(A, [C, M, N])
+        residual = tf.broadcast_to(tf.transpose(residual), [N, C])
+        return L, A, residual
+
+    @check_shapes("L: [C, M, M]", "return[0]: [M, C]", "return[1]: [C, M, M]")
+    def whitened_q(self, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """q(u) in whitened coordinates v = L⁻¹u (the parameters themselves if ``whiten``)."""
+        if self.whiten:
+            return tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
+        mu = tf.linalg.triangular_solve(L, tf.transpose(self.q_mu)[:, :, None])[:, :, 0]
+        return tf.transpose(mu), tf.linalg.triangular_solve(L, self.q_sqrt)
+
+    @check_shapes(
+        "L: [C, M, M]", "q_mu: [M, C]", "q_sqrt: [C, M, M]", "return[0]: [M, C]",
+        "return[1]: [C, M, M]",
+    )
+    def unwhitened_q(
+        self, L: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The inverse of :meth:`whitened_q`: parameters to store, from whitened ones."""
+        if self.whiten:
+            return q_mu, q_sqrt
+        mu = tf.linalg.matvec(L, tf.transpose(q_mu))
+        return tf.transpose(mu), tf.linalg.matmul(L, q_sqrt)
+
+    @staticmethod
+    @check_shapes(
+        "A: [C, M, N]",
+        "residual: [N, C]",
+        "q_mu: [M, C]",
+        "q_sqrt: [C, M, M]",
+        "return[0]: [N, C]",
+        "return[1]: [N, C]",
+    )
+    def marginals(
+        A: tf.Tensor, residual: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor
+    ) -> MeanAndVariance:
+        """Mean and variance of q(f_nc) from the whitened projection and whitened q(v)."""
+        Fmu = tf.transpose(tf.linalg.matvec(A, tf.transpose(q_mu), transpose_a=True))
+        SA = tf.linalg.matmul(q_sqrt, A, transpose_a=True)  # [C, M, N]
+        Fvar = residual + tf.transpose(tf.reduce_sum(tf.square(SA), axis=-2))
+        return Fmu, Fvar
+
+    # -- local parameters and the ELBO ----------------------------------------------------------
+
+    @check_shapes("Y: [N, 1]", "return: [N, C]")
+    def one_hot(self, Y: tf.Tensor) -> tf.Tensor:
+        return tf.one_hot(tf.cast(Y[:, 0], tf.int32), self.num_classes, dtype=default_float())
+
+    @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y_onehot: [N, C]")
+    def local_parameters(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor
+    ) -> augmentation.LocalParameters:
+        """The optimal local parameters (paper scheme: after ``inner_iterations`` alternations)."""
+        if self.scheme == "collapsed":
+            return augmentation.collapsed_local_parameters(Fmu, Fvar, Y_onehot)
+        return augmentation.paper_local_parameters(Fmu, Fvar, Y_onehot, self.inner_iterations)
+
+    @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y_onehot: [N, C]", "return: [N]")
+    def local_elbo(self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor) -> tf.Tensor:
+        """Each point's contribution to the augmented ELBO at its local parameters.
+
+        The local parameters are treated as constants when differentiating (they are at their
+        optimum, so by the envelope theorem this gives the gradient of the optimised bound; for
+        the collapsed scheme the closed form is differentiated directly).
+        """
+        if self.scheme == "collapsed":
+            return augmentation.collapsed_local_elbo(Fmu, Fvar, Y_onehot)
+        local = tf.nest.map_structure(
+            tf.stop_gradient, self.local_parameters(Fmu, Fvar, Y_onehot)
+        )
+        return augmentation.polya_gamma_terms(
+            Fmu, Fvar, Y_onehot, local
+        ) + augmentation.paper_count_terms(local)
+
+    @check_shapes("X: [N, D]", "return: []")
+    def minibatch_scale(self, X: tf.Tensor) -> tf.Tensor:
+        if self.num_data is None:
+            return tf.constant(1.0, dtype=default_float())
+        return tf.cast(self.num_data, default_float()) / tf.cast(tf.shape(X)[0], default_float())
+
+    @check_shapes("return: []")
+    def prior_kl(self) -> tf.Tensor:
+        L, _, _ = self.whitened_projection(_inducing_inputs(self.inducing_variable)[:1])
+        q_mu, q_sqrt = self.whitened_q(L)
+        return gauss_kl(q_mu, q_sqrt)
+
+    @inherit_check_shapes
+    def maximum_log_likelihood_objective(self, data: RegressionData) -> tf.Tensor:  # type: ignore[override]
+        return self.elbo(data)
+
+    @check_shapes("return: []")
+    def elbo(self, data: RegressionData) -> tf.Tensor:
+        """The augmented evidence lower bound at the optimal local parameters, scaled by num_data."""
+        X, Y = data
+        if tf.executing_eagerly():
+            check_data(X, Y, self.num_classes, self.input_dim)
+        X = tf.convert_to_tensor(X, dtype=default_float())
+        L, A, residual = self.whitened_projection(X)
+        q_mu, q_sqrt = self.whitened_q(L)
+        Fmu, Fvar = self.marginals(A, residual, q_mu, q_sqrt)
+        local_elbo = self.local_elbo(Fmu, Fvar, self.one_hot(Y))
+        return tf.reduce_sum(local_elbo) * self.minibatch_scale(X) - gauss_kl(q_mu, q_sqrt)
+
+    # -- the closed-form update (computed here, assigned by CAVI) --------------------------------
+
+    @check_shapes(
+        "X: [N, D]",
+        "Y: [N, 1]",
+        "step_size: []",
+        "return[0]: [M, C]",
+        "return[1]: [C, M, M]",
+        "return[2]: []",
+    )
+    def natural_update(
+        self, X: tf.Tensor, Y: tf.Tensor, step_size: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(q_mu, q_sqrt) after one CAVI/SVI step on the batch, and the batch ELBO before it.
+
+        Nothing is assigned: :class:`~gpflow_augmented.CAVI` does that once the result is checked.
+        """
+        X = tf.convert_to_tensor(X, dtype=default_float())
+        Y_onehot = self.one_hot(Y)
+        L, A, residual = self.whitened_projection(X)
+        q_mu, q_sqrt = self.whitened_q(L)
+        Fmu, Fvar = self.marginals(A, residual, q_mu, q_sqrt)
+        local = self.local_parameters(Fmu, Fvar, Y_onehot)
+        scale = self.minibatch_scale(X)
+        elbo = tf.reduce_sum(self.local_elbo(Fmu, Fvar, Y_onehot)) * scale - gauss_kl(q_mu, q_sqrt)
+        new_mu, new_sqrt = natural_parameter_step(
+            q_mu,
+            q_sqrt,
+            A,
+            linear=(Y_onehot - local.gamma) / 2,
+            quadratic=local.theta,
+            scale=scale,
+            step_size=tf.cast(step_size, default_float()),
+        )
+        new_mu, new_sqrt = self.unwhitened_q(L, new_mu, new_sqrt)
+        return new_mu, new_sqrt, elbo
+
+    # -- predictions --------------------------------------------------------------------------
+
+    @inherit_check_shapes
+    def predict_f(
+        self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> MeanAndVariance:
+        return conditional(
+            Xnew,
+            self.inducing_variable,
+            self.kernel,
+            self.q_mu,
+            q_sqrt=self.q_sqrt,
+            full_cov=full_cov,
+            white=self.whiten,
+            full_output_cov=full_output_cov,
+        )
+
+
+def _inducing_inputs(inducing_variable: InducingVariables) -> tf.Tensor:
+    if isinstance(inducing_variable, InducingPoints):
+        return inducing_variable.Z
+    if isinstance(inducing_variable, SharedIndependentInducingVariables):
+        return inducing_variable.inducing_variable.Z
+    return inducing_variable.inducing_variable_list[0].Z
+
+
+def _canonical_kernel_and_inducing(
+    kernel: Kernel, inducing_variable: InducingVariables, num_classes: int
+) -> Tuple[Kernel, InducingVariables]:
+    """Pair the kernel and inducing variables so GPflow's multi-output dispatch applies.
+
+    A plain kernel with shared inducing points stays as it is (one GP prior for all classes); the
+    other combinations are wrapped into GPflow's multi-output classes.
+    """
+    if isinstance(kernel, SharedIndependent):
+        kernel = kernel.kernel
+    if isinstance(kernel, SeparateIndependent):
+        if len(kernel.kernels) != num_classes:
+            raise ValueError(
+                f"SeparateIndependent has {len(kernel.kernels)} kernels, expected one per class "
+                f"({num_classes})"
+            )
+        if isinstance(inducing_variable, InducingPoints):
+            inducing_variable = SharedIndependentInducingVariables(inducing_variable)
+    elif not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a gpflow Kernel, got {type(kernel).__name__}")
+    if isinstance(inducing_variable, SeparateIndependentInducingVariables):
+        if len(inducing_variable.inducing_variable_list) != num_classes:
+            raise ValueError("SeparateIndependentInducingVariables needs one set per class")
+        if not isinstance(kernel, SeparateIndependent):
+            kernel = SharedIndependent(kernel, num_classes)
+    elif isinstance(inducing_variable, SharedIndependentInducingVariables):
+        if not isinstance(kernel, SeparateIndependent):
+            inducing_variable = inducing_variable.inducing_variable
+    elif not isinstance(inducing_variable, InducingPoints):
+        raise TypeError(
+            f"unsupported inducing variable {type(inducing_variable).__name__}: use an array, "
+            "InducingPoints or SeparateIndependentInducingVariables"
+        )
+    return kernel, inducing_variable

@@ -1,0 +1,46 @@
+"""Step-size schedules ρ_t for stochastic variational inference, as functions of the iteration."""
+import tensorflow as tf
+from gpflow.config import default_float
+
+__all__ = ["StepSizeSchedule", "ConstantStepSize", "RobbinsMonro"]
+
+
+class StepSizeSchedule:
+    """ρ as a function of the iteration counter (an int64 tensor); computed inside the step."""
+
+    def __call__(self, iteration: tf.Tensor) -> tf.Tensor:
+        raise NotImplementedError
+
+
+class ConstantStepSize(StepSizeSchedule):
+    def __init__(self, step_size: float) -> None:
+        if not 0.0 < float(step_size) <= 1.0:
+            raise ValueError(f"step_size must be in (0, 1], got {step_size!r}")
+        self.step_size = float(step_size)
+
+    def __call__(self, iteration: tf.Tensor) -> tf.Tensor:
+        return tf.constant(self.step_size, dtype=default_float())
+
+    def __repr__(self) -> str:
+        return f"ConstantStepSize({self.step_size})"
+
+
+class RobbinsMonro(StepSizeSchedule):
+    """ρ_t = (t + τ)^(-κ): Σρ = ∞ and Σρ² < ∞ for κ ∈ (0.5, 1], so SVI converges.
+
+    The default κ = 0.51, τ = 1 (ρ_0 = 1) follows the reference implementation.
+    """
+
+    def __init__(self, tau: float = 1.0, kappa: float = 0.51) -> None:
+        if not 0.5 < kappa <= 1.0:
+            raise ValueError(f"kappa must be in (0.5, 1], got {kappa!r}")
+        if tau < 1.0:
+            raise ValueError(f"tau must be ≥ 1 so that ρ ≤ 1, got {tau!r}")
+        self.tau, self.kappa = float(tau), float(kappa)
+
+    def __call__(self, iteration: tf.Tensor) -> tf.Tensor:
+        t = tf.cast(iteration, default_float())
+        return tf.pow(t + self.tau, -self.kappa)
+
+    def __repr__(self) -> str:
+        return f"RobbinsMonro(tau={self.tau}, kappa={self.kappa})"
