@@ -3,17 +3,29 @@
 The logistic-softmax likelihood σ(f_k) / Σ_c σ(f_c), made conditionally conjugate by Gamma, Poisson
 and Pólya-Gamma augmentation, so that q(u) is updated in closed form by a compiled CAVI step.
 """
+from . import datasets, metrics
 from .augmentation import LocalParameters
 from .cavi import CAVI
 from .likelihoods import LogisticSoftmax
 from .models import SCHEMES, LogisticSoftmaxSVGP
+from .initialisation import inducing_points, initial_kernel, median_lengthscale
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
+from .training import FitResult, Trainer, fit, minibatches
 from .validation import InvalidDataError, NumericalError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CAVI",
+    "FitResult",
+    "Trainer",
+    "datasets",
+    "fit",
+    "inducing_points",
+    "initial_kernel",
+    "median_lengthscale",
+    "metrics",
+    "minibatches",
     "ConstantStepSize",
     "InvalidDataError",
     "LocalParameters",

@@ -218,9 +218,13 @@ def collapsed_count_terms(Fmu: tf.Tensor, local: LocalParameters) -> tf.Tensor:
     valid at any γ, not only at the optimum.
     """
     num_classes = tf.cast(tf.shape(Fmu)[-1], Fmu.dtype)
-    log_p0 = -tf.math.log1p(tf.reduce_sum(local.gamma, axis=-1))  # [N]
-    log_C_p = tf.math.log(num_classes) + tf.math.log(local.gamma) + log_p0[:, None]
-    return -tf.math.log(num_classes) - log_p0 - tf.reduce_sum(local.gamma * log_C_p, axis=-1)
+    gamma = local.gamma
+    log_p0 = -tf.math.log1p(tf.reduce_sum(gamma, axis=-1))  # [N]
+    # Σ_c γ_c log(C p_c) with log p_c = log γ_c + log p_0; xlogy keeps γ = 0 (underflow) finite.
+    gamma_log_C_p = tf.reduce_sum(tf.math.xlogy(gamma, gamma), axis=-1) + tf.reduce_sum(
+        gamma, axis=-1
+    ) * (tf.math.log(num_classes) + log_p0)
+    return -tf.math.log(num_classes) - log_p0 - gamma_log_C_p
 
 
 @check_shapes("local.gamma: [N, C]", "local.alpha: [N]", "return: [N]")
@@ -230,8 +234,9 @@ def paper_count_terms(local: LocalParameters) -> tf.Tensor:
     num_classes = tf.cast(tf.shape(gamma)[-1], gamma.dtype)
     log_C = tf.math.log(num_classes)
     e_log_lambda = tf.math.digamma(alpha) - log_C  # [N]
+    # xlogy keeps γ = 0 (underflow at extreme latent means) finite.
     poisson = tf.reduce_sum(
-        gamma * (e_log_lambda[:, None] - tf.math.log(gamma) + 1.0), axis=-1
+        gamma * (e_log_lambda[:, None] + 1.0) - tf.math.xlogy(gamma, gamma), axis=-1
     )
     # -E[λ]·C + H[Ga(α, C)] = -α + (α - log C + lgamma(α) + (1 - α) ψ(α))
     gamma_part = -log_C + tf.math.lgamma(alpha) + (1.0 - alpha) * tf.math.digamma(alpha)

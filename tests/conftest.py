@@ -1,0 +1,45 @@
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+from check_shapes import ShapeCheckingState, set_enable_check_shapes
+
+import gpflow_augmented as ga
+
+# Check shapes also while tracing tf.functions (the library default checks eagerly only).
+set_enable_check_shapes(ShapeCheckingState.ENABLED)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    tf.random.set_seed(20261122)
+    np.random.seed(20261122)
+
+
+def make_problem(num_data, num_classes, input_dim=2, num_inducing=None, seed=0, lengthscale=1.0,
+                 variance=1.0, scheme="collapsed", whiten=True, kernel=None):
+    """Random clustered data and a model with inducing points on a subset of the inputs."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=2.0, size=(num_classes, input_dim))
+    y = rng.integers(0, num_classes, num_data)
+    X = centres[y] + rng.normal(size=(num_data, input_dim))
+    M = num_data if num_inducing is None else num_inducing
+    Z = X[rng.choice(num_data, M, replace=False)].copy()
+    if kernel is None:
+        kernel = gpflow.kernels.SquaredExponential(variance=variance, lengthscales=lengthscale)
+    model = ga.LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme,
+                                   whiten=whiten)
+    return model, (X, y[:, None])
+
+
+def wine():
+    d = ga.datasets.load_dataset("wine", test_fraction=0.3, seed=0)
+    return d
+
+
+def model_variables(model):
+    return [v.numpy().copy() for v in model.variables]

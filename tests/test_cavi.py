@@ -1,0 +1,175 @@
+"""Properties of the CAVI / SVI step that fail if the updates are wrong."""
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+from gpflow.config import Config, as_context
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpflow_augmented as ga
+from conftest import make_problem, wine
+
+SWEEPS = 50
+RTOL = 1e-9  # float64 round-off of an ELBO of O(N) accumulated over O(N·M²) operations
+
+
+def assert_monotone(elbos):
+    elbos = np.asarray(elbos)
+    drops = elbos[:-1] - elbos[1:]
+    assert np.all(drops <= RTOL * np.abs(elbos[1:])), f"ELBO fell by {drops.max():.3e}"
+
+
+def cavi_trace(model, data, sweeps=SWEEPS, compile=False):
+    optimizer = ga.CAVI(model, compile=compile)
+    elbos = [float(optimizer.step(data)) for _ in range(sweeps)]
+    return elbos + [float(model.elbo(data))]
+
+
+@pytest.mark.parametrize("scheme", ga.SCHEMES)
+@given(
+    num_data=st.integers(3, 25),
+    num_classes=st.integers(2, 6),
+    lengthscale=st.floats(0.3, 3.0),
+    variance=st.floats(0.3, 5.0),
+    whiten=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
+@settings(max_examples=8, deadline=None)
+def test_elbo_never_decreases_random_problems(scheme, num_data, num_classes, lengthscale, variance,
+                                              whiten, seed):
+    model, data = make_problem(num_data, num_classes, num_inducing=max(2, num_data // 2), seed=seed,
+                               lengthscale=lengthscale, variance=variance, scheme=scheme,
+                               whiten=whiten)
+    assert_monotone(cavi_trace(model, data))
+
+
+@pytest.mark.parametrize("scheme", ga.SCHEMES)
+def test_elbo_never_decreases_on_wine(scheme):
+    d = wine()
+    kernel = gpflow.kernels.SquaredExponential(lengthscales=ga.median_lengthscale(d.X_train))
+    model = ga.LogisticSoftmaxSVGP(kernel, d.X_train[::2].copy(), 3, num_data=len(d.X_train),
+                                   scheme=scheme)
+    elbos = cavi_trace(model, (d.X_train, d.Y_train), compile=True)
+    assert_monotone(elbos)
+    assert elbos[-1] > elbos[0] + 10  # and it did move
+
+
+@pytest.mark.parametrize("scheme", ga.SCHEMES)
+@pytest.mark.parametrize("whiten", [True, False])
+def test_zero_gradient_at_fixed_point(scheme, whiten):
+    model, data = make_problem(30, 3, num_inducing=10, seed=1, scheme=scheme, whiten=whiten)
+    data_t = (tf.constant(data[0]), tf.constant(data[1]))
+    variables = [model.q_mu.unconstrained_variable, model.q_sqrt.unconstrained_variable]
+
+    def gradient_norm():
+        with tf.GradientTape() as tape:
+            tape.watch(variables)
+            elbo = model.elbo(data_t)
+        return max(float(tf.reduce_max(tf.abs(g))) for g in tape.gradient(elbo, variables))
+
+    before = gradient_norm()
+    ga.CAVI(model).minimize(data, iterations=300)
+    after = gradient_norm()
+    assert before > 1e-2  # the test can fail: the gradient is far from zero away from the optimum
+    assert after < 1e-7 * max(1.0, before)
+
+
+def test_step_is_a_natural_gradient_step_of_size_rho():
+    """One CAVI step with ρ lands, in natural parameters, at (1-ρ)·old + ρ·(full step)."""
+    model, data = make_problem(20, 3, num_inducing=8, seed=2)
+    ga.CAVI(model).minimize(data, iterations=2)
+    snapshot = [v.numpy().copy() for v in model.variables]
+    from gpflow.optimizers.natgrad import meanvarsqrt_to_natural
+
+    old = [n.numpy() for n in meanvarsqrt_to_natural(model.q_mu, model.q_sqrt)]
+    ga.CAVI(model, step_size=1.0).step(data)
+    full = [n.numpy() for n in meanvarsqrt_to_natural(model.q_mu, model.q_sqrt)]
+    for v, s in zip(model.variables, snapshot):
+        v.assign(s)
+    ga.CAVI(model, step_size=0.3).step(data)
+    partial = [n.numpy() for n in meanvarsqrt_to_natural(model.q_mu, model.q_sqrt)]
+    for o, f, p in zip(old, full, partial):
+        assert np.max(np.abs(f - o)) > 1e-3
+        np.testing.assert_allclose(p, 0.7 * o + 0.3 * f, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("scheme", ga.SCHEMES)
+def test_compiled_and_xla_steps_equal_eager(scheme):
+    results = {}
+    for mode in ("eager", "graph", "xla"):
+        model, data = make_problem(25, 4, num_inducing=10, seed=3, scheme=scheme)
+        optimizer = ga.CAVI(model, compile=mode != "eager", jit_compile=mode == "xla")
+        elbos = [float(optimizer.step(data)) for _ in range(5)]
+        results[mode] = (elbos, model.q_mu.numpy(), model.q_sqrt.numpy())
+    for mode in ("graph", "xla"):
+        for got, want in zip(results[mode], results["eager"]):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("scheme", ga.SCHEMES)
+def test_extreme_latent_means_give_finite_updates(dtype, scheme):
+    with as_context(Config(float=dtype, jitter=1e-4 if dtype == np.float32 else 1e-6)):
+        model, data = make_problem(12, 3, num_inducing=6, seed=4, scheme=scheme)
+        q_mu = np.where(np.arange(3)[None] == 0, 1e3, -1e3) * np.ones((6, 3))
+        model.q_mu.assign(q_mu.astype(dtype))
+        assert np.abs(model.predict_f(data[0])[0].numpy()).max() > 100
+        elbo = model.elbo(data)
+        assert np.isfinite(elbo.numpy())
+        for jit in (False, True):
+            model.q_mu.assign(q_mu.astype(dtype))
+            elbo = ga.CAVI(model, jit_compile=jit).step(data)
+            assert elbo.dtype == dtype and np.isfinite(elbo.numpy())
+            assert np.all(np.isfinite(model.q_mu.numpy())) and np.all(np.isfinite(model.q_sqrt.numpy()))
+
+
+def test_float32_matches_float64():
+    results = []
+    for dtype in (np.float64, np.float32):
+        with as_context(Config(float=dtype, jitter=1e-5)):
+            model, data = make_problem(40, 3, num_inducing=10, seed=5)
+            ga.CAVI(model).minimize(data, iterations=20)
+            results.append(model.predict_y(data[0])[0].numpy())
+    np.testing.assert_allclose(results[1], results[0], atol=2e-3)
+
+
+def test_minibatch_svi_reaches_full_batch_fixed_point():
+    model, (X, Y) = make_problem(200, 3, num_inducing=15, seed=6, lengthscale=2.0)
+    ga.CAVI(model).minimize((X, Y), iterations=100)
+    full_batch = model.predict_y(X)[0].numpy()
+
+    model_svi, _ = make_problem(200, 3, num_inducing=15, seed=6, lengthscale=2.0)
+    ga.fit(model_svi, (X, Y), iterations=2000, batch_size=20, step_size=ga.RobbinsMonro(tau=1, kappa=0.6),
+           train_hyperparameters=False, progress=False, seed=0)
+    stochastic = model_svi.predict_y(X)[0].numpy()
+    assert np.max(np.abs(stochastic - full_batch)) < 1e-2
+
+
+@pytest.mark.parametrize("separate_kernels", [False, True])
+@pytest.mark.parametrize("separate_inducing", [False, True])
+def test_separate_kernels_and_inducing_points(separate_kernels, separate_inducing):
+    C, M = 3, 6
+    rng = np.random.default_rng(7)
+    kernel = gpflow.kernels.SquaredExponential()
+    if separate_kernels:
+        kernel = gpflow.kernels.SeparateIndependent(
+            [gpflow.kernels.SquaredExponential(lengthscales=0.5 + c) for c in range(C)])
+    _, (X, Y) = make_problem(30, C, seed=8)
+    Z = X[:M].copy()
+    if separate_inducing:
+        Z = gpflow.inducing_variables.SeparateIndependentInducingVariables(
+            [gpflow.inducing_variables.InducingPoints(X[rng.choice(30, M, replace=False)] + 0.0)
+             for _ in range(C)])
+    model = ga.LogisticSoftmaxSVGP(kernel, Z, C, num_data=30)
+    elbos = cavi_trace(model, (X, Y), sweeps=30)
+    assert_monotone(elbos)
+    # the algebra of the update agrees with GPflow's own conditional
+    L, A, residual = model.whitened_projection(tf.constant(X))
+    mean, var = model.marginals(A, residual, *model.whitened_q(L))
+    gp_mean, gp_var = model.predict_f(X)
+    np.testing.assert_allclose(mean, gp_mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(var, gp_var, rtol=1e-8, atol=1e-10)
+    p, _ = model.predict_y(X)
+    assert p.shape == (30, C)
+    np.testing.assert_allclose(p.numpy().sum(1), 1.0, rtol=1e-10)
