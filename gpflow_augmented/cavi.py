@@ -83,6 +83,8 @@ class CAVI(tf.Module):
         try:
             elbo, status = self._step_fn(X, Y)
         except tf.errors.InvalidArgumentError as error:
+            if "cholesky" not in error.message.lower():
+                raise
             raise NumericalError(
                 f"the CAVI step failed ({error.message.splitlines()[0]}); the parameters were left "
                 "unchanged. Increase gpflow.config jitter, or check the kernel hyperparameters"

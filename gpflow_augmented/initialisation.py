@@ -8,14 +8,14 @@ __all__ = ["inducing_points", "median_lengthscale", "initial_kernel"]
 
 
 def inducing_points(X: np.ndarray, num_inducing: int, seed: int = 0) -> np.ndarray:
-    """``num_inducing`` rows chosen by k-means++ seeding (scikit-learn's implementation)."""
-    from sklearn.cluster import kmeans_plusplus
+    """``num_inducing`` k-means centres, seeded by k-means++ (scikit-learn's implementation)."""
+    from sklearn.cluster import KMeans
 
     X = np.asarray(X, dtype=np.float64)
     if not 1 <= num_inducing <= len(X):
         raise ValueError(f"num_inducing must be in 1..{len(X)}, got {num_inducing}")
-    centres, _ = kmeans_plusplus(X, num_inducing, random_state=seed)
-    return centres
+    kmeans = KMeans(num_inducing, init="k-means++", n_init=1, max_iter=100, random_state=seed)
+    return kmeans.fit(X).cluster_centers_
 
 
 def median_lengthscale(X: np.ndarray, max_points: int = 2000, seed: int = 0) -> float:

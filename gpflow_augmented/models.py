@@ -22,7 +22,7 @@ from gpflow.inducing_variables import (
     SeparateIndependentInducingVariables,
     SharedIndependentInducingVariables,
 )
-from gpflow.kernels import Kernel, SeparateIndependent, SharedIndependent
+from gpflow.kernels import Kernel, MultioutputKernel, SeparateIndependent, SharedIndependent
 from gpflow.kullback_leiblers import gauss_kl
 from gpflow.models import GPModel
 from gpflow.models.training_mixins import ExternalDataTrainingLossMixin
@@ -124,7 +124,7 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
         """(L, A, r): L L^T = K_mm + jitter, A = L⁻¹ K_mn and r = diag(K_nn - A^T A), per class."""
         Kmm = covariances.Kuu(self.inducing_variable, self.kernel, jitter=default_jitter())
         Kmn = covariances.Kuf(self.inducing_variable, self.kernel, X)
-        if isinstance(self.kernel, SeparateIndependent):
+        if isinstance(self.kernel, MultioutputKernel):
             Knn = tf.transpose(self.kernel(X, full_cov=False, full_output_cov=False))  # [L, N]
         else:
             Knn = self.kernel(X, full_cov=False)[None, :]  # [1, N]

@@ -42,7 +42,11 @@ class Trainer(tf.Module):
         super().__init__(name="Trainer")
         self.model = model
         self.cavi = CAVI(model, step_size, jit_compile=jit_compile)
-        self.adam = tf_keras.optimizers.Adam(learning_rate) if train_hyperparameters else None
+        self.adam = None
+        if train_hyperparameters:
+            self.adam = tf_keras.optimizers.Adam(learning_rate)
+            # Slots exist from the start, so a checkpoint restores into them exactly.
+            self.adam.build(model.trainable_variables)
         self._loss_and_gradients = tf.function(self._loss_and_gradients_eager)
         self._apply = tf.function(self._apply_eager)
 
