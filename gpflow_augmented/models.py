@@ -122,15 +122,14 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
     )
     def whitened_projection(self, X: InputData) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(L, A, r): L L^T = K_mm + jitter, A = L⁻¹ K_mn and r = diag(K_nn - A^T A), per class."""
-        Kmm = covariances.Kuu(self.inducing_variable, self.kernel, jitter=default_jitter())
+        L = self.kuu_cholesky()  # [L, M, M]
         Kmn = covariances.Kuf(self.inducing_variable, self.kernel, X)
         if isinstance(self.kernel, MultioutputKernel):
             Knn = tf.transpose(self.kernel(X, full_cov=False, full_output_cov=False))  # [L, N]
         else:
             Knn = self.kernel(X, full_cov=False)[None, :]  # [1, N]
-        if Kmm.shape.rank == 2:
-            Kmm, Kmn = Kmm[None], Kmn[None]  # [1, M, M], [1, M, N]: shared by all classes
-        L = tf.linalg.cholesky(Kmm)
+        if Kmn.shape.rank == 2:
+            Kmn = Kmn[None]  # [1, M, N]: shared by all classes
         A = tf.linalg.triangular_solve(L, Kmn, lower=True)
         residual = Knn - tf.reduce_sum(tf.square(A), axis=-2)  # [L, N]
         C, M, N = self.num_classes, tf.shape(A)[1], tf.shape(A)[2]
@@ -139,11 +138,17 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
         residual = tf.broadcast_to(tf.transpose(residual), [N, C])
         return L, A, residual
 
-    @check_shapes("L: [C, M, M]", "return[0]: [M, C]", "return[1]: [C, M, M]")
+    def kuu_cholesky(self) -> tf.Tensor:
+        """Cholesky factor of K_mm + jitter: [1, M, M] if shared by all classes, else [C, M, M]."""
+        Kmm = covariances.Kuu(self.inducing_variable, self.kernel, jitter=default_jitter())
+        return tf.linalg.cholesky(Kmm if Kmm.shape.rank == 3 else Kmm[None])
+
+    @check_shapes("L: [broadcast C, M, M]", "return[0]: [M, C]", "return[1]: [C, M, M]")
     def whitened_q(self, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         """q(u) in whitened coordinates v = L⁻¹u (the parameters themselves if ``whiten``)."""
         if self.whiten:
             return tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
+        L = tf.broadcast_to(L, tf.shape(self.q_sqrt))
         mu = tf.linalg.triangular_solve(L, tf.transpose(self.q_mu)[:, :, None])[:, :, 0]
         return tf.transpose(mu), tf.linalg.triangular_solve(L, self.q_sqrt)
 
@@ -194,7 +199,13 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
         return augmentation.paper_local_parameters(Fmu, Fvar, Y_onehot, self.inner_iterations)
 
     @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y_onehot: [N, C]", "return: [N]")
-    def local_elbo(self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor) -> tf.Tensor:
+    def local_elbo(
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_onehot: tf.Tensor,
+        local: Optional[augmentation.LocalParameters] = None,
+    ) -> tf.Tensor:
         """Each point's contribution to the augmented ELBO at its local parameters.
 
         The local parameters are treated as constants when differentiating (they are at their
@@ -203,9 +214,9 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
         """
         if self.scheme == "collapsed":
             return augmentation.collapsed_local_elbo(Fmu, Fvar, Y_onehot)
-        local = tf.nest.map_structure(
-            tf.stop_gradient, self.local_parameters(Fmu, Fvar, Y_onehot)
-        )
+        if local is None:
+            local = self.local_parameters(Fmu, Fvar, Y_onehot)
+        local = tf.nest.map_structure(tf.stop_gradient, local)
         return augmentation.polya_gamma_terms(
             Fmu, Fvar, Y_onehot, local
         ) + augmentation.paper_count_terms(local)
@@ -218,8 +229,7 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     @check_shapes("return: []")
     def prior_kl(self) -> tf.Tensor:
-        L, _, _ = self.whitened_projection(_inducing_inputs(self.inducing_variable)[:1])
-        q_mu, q_sqrt = self.whitened_q(L)
+        q_mu, q_sqrt = self.whitened_q(self.kuu_cholesky())
         return gauss_kl(q_mu, q_sqrt)
 
     @inherit_check_shapes
@@ -263,7 +273,8 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
         Fmu, Fvar = self.marginals(A, residual, q_mu, q_sqrt)
         local = self.local_parameters(Fmu, Fvar, Y_onehot)
         scale = self.minibatch_scale(X)
-        elbo = tf.reduce_sum(self.local_elbo(Fmu, Fvar, Y_onehot)) * scale - gauss_kl(q_mu, q_sqrt)
+        local_elbo = self.local_elbo(Fmu, Fvar, Y_onehot, local)
+        elbo = tf.reduce_sum(local_elbo) * scale - gauss_kl(q_mu, q_sqrt)
         new_mu, new_sqrt = natural_parameter_step(
             q_mu,
             q_sqrt,
