@@ -102,27 +102,32 @@ def log_sigma_tilde(m: tf.Tensor, c: tf.Tensor) -> tf.Tensor:
     return -m / 2 - np.log(2.0) - log_cosh_half(c)
 
 
-@check_shapes("m: [batch...]", "c: [batch...]", "return: [batch...]")
-def log_one_minus_sigma_tilde(m: tf.Tensor, c: tf.Tensor) -> tf.Tensor:
-    """log(1 - σ̃) without cancellation, for c ≥ |m|.
+@check_shapes("m: [batch...]", "v: [batch...]", "return: [batch...]")
+def log_one_minus_sigma_tilde(m: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
+    """log(1 - σ̃) at c = sqrt(m² + v), without cancellation.
 
     With δ = (m + c)/2 ≥ 0: 1 - σ̃ = (e^{-c} - expm1(-δ)) / (1 + e^{-c}); both terms of the numerator
-    are non-negative, so nothing cancels even when σ̃ → 1 (m → -∞, small variance).
+    are non-negative, so nothing cancels even when σ̃ → 1. For m < 0, m + c itself cancels (c rounds
+    to |m| once v < eps·m², when the true δ ≈ v / 4|m| may still dominate e^{-c}), so δ is taken
+    as v / (2 (c - m)) there.
     """
-    c = tf.abs(c)
+    v = tf.maximum(v, 0.0)
+    c = tilt(m, v)
     tiny = np.finfo(c.dtype.as_numpy_dtype).tiny
-    delta = tf.maximum((m + c) / 2, tiny)
+    safe_denominator = tf.where(m < 0, c - m, tf.ones_like(c))
+    delta = tf.where(m < 0, v / (2 * safe_denominator), (m + c) / 2)
+    delta = tf.maximum(delta, tiny)
     log_numerator = tf.math.reduce_logsumexp(
         tf.stack([-c, tf.math.log(-tf.math.expm1(-delta))], axis=0), axis=0
     )
     return log_numerator - tf.math.softplus(-c)
 
 
-@check_shapes("m: [N, C]", "c: [N, C]", "return: [N, C]")
-def _log_gamma_collapsed(m: tf.Tensor, c: tf.Tensor) -> tf.Tensor:
+@check_shapes("m: [N, C]", "v: [N, C]", "return: [N, C]")
+def _log_gamma_collapsed(m: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
     # log γ_c = log p_c - log p_0 = log σ̃_c - log Σ_j (1 - σ̃_j)  (the 1/C factors cancel)
-    log_sum_complement = tf.reduce_logsumexp(log_one_minus_sigma_tilde(m, c), axis=-1, keepdims=True)
-    return log_sigma_tilde(m, c) - log_sum_complement
+    log_sum_complement = tf.reduce_logsumexp(log_one_minus_sigma_tilde(m, v), axis=-1, keepdims=True)
+    return log_sigma_tilde(m, tilt(m, v)) - log_sum_complement
 
 
 @check_shapes(
@@ -138,7 +143,7 @@ def collapsed_local_parameters(
 ) -> LocalParameters:
     """Optimal local parameters with λ integrated out: q(n_i) negative-multinomial, no inner loop."""
     c = tilt(Fmu, Fvar)
-    gamma = tf.exp(_log_gamma_collapsed(Fmu, c))
+    gamma = tf.exp(_log_gamma_collapsed(Fmu, Fvar))
     theta = polya_gamma_mean(Y_onehot + gamma, c)
     return LocalParameters(gamma=gamma, theta=theta, c=c)
 
@@ -171,7 +176,8 @@ def paper_local_parameters(
     log_st = log_sigma_tilde(Fmu, c)  # [N, C]
     S = tf.reduce_mean(tf.exp(log_st), axis=-1)  # [N]
     one_minus_S = tf.exp(
-        tf.reduce_logsumexp(log_one_minus_sigma_tilde(Fmu, c), axis=-1) - tf.math.log(num_classes)
+        tf.reduce_logsumexp(log_one_minus_sigma_tilde(Fmu, Fvar), axis=-1)
+        - tf.math.log(num_classes)
     )
     alpha = (1.0 - S / 2) / one_minus_S
     for _ in range(inner_iterations):
@@ -250,4 +256,4 @@ def collapsed_local_elbo(Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor) -
     m_y = tf.reduce_sum(Y_onehot * Fmu, axis=-1)
     c_y = tf.reduce_sum(Y_onehot * c, axis=-1)
     jaakkola_jordan = m_y / 2 - np.log(2.0) - log_cosh_half(c_y)
-    return jaakkola_jordan - tf.reduce_logsumexp(log_one_minus_sigma_tilde(Fmu, c), axis=-1)
+    return jaakkola_jordan - tf.reduce_logsumexp(log_one_minus_sigma_tilde(Fmu, Fvar), axis=-1)
