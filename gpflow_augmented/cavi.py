@@ -8,7 +8,8 @@ Like :class:`gpflow.optimizers.NaturalGradient` it owns the step and assigns to 
 ``jit_compile=True``, which is how it runs unchanged on a GPU) and validates its batch on the device:
 on bad data or a numerical failure it assigns nothing and the Python wrapper raises.
 """
-from typing import Callable, Tuple, Union
+import contextlib
+from typing import Callable, Iterator, Tuple, Union
 
 import tensorflow as tf
 from gpflow.config import default_float
@@ -51,11 +52,13 @@ class CAVI(tf.Module):
         self.model = model
         self.step_size = step_size
         self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="iteration")
-        self._step_fn: Callable = self._step
+        self._step_fn: Callable = self.update
         if compile:
-            self._step_fn = tf.function(self._step, jit_compile=jit_compile)
+            self._step_fn = tf.function(self.update, jit_compile=jit_compile)
 
-    def _step(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    def update(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The step as a traceable computation, for use inside a larger compiled function:
+        assigns the new q(u) only if the status is ``OK``; returns (ELBO before, status)."""
         model = self.model
         status = data_status(X, Y, model.num_classes)
         rho = self.step_size(self.iteration)
@@ -76,23 +79,20 @@ class CAVI(tf.Module):
         Raises :class:`~gpflow_augmented.InvalidDataError` (bad labels, NaN/inf in X, empty batch)
         or :class:`~gpflow_augmented.NumericalError`; in both cases the model is unchanged.
         """
-        X, Y = data
-        X = tf.convert_to_tensor(X, dtype=default_float())
-        Y = tf.convert_to_tensor(Y)
-        _check_static_shapes(X, Y, self.model)
-        try:
+        X, Y = self.prepare(data)
+        with numerical_errors("the CAVI step"):
             elbo, status = self._step_fn(X, Y)
-        except tf.errors.InvalidArgumentError as error:
-            if "cholesky" not in error.message.lower():
-                raise
-            raise NumericalError(
-                f"the CAVI step failed ({error.message.splitlines()[0]}); the parameters were left "
-                "unchanged. Increase gpflow.config jitter, or check the kernel hyperparameters"
-            ) from None
         status = int(status)
         if status != OK:
             raise error_for_status(status, self.model.num_classes)
         return elbo
+
+    def prepare(self, data: Tuple[tf.Tensor, tf.Tensor]) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The batch as tensors of the model's dtype, with its static shapes checked."""
+        X = tf.convert_to_tensor(data[0], dtype=default_float())
+        Y = tf.convert_to_tensor(data[1])
+        _check_static_shapes(X, Y, self.model)
+        return X, Y
 
     def minimize(self, data: Tuple[tf.Tensor, tf.Tensor], iterations: int = 1) -> tf.Tensor:
         """``iterations`` steps on the same batch (full-batch CAVI); returns the last batch ELBO."""
@@ -100,6 +100,20 @@ class CAVI(tf.Module):
         for _ in range(iterations):
             elbo = self.step(data)
         return elbo
+
+
+@contextlib.contextmanager
+def numerical_errors(what: str) -> Iterator[None]:
+    """Turn TensorFlow's Cholesky failure into a :class:`NumericalError` naming ``what``."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as error:
+        if "cholesky" not in error.message.lower():
+            raise
+        raise NumericalError(
+            f"{what} failed ({error.message.splitlines()[0]}); the parameters were left "
+            "unchanged. Increase gpflow.config jitter, or check the kernel hyperparameters"
+        ) from None
 
 
 def _check_static_shapes(X: tf.Tensor, Y: tf.Tensor, model: LogisticSoftmaxSVGP) -> None:

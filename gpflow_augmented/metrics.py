@@ -1,12 +1,36 @@
-"""Test metrics on predicted class probabilities: error, mean negative log-likelihood and
-top-label expected calibration error (Guo et al. 2017)."""
+"""Test metrics on predicted class probabilities [N, C] and integer labels [N] or [N, 1].
+
+Two calibration errors are offered because the literature uses both:
+
+* :func:`expected_calibration_error` — top-label ECE (Guo et al. 2017): bin the confidence
+  max_k p_k into equal-width bins and average |accuracy − confidence| weighted by bin size.
+* :func:`classwise_calibration_error` — one-vs-rest ECE, as the paper's authors computed it: for
+  each class k, bin p_k over *all* test points and compare it with the frequency of y = k in the
+  bin; the result is the mean over classes.
+
+Bins are right-closed, (k/B, (k+1)/B], with 0 put in the first bin.
+"""
+from typing import NamedTuple
+
 import numpy as np
 
-__all__ = ["error_rate", "mean_nll", "expected_calibration_error"]
+__all__ = [
+    "ReliabilityCurve",
+    "brier_score",
+    "classwise_calibration_error",
+    "error_rate",
+    "expected_calibration_error",
+    "mean_nll",
+    "reliability_curve",
+]
 
 
 def _labels(y: np.ndarray) -> np.ndarray:
     return np.asarray(y).reshape(-1).astype(np.int64)
+
+
+def _bin_index(values: np.ndarray, num_bins: int) -> np.ndarray:
+    return np.clip(np.ceil(values * num_bins).astype(np.int64) - 1, 0, num_bins - 1)
 
 
 def error_rate(probabilities: np.ndarray, y: np.ndarray) -> float:
@@ -18,18 +42,69 @@ def mean_nll(log_density: np.ndarray) -> float:
     return float(-np.mean(log_density))
 
 
+def brier_score(probabilities: np.ndarray, y: np.ndarray) -> float:
+    """The multi-class Brier score: the mean over points of Σ_k (p_k − [y = k])², in [0, 2]."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    one_hot = np.eye(probabilities.shape[1])[_labels(y)]
+    return float(np.mean(np.sum((probabilities - one_hot) ** 2, axis=1)))
+
+
+def _calibration_gap(
+    predicted: np.ndarray, observed: np.ndarray, num_bins: int
+) -> float:
+    """Σ_b (n_b / N) |mean(observed)_b − mean(predicted)_b| over equal-width bins of ``predicted``."""
+    bins = _bin_index(predicted, num_bins)
+    counts = np.bincount(bins, minlength=num_bins)
+    predicted_sum = np.bincount(bins, weights=predicted, minlength=num_bins)
+    observed_sum = np.bincount(bins, weights=observed.astype(np.float64), minlength=num_bins)
+    return float(np.sum(np.abs(observed_sum - predicted_sum)) / len(predicted))
+
+
 def expected_calibration_error(
     probabilities: np.ndarray, y: np.ndarray, num_bins: int = 15
 ) -> float:
-    """Top-label ECE: Σ_b (n_b / N) |accuracy_b - confidence_b| over equal-width confidence bins
-    (right-closed, (k/B, (k+1)/B]), as in Guo et al. (2017)."""
+    """Top-label ECE with ``num_bins`` equal-width confidence bins (Guo et al. 2017)."""
     probabilities = np.asarray(probabilities)
     confidence = probabilities.max(axis=1)
     correct = np.argmax(probabilities, axis=1) == _labels(y)
-    bins = np.clip(np.ceil(confidence * num_bins).astype(int) - 1, 0, num_bins - 1)
-    ece = 0.0
-    for b in range(num_bins):
-        in_bin = bins == b
-        if in_bin.any():
-            ece += in_bin.mean() * abs(correct[in_bin].mean() - confidence[in_bin].mean())
-    return float(ece)
+    return _calibration_gap(confidence, correct, num_bins)
+
+
+def classwise_calibration_error(
+    probabilities: np.ndarray, y: np.ndarray, num_bins: int = 10
+) -> float:
+    """One-vs-rest ECE: the mean over classes k of the ECE of p_k against [y = k]."""
+    probabilities = np.asarray(probabilities)
+    labels = _labels(y)
+    num_classes = probabilities.shape[1]
+    return float(
+        np.mean(
+            [
+                _calibration_gap(probabilities[:, k], labels == k, num_bins)
+                for k in range(num_classes)
+            ]
+        )
+    )
+
+
+class ReliabilityCurve(NamedTuple):
+    """Per-bin statistics of a top-label reliability diagram (empty bins have count 0 and NaN)."""
+
+    edges: np.ndarray  # [B + 1]
+    count: np.ndarray  # [B]
+    accuracy: np.ndarray  # [B]
+    confidence: np.ndarray  # [B]
+
+
+def reliability_curve(
+    probabilities: np.ndarray, y: np.ndarray, num_bins: int = 15
+) -> ReliabilityCurve:
+    probabilities = np.asarray(probabilities)
+    confidence = probabilities.max(axis=1)
+    correct = (np.argmax(probabilities, axis=1) == _labels(y)).astype(np.float64)
+    bins = _bin_index(confidence, num_bins)
+    count = np.bincount(bins, minlength=num_bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        accuracy = np.bincount(bins, weights=correct, minlength=num_bins) / count
+        mean_confidence = np.bincount(bins, weights=confidence, minlength=num_bins) / count
+    return ReliabilityCurve(np.linspace(0.0, 1.0, num_bins + 1), count, accuracy, mean_confidence)

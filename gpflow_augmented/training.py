@@ -7,7 +7,7 @@ points), a progress bar and a monitoring callback.
 ``tf.train.Checkpoint(model=model, trainer=trainer)`` saves everything needed to resume);
 :func:`fit` is the loop.
 """
-from typing import Any, Callable, List, NamedTuple, Optional, Tuple, Union
+from typing import Callable, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -15,10 +15,10 @@ from gpflow.config import default_float
 from gpflow.keras import tf_keras
 from gpflow.utilities import set_trainable
 
-from .cavi import CAVI
+from .cavi import CAVI, numerical_errors
 from .models import LogisticSoftmaxSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
-from .validation import NumericalError, check_data
+from .validation import OK, NumericalError, check_data, error_for_status
 
 __all__ = ["Trainer", "FitResult", "fit", "minibatches"]
 
@@ -47,37 +47,50 @@ class Trainer(tf.Module):
             self.adam = tf_keras.optimizers.Adam(learning_rate)
             # Slots exist from the start, so a checkpoint restores into them exactly.
             self.adam.build(model.trainable_variables)
-        self._loss_and_gradients = tf.function(self._loss_and_gradients_eager)
-        self._apply = tf.function(self._apply_eager)
+        # CAVI and Adam in one compiled call: one dispatch and one host sync per iteration.
+        self._iteration = tf.function(self._iteration_eager, jit_compile=jit_compile)
 
     @property
     def iteration(self) -> tf.Variable:
         return self.cavi.iteration
 
-    def _loss_and_gradients_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[Any, ...]:
+    def _iteration_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        elbo, status = self.cavi.update(X, Y)
         variables = self.model.trainable_variables
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(variables)
-            loss = self.model.training_loss((X, Y))
-        gradients = tape.gradient(loss, variables)
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in gradients])
-        return loss, gradients, finite & tf.math.is_finite(loss)
+        if self.adam is None or not variables:
+            return elbo, status, tf.constant(True)
 
-    def _apply_eager(self, gradients: List[tf.Tensor]) -> None:
-        self.adam.apply_gradients(zip(gradients, self.model.trainable_variables))
+        def hyperparameter_step() -> tf.Tensor:
+            with tf.GradientTape(watch_accessed_variables=False) as tape:
+                tape.watch(variables)
+                loss = self.model.training_loss((X, Y))
+            gradients = tape.gradient(loss, variables)
+            finite = tf.math.is_finite(loss)
+            for gradient in gradients:
+                finite &= tf.reduce_all(tf.math.is_finite(gradient))
+
+            def apply() -> tf.Tensor:
+                self.adam.apply_gradients(zip(gradients, variables))
+                return tf.constant(True)
+
+            return tf.cond(finite, apply, lambda: tf.constant(False))
+
+        applied = tf.cond(status == OK, hyperparameter_step, lambda: tf.constant(False))
+        return elbo, status, applied
 
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         """One CAVI step then one Adam step; returns the batch ELBO before the CAVI step."""
-        elbo = self.cavi.step(data)
-        if self.adam is not None and self.model.trainable_variables:
-            X = tf.convert_to_tensor(data[0], dtype=default_float())
-            _, gradients, finite = self._loss_and_gradients(X, tf.convert_to_tensor(data[1]))
-            if not bool(finite):
-                raise NumericalError(
-                    "the hyperparameter gradient is not finite; Adam did not update anything. "
-                    "Lower the learning rate or increase gpflow.config jitter"
-                )
-            self._apply(gradients)
+        X, Y = self.cavi.prepare(data)
+        with numerical_errors("the training step"):
+            elbo, status, applied = self._iteration(X, Y)
+        status = int(status)
+        if status != OK:
+            raise error_for_status(status, self.model.num_classes)
+        if not bool(applied):
+            raise NumericalError(
+                "the hyperparameter gradient is not finite; Adam did not update anything. "
+                "Lower the learning rate or increase gpflow.config jitter"
+            )
         return elbo
 
 

@@ -1,16 +1,20 @@
-"""Small real classification datasets shipped with the package, and a loader for `.npz` folders.
+"""Small real classification datasets shipped with the package, and loaders for `.npz` and LIBSVM
+files.
 
 Bundled (UCI/Statlog, as in ``../shared/data``): ``vehicle`` (846 × 18, 4 classes), ``segment``
 (2310 × 19, 7 classes), ``satimage`` (6435 × 36, 6 classes, official 4435/2000 split); ``wine``
 (178 × 13, 3 classes) comes from scikit-learn's bundled copy. Benchmarks read other datasets from a
-folder of ``.npz`` files with arrays ``X``, ``y`` and optionally a boolean ``is_test``.
+folder of ``.npz`` files with arrays ``X``, ``y`` and optionally a boolean ``is_test``;
+:func:`load_file` reads one such file, or a LIBSVM text file, for the command-line tool.
 """
 from pathlib import Path
-from typing import NamedTuple, Optional, Union
+from typing import NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 
-__all__ = ["Dataset", "BUNDLED", "load_dataset", "train_test_split"]
+from ..validation import InvalidDataError
+
+__all__ = ["Dataset", "BUNDLED", "from_arrays", "load_dataset", "load_file", "train_test_split"]
 
 _DATA = Path(__file__).parent / "data"
 BUNDLED = ("vehicle", "segment", "satimage", "wine")
@@ -37,8 +41,7 @@ def _raw(name: str, data_dir: Optional[Union[str, Path]]) -> tuple:
     if not path.exists():
         where = f"in {data_dir}" if data_dir is not None else f"bundled ({', '.join(BUNDLED)})"
         raise FileNotFoundError(f"no dataset {name!r} {where}")
-    with np.load(path, allow_pickle=False) as d:
-        return d["X"], d["y"], (d["is_test"] if "is_test" in d.files else None)
+    return _read_npz(path)
 
 
 def train_test_split(
@@ -51,6 +54,46 @@ def train_test_split(
     return is_test
 
 
+def from_arrays(
+    name: str,
+    X: np.ndarray,
+    y: np.ndarray,
+    is_test: Optional[np.ndarray] = None,
+    *,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+) -> Dataset:
+    """Check ``X`` [N, D] and labels ``y`` (integers 0..C-1, C ≥ 2), split them (by ``is_test``
+    if given, else a seeded random split) and standardise the features with training statistics
+    (constant columns are left at zero)."""
+    X, y = np.asarray(X), np.asarray(y)
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise InvalidDataError(f"{name}: X must be a non-empty 2-D array [N, D], got {X.shape}")
+    if not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
+        raise InvalidDataError(f"{name}: X must be finite numbers (found NaN, inf or non-numbers)")
+    y = y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
+    if y.ndim != 1 or len(y) != len(X):
+        raise InvalidDataError(f"{name}: y must hold one label per row of X, got shape {y.shape}")
+    numeric = np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)
+    if not numeric or not np.all(np.isfinite(y)) or np.any(y != np.round(y)) or y.min() < 0:
+        raise InvalidDataError(f"{name}: labels must be integers 0..C-1")
+    y = y.astype(np.int64)
+    num_classes = int(y.max()) + 1
+    if num_classes < 2:
+        raise InvalidDataError(f"{name}: needs at least 2 classes, found labels 0..{y.max()}")
+    if is_test is None:
+        if not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
+        is_test = train_test_split(len(y), test_fraction, seed)
+    is_test = np.asarray(is_test, dtype=bool).reshape(-1)
+    if len(is_test) != len(y) or is_test.all() or not is_test.any():
+        raise InvalidDataError(f"{name}: is_test must mark some, not all, of the {len(y)} rows")
+    X = np.asarray(X, dtype=np.float64)
+    mean, std = X[~is_test].mean(0), X[~is_test].std(0)
+    X = (X - mean) / np.where(std > 0, std, 1.0)
+    return Dataset(name, X[~is_test], y[~is_test, None], X[is_test], y[is_test, None], num_classes)
+
+
 def load_dataset(
     name: str,
     data_dir: Optional[Union[str, Path]] = None,
@@ -58,15 +101,79 @@ def load_dataset(
     test_fraction: float = 0.2,
     seed: int = 0,
 ) -> Dataset:
-    """Load ``name``, split it (its official split if it has one, else a seeded random one) and
-    standardise the features with training statistics (constant columns are left at zero)."""
+    """Load ``name`` (bundled, or ``<data_dir>/<name>.npz``), split it (its official split if it
+    has one, else a seeded random one) and standardise it, as :func:`from_arrays`."""
     X, y, is_test = _raw(name, data_dir)
-    if is_test is None:
-        is_test = train_test_split(len(y), test_fraction, seed)
-    X = np.asarray(X, dtype=np.float64)
-    mean, std = X[~is_test].mean(0), X[~is_test].std(0)
-    X = (X - mean) / np.where(std > 0, std, 1.0)
-    y = np.asarray(y, dtype=np.int64)
-    return Dataset(
-        name, X[~is_test], y[~is_test, None], X[is_test], y[is_test, None], int(y.max()) + 1
-    )
+    return from_arrays(name, X, y, is_test, test_fraction=test_fraction, seed=seed)
+
+
+def _read_libsvm(path: Path) -> Tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import load_svmlight_file
+
+    try:
+        X, y = load_svmlight_file(str(path))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise InvalidDataError(f"{path}: not a LIBSVM file ({error})") from None
+    return X.toarray(), y
+
+
+def _read_npz(path: Path) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    import zipfile
+
+    try:
+        with np.load(path, allow_pickle=False) as d:
+            missing = [key for key in ("X", "y") if key not in d.files]
+            if missing:
+                raise InvalidDataError(f"{path}: no array {missing[0]!r} (found {d.files})")
+            return d["X"], d["y"], (d["is_test"] if "is_test" in d.files else None)
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        raise InvalidDataError(f"{path}: not a readable .npz file ({error})") from None
+
+
+def load_file(
+    path: Union[str, Path],
+    test_path: Optional[Union[str, Path]] = None,
+    *,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+) -> Dataset:
+    """Load a ``.npz`` file (arrays ``X``, ``y``, optional boolean ``is_test``) or a LIBSVM text
+    file, with an optional separate test file of the same kind.
+
+    LIBSVM labels are arbitrary numbers; they are mapped to 0..C-1 in sorted order over the
+    training and test files together. ``.npz`` labels must already be 0..C-1.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    if test_path is not None and not Path(test_path).is_file():
+        raise FileNotFoundError(f"no such file: {test_path}")
+    name = path.stem
+    if path.suffix == ".npz":
+        X, y, is_test = _read_npz(path)
+        if test_path is not None:
+            X_test, y_test, _ = _read_npz(Path(test_path))
+            X, y, is_test = _stack(X, y, X_test, y_test, name)
+        return from_arrays(name, X, y, is_test, test_fraction=test_fraction, seed=seed)
+
+    X, y = _read_libsvm(path)
+    is_test = None
+    if test_path is not None:
+        X_test, y_test = _read_libsvm(Path(test_path))
+        width = max(X.shape[1], X_test.shape[1])  # LIBSVM omits trailing zero features
+        X = np.pad(X, ((0, 0), (0, width - X.shape[1])))
+        X_test = np.pad(X_test, ((0, 0), (0, width - X_test.shape[1])))
+        X, y, is_test = _stack(X, y, X_test, y_test, name)
+    _, y = np.unique(y, return_inverse=True)
+    return from_arrays(name, X, y, is_test, test_fraction=test_fraction, seed=seed)
+
+
+def _stack(X: np.ndarray, y: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
+           name: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if np.ndim(X) != 2 or np.ndim(X_test) != 2 or X.shape[1] != X_test.shape[1]:
+        raise InvalidDataError(
+            f"{name}: training and test features differ in shape ({np.shape(X)} vs "
+            f"{np.shape(X_test)})"
+        )
+    is_test = np.r_[np.zeros(len(X), bool), np.ones(len(X_test), bool)]
+    return np.vstack([X, X_test]), np.r_[np.reshape(y, -1), np.reshape(y_test, -1)], is_test

@@ -1,0 +1,282 @@
+"""
+The methods of a head-to-head comparison, each a model plus the optimizer that trains it, built by
+the package so that every method starts from the same place and is driven the same way.
+
+``lsm``        this package: :class:`LogisticSoftmaxSVGP`, collapsed bound, CAVI step + Adam step
+``lsm-paper``  the same with the paper's Gamma-Poisson scheme
+``rm``         ``gpflow.models.SVGP`` + ``gpflow.likelihoods.MultiClass`` (robust-max), GPflow's
+               ``NaturalGradient`` on (q_mu, q_sqrt) + Adam — the paper's "RM" baseline, with the
+               γ warm-up its authors used (:class:`NaturalGradientWarmUp`)
+``softmax``    ``SVGP`` + ``gpflow.likelihoods.Softmax`` (Monte Carlo), Adam on everything
+``lsm-vi``     ``SVGP`` + :class:`LogisticSoftmax` without augmentation, Adam on everything
+
+What every method shares, by construction in :func:`build_method`: the kernel class and its initial
+hyperparameters, the inducing points (fixed or trained for all alike), the Adam learning rate, a
+whitened q(u) starting at N(0, I), and ``tf.function`` compilation of its step. The caller feeds the
+same minibatches to all (:class:`~gpflow_augmented.comparison.MinibatchStream`).
+"""
+import abc
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import gpflow
+import numpy as np
+import tensorflow as tf
+from gpflow.config import default_float
+from gpflow.keras import tf_keras
+from gpflow.kernels import Kernel
+from gpflow.optimizers import NaturalGradient
+from gpflow.utilities import set_trainable
+
+from .likelihoods import LogisticSoftmax
+from .models import LogisticSoftmaxSVGP
+from .schedules import RobbinsMonro
+from .training import Trainer
+from .validation import NumericalError
+
+__all__ = [
+    "METHODS",
+    "Method",
+    "AugmentedMethod",
+    "NaturalGradientMethod",
+    "AdamMethod",
+    "NaturalGradientWarmUp",
+    "build_method",
+    "hyperparameter_snapshot",
+]
+
+METHODS: Dict[str, str] = {
+    "lsm": "logistic-softmax, augmented (collapsed bound): CAVI + Adam",
+    "lsm-paper": "logistic-softmax, augmented (paper's Gamma-Poisson scheme): CAVI + Adam",
+    "rm": "SVGP + robust-max (gpflow MultiClass): NaturalGradient with γ warm-up + Adam",
+    "softmax": "SVGP + softmax (gpflow Softmax, Monte Carlo): Adam",
+    "lsm-vi": "SVGP + logistic-softmax, not augmented: Adam",
+}
+
+
+class Method(abc.ABC):
+    """A model and its training step. ``step`` returns the minibatch ELBO (each method's own
+    bound, so values are comparable within a method, not across methods)."""
+
+    name: str
+    model: gpflow.models.GPModel
+    failed_steps: int = 0
+
+    @abc.abstractmethod
+    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        ...
+
+    @property
+    @abc.abstractmethod
+    def step_size(self) -> float:
+        """The current step size of q(u)'s optimizer: ρ (CAVI), γ (natural gradient) or Adam's rate."""
+
+
+def _guarded_adam_step(
+    adam: tf_keras.optimizers.Optimizer,
+    loss_fn: Callable[[], tf.Tensor],
+    variables: Sequence[tf.Variable],
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """One Adam step that is skipped, leaving every variable and Adam's state untouched, when the
+    loss or a gradient is not finite. Returns (loss, applied)."""
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(variables)
+        loss = loss_fn()
+    gradients = tape.gradient(loss, variables)
+    finite = tf.math.is_finite(loss)
+    for gradient in gradients:
+        finite &= tf.reduce_all(tf.math.is_finite(gradient))
+
+    def apply() -> tf.Tensor:
+        adam.apply_gradients(zip(gradients, variables))
+        return tf.constant(True)
+
+    applied = tf.cond(finite, apply, lambda: tf.constant(False))
+    return loss, applied
+
+
+class AugmentedMethod(Method):
+    """This package's model trained by :class:`~gpflow_augmented.Trainer` (CAVI, then Adam)."""
+
+    def __init__(self, name: str, model: LogisticSoftmaxSVGP, learning_rate: float,
+                 full_batch: bool) -> None:
+        self.name, self.model = name, model
+        step_size = 1.0 if full_batch else RobbinsMonro()
+        self.trainer = Trainer(model, step_size, learning_rate)
+
+    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        try:
+            return self.trainer.step((X, Y))
+        except NumericalError:
+            self.failed_steps += 1
+            return tf.constant(np.nan, default_float())
+
+    @property
+    def step_size(self) -> float:
+        return float(self.trainer.cavi.step_size(self.trainer.iteration))
+
+
+class NaturalGradientWarmUp(tf.Module):
+    """The natural-gradient step size of the paper authors' GPflow baseline: γ starts at
+    ``start``, grows by ``growth`` after every successful step up to ``maximum``, and is multiplied
+    by ``fallback`` whenever a step fails (its Cholesky or a non-finite result)."""
+
+    def __init__(self, start: float = 1e-5, growth: float = 10**0.1, maximum: float = 0.1,
+                 fallback: float = 1e-3) -> None:
+        super().__init__(name="NaturalGradientWarmUp")
+        if not 0 < start <= maximum or growth < 1 or not 0 < fallback < 1:
+            raise ValueError("need 0 < start ≤ maximum, growth ≥ 1 and 0 < fallback < 1")
+        self.growth, self.maximum, self.fallback = growth, maximum, fallback
+        self.gamma = tf.Variable(start, dtype=default_float(), trainable=False, name="gamma")
+
+    def next_gamma(self, succeeded: tf.Tensor) -> tf.Tensor:
+        grown = tf.minimum(self.gamma * self.growth, tf.cast(self.maximum, default_float()))
+        return tf.where(succeeded, grown, self.gamma * self.fallback)
+
+
+class NaturalGradientMethod(Method):
+    """GPflow's recipe for non-conjugate SVGP: a ``NaturalGradient`` step on (q_mu, q_sqrt), then
+    an Adam step on the hyperparameters, each compiled with ``tf.function``.
+
+    A failed natural-gradient step is recoverable: q(u) is left as it was and γ is cut. A failed
+    Cholesky makes GPflow's checked assignment raise before anything is assigned (the new q_mu and
+    q_sqrt both depend on the factor); any other non-finite result is undone inside the step.
+    """
+
+    def __init__(self, name: str, model: gpflow.models.SVGP, learning_rate: float,
+                 schedule: Optional[NaturalGradientWarmUp] = None) -> None:
+        self.name, self.model = name, model
+        self.schedule = schedule or NaturalGradientWarmUp()
+        self.natgrad = NaturalGradient(gamma=self.schedule.gamma)
+        set_trainable(model.q_mu, False)
+        set_trainable(model.q_sqrt, False)
+        self.adam = tf_keras.optimizers.Adam(learning_rate)
+        self.adam.build(model.trainable_variables)
+        self._natural_step = tf.function(self._natural_step_eager)
+        self._adam_step = tf.function(self._adam_step_eager)
+
+    def _natural_step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        q_mu, q_sqrt = self.model.q_mu, self.model.q_sqrt
+        old_mu = tf.identity(q_mu.unconstrained_variable)
+        old_sqrt = tf.identity(q_sqrt.unconstrained_variable)
+        self.natgrad.minimize(lambda: self.model.training_loss((X, Y)), [(q_mu, q_sqrt)])
+        succeeded = tf.reduce_all(tf.math.is_finite(q_mu.unconstrained_variable)) & tf.reduce_all(
+            tf.math.is_finite(q_sqrt.unconstrained_variable)
+        )
+        q_mu.unconstrained_variable.assign(
+            tf.where(succeeded, q_mu.unconstrained_variable, old_mu)
+        )
+        q_sqrt.unconstrained_variable.assign(
+            tf.where(succeeded, q_sqrt.unconstrained_variable, old_sqrt)
+        )
+        self.schedule.gamma.assign(self.schedule.next_gamma(succeeded))
+        return succeeded
+
+    def _adam_step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        loss, _ = _guarded_adam_step(
+            self.adam, lambda: self.model.training_loss((X, Y)), self.model.trainable_variables
+        )
+        return -loss
+
+    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        try:
+            succeeded = bool(self._natural_step(X, Y))
+        except tf.errors.InvalidArgumentError as error:
+            # TensorFlow's CPU Cholesky fills a failed factor with NaN (older versions raise), and
+            # gpflow.Parameter.assign then refuses the NaN before anything is assigned.
+            if not any(word in error.message.lower() for word in ("cholesky", "nan")):
+                raise
+            succeeded = False
+            self.schedule.gamma.assign(self.schedule.next_gamma(tf.constant(False)))
+        self.failed_steps += not succeeded
+        if self.model.trainable_variables:
+            return self._adam_step(X, Y)
+        return -self.model.training_loss((X, Y))
+
+    @property
+    def step_size(self) -> float:
+        return float(self.schedule.gamma.numpy())
+
+
+class AdamMethod(Method):
+    """Adam on every parameter, q(u) included: the plain gradient-based VI baseline."""
+
+    def __init__(self, name: str, model: gpflow.models.SVGP, learning_rate: float) -> None:
+        self.name, self.model = name, model
+        self.learning_rate = learning_rate
+        self.adam = tf_keras.optimizers.Adam(learning_rate)
+        self.adam.build(model.trainable_variables)
+        self._step = tf.function(self._step_eager)
+
+    def _step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        loss, applied = _guarded_adam_step(
+            self.adam, lambda: self.model.training_loss((X, Y)), self.model.trainable_variables
+        )
+        return -loss, applied
+
+    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        elbo, applied = self._step(X, Y)
+        self.failed_steps += not bool(applied)
+        return elbo
+
+    @property
+    def step_size(self) -> float:
+        return float(self.learning_rate)
+
+
+def build_method(
+    name: str,
+    kernel: Kernel,
+    inducing_points: np.ndarray,
+    num_classes: int,
+    num_data: int,
+    *,
+    learning_rate: float = 0.01,
+    train_inducing_points: bool = False,
+    full_batch: bool = False,
+) -> Method:
+    """Build method ``name`` (a key of :data:`METHODS`) around ``kernel`` and a copy of
+    ``inducing_points``. Pass each method its own kernel object with the same values."""
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    Z = np.array(inducing_points, dtype=default_float())
+    if name in ("lsm", "lsm-paper"):
+        scheme = "collapsed" if name == "lsm" else "paper"
+        model = LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme)
+        set_trainable(model.inducing_variable, train_inducing_points)
+        return AugmentedMethod(name, model, learning_rate, full_batch)
+
+    likelihood = {
+        "rm": lambda: gpflow.likelihoods.MultiClass(num_classes),
+        "softmax": lambda: gpflow.likelihoods.Softmax(num_classes),
+        "lsm-vi": lambda: LogisticSoftmax(num_classes),
+    }[name]()
+    # Full q_sqrt (not q_diag): NaturalGradient needs it, and the augmented model has it too.
+    model = gpflow.models.SVGP(
+        kernel, likelihood, Z, num_latent_gps=num_classes, num_data=num_data, whiten=True
+    )
+    set_trainable(model.inducing_variable, train_inducing_points)
+    if name == "rm":
+        return NaturalGradientMethod(name, model, learning_rate)
+    return AdamMethod(name, model, learning_rate)
+
+
+def _base_kernel(model: gpflow.models.GPModel) -> Kernel:
+    kernel = model.kernel
+    return kernel.kernel if isinstance(kernel, gpflow.kernels.SharedIndependent) else kernel
+
+
+def _inducing_inputs(model: gpflow.models.GPModel) -> np.ndarray:
+    inducing = model.inducing_variable
+    inducing = getattr(inducing, "inducing_variable", inducing)
+    return inducing.Z.numpy()
+
+
+def hyperparameter_snapshot(model: gpflow.models.GPModel) -> Dict[str, List[float]]:
+    """The kernel's parameters and the inducing inputs, read from the model, comparable across
+    this package's model and GPflow's SVGP."""
+    snapshot = {
+        name.lstrip("."): np.atleast_1d(np.asarray(value)).ravel().tolist()
+        for name, value in gpflow.utilities.parameter_dict(_base_kernel(model)).items()
+    }
+    snapshot["Z"] = _inducing_inputs(model).ravel().tolist()
+    return snapshot

@@ -1,0 +1,245 @@
+"""
+The command-line tool: ``gpflow-augmented`` or ``python -m gpflow_augmented``.
+
+``compare`` (the default) trains several methods side by side on one dataset and writes a JSON
+trace, the figures and TensorBoard logs, then prints a summary table. With no arguments it runs on
+the bundled ``vehicle`` dataset. ``benchmark`` runs ``compare`` over a folder of datasets and writes
+the README's table (:mod:`gpflow_augmented.benchmark`).
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+PROG = "gpflow-augmented"
+COMMANDS = ("compare", "benchmark")
+
+
+def _methods(text: str) -> List[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -> None:
+    from .baselines import METHODS
+
+    parser.add_argument("--methods", type=_methods, default=list(METHODS),
+                        help=f"comma-separated, from {', '.join(METHODS)} (default: all)")
+    parser.add_argument("--num-inducing", type=int, default=100, help="M (default 100)")
+    parser.add_argument("--batch-size", type=int, default=200, help="B (default 200)")
+    parser.add_argument("--time-budget", type=float, default=time_budget,
+                        help=f"training seconds per method (default {time_budget:g})")
+    parser.add_argument("--max-iterations", type=int, default=None,
+                        help="stop each method after this many steps as well")
+    parser.add_argument("--learning-rate", type=float, default=0.01,
+                        help="Adam's learning rate for every method (default 0.01)")
+    parser.add_argument("--train-inducing-points", action="store_true",
+                        help="let Adam move the inducing points (of every method)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--test-fraction", type=float, default=0.2,
+                        help="test share of a dataset without a test split (default 0.2)")
+    progress = parser.add_mutually_exclusive_group()
+    progress.add_argument("--progress", dest="progress", action="store_true", default=None)
+    progress.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command")
+    compare = commands.add_parser(
+        "compare", help="side-by-side comparison on one dataset (the default command)")
+    compare.add_argument("data", nargs="?", default="vehicle",
+                         help=".npz or LIBSVM file, or a bundled dataset name (default: vehicle)")
+    compare.add_argument("--test-file", default=None, help="a separate test file of the same kind")
+    compare.add_argument("--output", default=None,
+                         help="folder for results.json, figures/ and tensorboard/ "
+                              "(default: gpflow-augmented-results/<dataset>)")
+    compare.add_argument("--no-tensorboard", dest="tensorboard", action="store_false")
+    _add_training_options(compare, time_budget=20.0)
+
+    benchmark = commands.add_parser("benchmark", help="compare on many datasets; write the table")
+    benchmark.add_argument("--data-dir", default=str(Path("..") / "shared" / "data"),
+                           help="folder of .npz datasets (default ../shared/data)")
+    from .benchmark import DEFAULT_DATASETS
+
+    benchmark.add_argument("--datasets", type=_methods, default=list(DEFAULT_DATASETS),
+                           help=f"comma-separated (default {','.join(DEFAULT_DATASETS)})")
+    benchmark.add_argument("--output", default="benchmark-results")
+    _add_training_options(benchmark, time_budget=60.0)
+    return parser
+
+
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(v) for v in value]
+    return value
+
+
+def machine() -> Dict[str, Any]:
+    import gpflow
+    import tensorflow as tf
+
+    from . import __version__
+
+    return {
+        "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(), "python": platform.python_version(),
+        "tensorflow": tf.__version__, "gpflow": gpflow.__version__,
+        "gpflow_augmented": __version__,
+    }
+
+
+def write_json(path: Path, payload: Dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_finite_or_none(payload), indent=1, allow_nan=False))
+
+
+def summary_table(result: Any) -> str:
+    from .comparison import time_to_converge
+
+    header = (f"{'method':<10} {'iters':>6} {'train s':>8} {'error':>7} {'NLL':>7} {'ECE':>7} "
+              f"{'cw-ECE':>7} {'Brier':>7} {'t(NLL) s':>9} {'failed':>6}")
+    lines = [header, "-" * len(header)]
+    for m in result.methods:
+        final = m.final()
+        converged = time_to_converge(m.trace)
+        lines.append(
+            f"{m.name:<10} {m.iterations:>6d} {final['time']:>8.1f} {final['error']:>7.4f} "
+            f"{final['nll']:>7.4f} {final['ece']:>7.4f} {final['classwise_ece']:>7.4f} "
+            f"{final['brier']:>7.4f} {converged if converged is not None else float('nan'):>9.2f} "
+            f"{m.failed_steps:>6d}")
+    return "\n".join(lines)
+
+
+def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
+                   tensorboard: bool = True) -> Any:
+    """Compare on ``dataset`` and write ``output``/results.json, figures/ and tensorboard/."""
+    from .comparison import compare
+    from .monitoring import (ElboToTensorBoard, ModelToTensorBoard,
+                             ReliabilityDiagramToTensorBoard, StepSizeToTensorBoard,
+                             TestMetricsToTensorBoard)
+    from .plots import calibration_figure, save_figure, traces_figure
+    from gpflow.monitor import Monitor, MonitorTaskGroup
+
+    monitors: Dict[str, Tuple[Monitor, Monitor, List[int]]] = {}
+    image_every = 8  # evaluations; matplotlib is slow next to a training step
+
+    def log(method: Any, entry: Dict[str, float], probabilities: Any) -> None:
+        if method.name not in monitors:
+            log_dir = str(output / "tensorboard" / method.name)
+            metrics_task = TestMetricsToTensorBoard(log_dir, method.model,
+                                                    (dataset.X_test, dataset.Y_test))
+            scalars = Monitor(MonitorTaskGroup([
+                ElboToTensorBoard(log_dir),
+                StepSizeToTensorBoard(log_dir, lambda: method.step_size),
+                ModelToTensorBoard(log_dir, method.model, max_size=32),
+                metrics_task,
+            ]))
+            image = Monitor(MonitorTaskGroup(ReliabilityDiagramToTensorBoard(log_dir, metrics_task)))
+            monitors[method.name] = (scalars, image, [0])
+        scalars, image, count = monitors[method.name]
+        step = int(entry["iteration"])
+        elbo = entry["elbo"] if math.isfinite(entry["elbo"]) else None
+        scalars(step, elbo=elbo, metrics=entry, probabilities=probabilities)
+        if count[0] % image_every == 0:
+            image(step)
+        count[0] += 1
+
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    result = compare(
+        dataset, args.methods, num_inducing=args.num_inducing, batch_size=args.batch_size,
+        time_budget=args.time_budget, max_iterations=args.max_iterations,
+        learning_rate=args.learning_rate, train_inducing_points=args.train_inducing_points,
+        seed=args.seed, callback=log if tensorboard else None, progress=progress,
+    )
+    payload = {
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": [PROG, *sys.argv[1:]],
+        "machine": machine(),
+        **result.to_json(),
+    }
+    if tensorboard:  # the final reliability diagram, whatever evaluation it fell on
+        for m in result.methods:
+            if m.name in monitors:
+                monitors[m.name][1](m.iterations)
+    write_json(output / "results.json", payload)
+    traces = {m.name: m.trace for m in result.methods}
+    save_figure(traces_figure(traces, ("error", "nll"), title=dataset.name),
+                output / "figures" / "traces.png")
+    save_figure(calibration_figure({m.name: m.probabilities for m in result.methods},
+                                   dataset.Y_test), output / "figures" / "calibration.png")
+    return result
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from . import datasets
+
+    if Path(args.data).is_file() or args.test_file is not None:
+        return datasets.load_file(args.data, args.test_file, test_fraction=args.test_fraction,
+                                  seed=args.seed)
+    if args.data in datasets.BUNDLED:
+        return datasets.load_dataset(args.data, test_fraction=args.test_fraction, seed=args.seed)
+    raise FileNotFoundError(
+        f"{args.data!r} is neither a file nor a bundled dataset ({', '.join(datasets.BUNDLED)})")
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    from .baselines import METHODS
+
+    unknown = [m for m in args.methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
+    if not args.methods:
+        raise ValueError("--methods is empty")
+    if args.num_inducing < 1 or args.batch_size < 1:
+        raise ValueError("--num-inducing and --batch-size must be positive")
+    if args.time_budget <= 0 and args.max_iterations is None:
+        raise ValueError("--time-budget must be positive (or give --max-iterations)")
+    if args.time_budget <= 0:
+        args.time_budget = None
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
+        argv = ["compare", *argv]
+    args = build_parser().parse_args(argv)
+
+    from .validation import InvalidDataError
+
+    try:
+        _check_options(args)
+        if args.command == "benchmark":
+            from .benchmark import run_benchmark
+
+            print(run_benchmark(args))
+            return 0
+        dataset = _load(args)
+        output = Path(args.output or Path("gpflow-augmented-results") / dataset.name)
+        print(f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
+              f"{dataset.X_train.shape[1]} features, {dataset.num_classes} classes; "
+              f"M={args.num_inducing}, batch {args.batch_size}, "
+              f"{args.time_budget or '-'} s per method", flush=True)
+        result = run_comparison(dataset, args, output, tensorboard=args.tensorboard)
+    except (FileNotFoundError, InvalidDataError, ValueError) as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    print(summary_table(result))
+    print(f"t(NLL): training seconds until the test NLL is within 0.01 nats of the method's best; "
+          f"written to {output}/ (results.json, figures/, tensorboard/)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""
+A fair, reproducible head-to-head run: several methods (see :mod:`~gpflow_augmented.baselines`) on
+one dataset, the same initial state, the same minibatches, the same clock.
+
+The clock counts training only: it is stopped while the test metrics are computed, and each
+method's first step, which traces (compiles) its ``tf.function``, is timed separately as
+``compile_seconds``. Test metrics are evaluated at geometrically spaced iterations, so a trace has
+evenly spaced points on the log-time axis of the paper's Figure 7.
+"""
+import hashlib
+import time
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+from gpflow.config import default_float
+
+from . import metrics
+from .baselines import METHODS, Method, build_method, hyperparameter_snapshot
+from .datasets import Dataset
+from .initialisation import inducing_points as kmeans_inducing_points
+from .initialisation import initial_kernel
+
+__all__ = [
+    "MinibatchStream",
+    "Evaluator",
+    "MethodResult",
+    "ComparisonResult",
+    "compare",
+    "time_to_converge",
+]
+
+
+class MinibatchStream:
+    """A seeded stream of minibatch indices with random access: batch t is the (t mod E)-th slice
+    of epoch t // E's permutation, where E = N // B (the remainder of each epoch is dropped, so
+    every batch has the same static shape)."""
+
+    def __init__(self, num_data: int, batch_size: int, seed: int) -> None:
+        self.num_data, self.seed = int(num_data), int(seed)
+        self.batch_size = min(int(batch_size), self.num_data)
+        self.batches_per_epoch = self.num_data // self.batch_size
+        self._epoch, self._permutation = -1, None
+
+    @property
+    def full_batch(self) -> bool:
+        return self.batch_size == self.num_data
+
+    def indices(self, iteration: int) -> np.ndarray:
+        epoch, slot = divmod(int(iteration), self.batches_per_epoch)
+        if epoch != self._epoch:
+            rng = np.random.default_rng([self.seed, epoch])
+            self._epoch, self._permutation = epoch, rng.permutation(self.num_data)
+        start = slot * self.batch_size
+        return self._permutation[start : start + self.batch_size]
+
+
+class Evaluator:
+    """Test metrics of any GPflow classifier, computed by compiled predictions in fixed-size
+    chunks (memory stays bounded for Monte Carlo predictive densities on large test sets)."""
+
+    def __init__(self, X: np.ndarray, Y: np.ndarray, chunk_size: int = 1000) -> None:
+        self.X = np.asarray(X, dtype=default_float())
+        self.Y = np.asarray(Y).reshape(-1, 1).astype(np.int64)
+        self.chunk_size = chunk_size
+        self._compiled: Dict[int, Callable] = {}
+        self.latest_probabilities: Optional[np.ndarray] = None
+
+    def predictions(self, model: Any) -> Dict[str, np.ndarray]:
+        key = id(model)
+        if key not in self._compiled:
+            self._compiled[key] = tf.function(
+                lambda X, Y: (model.predict_y(X)[0], model.predict_log_density((X, Y))),
+                reduce_retracing=True,
+            )
+        predict = self._compiled[key]
+        probabilities, log_density = [], []
+        for start in range(0, len(self.X), self.chunk_size):
+            p, lp = predict(self.X[start : start + self.chunk_size],
+                            self.Y[start : start + self.chunk_size])
+            probabilities.append(p.numpy())
+            log_density.append(lp.numpy())
+        return {"probabilities": np.concatenate(probabilities),
+                "log_density": np.concatenate(log_density)}
+
+    def __call__(self, model: Any) -> Dict[str, float]:
+        predictions = self.predictions(model)
+        p, y = predictions["probabilities"], self.Y
+        self.latest_probabilities = p
+        return {
+            "error": metrics.error_rate(p, y),
+            "nll": metrics.mean_nll(predictions["log_density"]),
+            "ece": metrics.expected_calibration_error(p, y, num_bins=15),
+            "classwise_ece": metrics.classwise_calibration_error(p, y, num_bins=10),
+            "brier": metrics.brier_score(p, y),
+        }
+
+
+class MethodResult(NamedTuple):
+    name: str
+    description: str
+    trace: List[Dict[str, float]]  # time, iteration, elbo, step_size and the test metrics
+    compile_seconds: float
+    iterations: int
+    failed_steps: int
+    initial_hyperparameters: Dict[str, List[float]]
+    batches_digest: str  # SHA-256 of the minibatch indices the method was given, in order
+    method: Method
+    probabilities: np.ndarray  # the final predicted test probabilities [N_test, C]
+
+    def final(self) -> Dict[str, float]:
+        return self.trace[-1]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "compile_seconds": self.compile_seconds,
+            "iterations": self.iterations,
+            "failed_steps": self.failed_steps,
+            "time_to_converge": time_to_converge(self.trace),
+            "initial_hyperparameters": self.initial_hyperparameters,
+            "batches_digest": self.batches_digest,
+            "trace": self.trace,
+        }
+
+
+class ComparisonResult(NamedTuple):
+    dataset: str
+    settings: Dict[str, Any]
+    methods: List[MethodResult]
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "settings": self.settings,
+            "methods": [m.to_json() for m in self.methods],
+        }
+
+
+def time_to_converge(trace: Sequence[Dict[str, float]], tolerance: float = 0.01) -> Optional[float]:
+    """The training time at which the test NLL first came within ``tolerance`` nats of the best
+    test NLL in the trace (``None`` if the trace has no finite NLL)."""
+    nlls = np.array([entry["nll"] for entry in trace], dtype=np.float64)
+    if not np.isfinite(nlls).any():
+        return None
+    best = np.nanmin(np.where(np.isfinite(nlls), nlls, np.nan))
+    first = int(np.argmax(nlls <= best + tolerance))
+    return float(trace[first]["time"])
+
+
+def _evaluation_iterations(growth: float = 1.25):
+    """1, 2, 3, 4, 5, 7, 9, 11, 14, …: geometric, at least one apart."""
+    iteration = 1
+    while True:
+        yield iteration
+        iteration = max(iteration + 1, int(np.ceil(iteration * growth)))
+
+
+def compare(
+    dataset: Dataset,
+    methods: Sequence[str] = tuple(METHODS),
+    *,
+    num_inducing: int = 100,
+    batch_size: int = 200,
+    time_budget: Optional[float] = 60.0,
+    max_iterations: Optional[int] = None,
+    learning_rate: float = 0.01,
+    train_inducing_points: bool = False,
+    seed: int = 0,
+    evaluation_growth: float = 1.25,
+    callback: Optional[Callable[[Method, Dict[str, float], np.ndarray], None]] = None,
+    progress: bool = False,
+) -> ComparisonResult:
+    """Train every method in turn on ``dataset`` and trace its test metrics against training time.
+
+    Each method stops when its training clock reaches ``time_budget`` seconds or it has made
+    ``max_iterations`` steps, whichever comes first (at least one must be given).
+    ``callback(method, entry, probabilities)`` is called after every evaluation with the trace entry
+    and the predicted test probabilities (e.g. to log to TensorBoard).
+    """
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
+    if not methods:
+        raise ValueError("no methods to compare")
+    if time_budget is None and max_iterations is None:
+        raise ValueError("give a time_budget, max_iterations or both")
+    X = np.asarray(dataset.X_train, dtype=default_float())
+    Y = np.asarray(dataset.Y_train).reshape(-1, 1).astype(np.int64)
+    num_inducing = min(num_inducing, len(X))
+    Z = kmeans_inducing_points(X, num_inducing, seed=seed)
+    stream = MinibatchStream(len(X), batch_size, seed)
+    evaluator = Evaluator(dataset.X_test, dataset.Y_test)
+    X_device, Y_device = tf.constant(X), tf.constant(Y)
+    settings = {
+        "num_train": len(X), "num_test": len(dataset.X_test), "input_dim": X.shape[1],
+        "num_classes": dataset.num_classes, "num_inducing": num_inducing,
+        "batch_size": stream.batch_size, "time_budget": time_budget,
+        "max_iterations": max_iterations, "learning_rate": learning_rate,
+        "train_inducing_points": train_inducing_points, "seed": seed,
+    }
+
+    results = []
+    for name in methods:
+        method = build_method(
+            name, initial_kernel(X), Z, dataset.num_classes, len(X),
+            learning_rate=learning_rate, train_inducing_points=train_inducing_points,
+            full_batch=stream.full_batch,
+        )
+        results.append(_run(method, stream, X_device, Y_device, evaluator, time_budget,
+                            max_iterations, evaluation_growth, callback, progress))
+    return ComparisonResult(dataset.name, settings, results)
+
+
+def _run(method: Method, stream: MinibatchStream, X: tf.Tensor, Y: tf.Tensor,
+         evaluator: Evaluator, time_budget: Optional[float], max_iterations: Optional[int],
+         evaluation_growth: float, callback: Optional[Callable], progress: bool) -> MethodResult:
+    initial = hyperparameter_snapshot(method.model)
+    digest = hashlib.sha256()
+    trace: List[Dict[str, float]] = []
+
+    def evaluate(iteration: int, seconds: float, elbo: float) -> None:
+        entry = {"time": seconds, "iteration": iteration, "elbo": elbo,
+                 "step_size": method.step_size, **evaluator(method.model)}
+        trace.append(entry)
+        if callback is not None:
+            callback(method, entry, evaluator.latest_probabilities)
+
+    evaluate(0, 0.0, float("nan"))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=max_iterations, desc=method.name, leave=False, unit="it")
+    schedule = _evaluation_iterations(evaluation_growth)
+    next_evaluation = next(schedule)
+    seconds, compile_seconds, iteration, elbo = 0.0, 0.0, 0, tf.constant(np.nan)
+    while True:
+        if max_iterations is not None and iteration >= max_iterations:
+            break
+        if time_budget is not None and seconds >= time_budget:
+            break
+        indices = stream.indices(iteration)
+        digest.update(indices.astype(np.int64).tobytes())
+        index_tensor = tf.constant(indices)
+        start = time.perf_counter()
+        elbo = method.step(tf.gather(X, index_tensor), tf.gather(Y, index_tensor))
+        elapsed = time.perf_counter() - start
+        if iteration == 0:
+            compile_seconds = elapsed
+        else:
+            seconds += elapsed
+        iteration += 1
+        if bar is not None:
+            bar.update(1)
+        if iteration >= next_evaluation:
+            evaluate(iteration, seconds, float(elbo))
+            while next_evaluation <= iteration:
+                next_evaluation = next(schedule)
+    if trace[-1]["iteration"] != iteration:
+        evaluate(iteration, seconds, float(elbo))
+    if bar is not None:
+        bar.close()
+    return MethodResult(method.name, METHODS[method.name], trace, compile_seconds, iteration,
+                        method.failed_steps, initial, digest.hexdigest(), method,
+                        evaluator.latest_probabilities)

@@ -1,0 +1,147 @@
+"""
+TensorBoard monitoring as :mod:`gpflow.monitor` tasks: the ELBO, the step size of q(u)'s optimizer,
+the hyperparameters, test metrics as scalars, and the reliability diagram as an image.
+
+In a training loop of your own::
+
+    monitor = tensorboard_monitor("logs/run", model, trainer, test_data=(X_test, Y_test))
+    for step in range(1000):
+        monitor(step, elbo=trainer.step(next(batches)))
+
+The tasks work for any GPflow classifier with ``predict_y`` and ``predict_log_density`` (GPflow's
+SVGP baselines too); ``optimizer`` may be a :class:`~gpflow_augmented.Trainer`,
+:class:`~gpflow_augmented.CAVI`, a comparison :class:`~gpflow_augmented.baselines.Method`, or a
+callable returning the step size.
+"""
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+from gpflow.monitor import (
+    ImageToTensorBoard,
+    ModelToTensorBoard,
+    Monitor,
+    MonitorTaskGroup,
+    ToTensorBoard,
+)
+
+__all__ = [
+    "ElboToTensorBoard",
+    "StepSizeToTensorBoard",
+    "TestMetricsToTensorBoard",
+    "ReliabilityDiagramToTensorBoard",
+    "tensorboard_monitor",
+]
+
+
+class ElboToTensorBoard(ToTensorBoard):
+    """Writes the ``elbo`` passed to the monitor call (``monitor(step, elbo=...)``) as ``elbo``;
+    a call without it writes nothing."""
+
+    def run(self, elbo: Optional[Any] = None, **unused_kwargs: Any) -> None:
+        if elbo is not None:
+            tf.summary.scalar("elbo", tf.cast(elbo, tf.float64), step=self.current_step)
+
+
+class StepSizeToTensorBoard(ToTensorBoard):
+    """Writes q(u)'s step size as ``step_size``: ρ for CAVI, γ for natural gradients."""
+
+    def __init__(self, log_dir: str, step_size: Callable[[], float]) -> None:
+        super().__init__(log_dir)
+        self.step_size = step_size
+
+    def run(self, **unused_kwargs: Any) -> None:
+        tf.summary.scalar("step_size", float(self.step_size()), step=self.current_step)
+
+
+class TestMetricsToTensorBoard(ToTensorBoard):
+    """Writes test error, NLL, both calibration errors and the Brier score as ``test/<metric>``.
+
+    It evaluates the model itself unless the call passes ``metrics=`` (a dict, e.g. an entry of a
+    comparison trace), so metrics computed elsewhere are not computed twice. The last predicted
+    probabilities are kept in ``latest_probabilities`` for :class:`ReliabilityDiagramToTensorBoard`.
+    """
+
+    NAMES = ("error", "nll", "ece", "classwise_ece", "brier")
+
+    def __init__(self, log_dir: str, model: Any, test_data: Tuple[np.ndarray, np.ndarray]) -> None:
+        from .comparison import Evaluator
+
+        super().__init__(log_dir)
+        self.model = model
+        self.evaluator = Evaluator(*test_data)
+        self.latest_probabilities: Optional[np.ndarray] = None
+
+    def run(self, metrics: Optional[Dict[str, float]] = None,
+            probabilities: Optional[np.ndarray] = None, **unused_kwargs: Any) -> None:
+        if metrics is None:
+            metrics = self.evaluator(self.model)
+            probabilities = self.evaluator.latest_probabilities
+        if probabilities is not None:
+            self.latest_probabilities = probabilities
+        for name in self.NAMES:
+            if name in metrics:
+                tf.summary.scalar(f"test/{name}", float(metrics[name]), step=self.current_step)
+
+
+class ReliabilityDiagramToTensorBoard(ImageToTensorBoard):
+    """The reliability diagram of the latest test predictions as the image ``reliability``."""
+
+    def __init__(self, log_dir: str, metrics_task: TestMetricsToTensorBoard,
+                 num_bins: int = 15) -> None:
+        self.metrics_task = metrics_task
+        self.num_bins = num_bins
+        super().__init__(log_dir, self._plot, "reliability", fig_kw={"figsize": (4, 4)})
+
+    def _plot(self, figure: Any, axes: Any) -> None:
+        from .plots import plot_reliability_diagram
+
+        task = self.metrics_task
+        if task.latest_probabilities is None:
+            task.evaluator(task.model)
+            task.latest_probabilities = task.evaluator.latest_probabilities
+        plot_reliability_diagram(axes, task.latest_probabilities, task.evaluator.Y, self.num_bins)
+
+
+def _step_size_callable(optimizer: Any) -> Optional[Callable[[], float]]:
+    if optimizer is None:
+        return None
+    if callable(optimizer) and not hasattr(optimizer, "step"):
+        return optimizer
+    if hasattr(optimizer, "cavi"):  # Trainer
+        optimizer = optimizer.cavi
+    if hasattr(optimizer, "iteration") and hasattr(optimizer, "step_size"):  # CAVI
+        cavi = optimizer
+        return lambda: float(cavi.step_size(cavi.iteration))
+    if hasattr(type(optimizer), "step_size"):  # comparison Method
+        return lambda: optimizer.step_size
+    raise TypeError(f"cannot read a step size from {type(optimizer).__name__}")
+
+
+def tensorboard_monitor(
+    log_dir: str,
+    model: Any,
+    optimizer: Any = None,
+    *,
+    test_data: Optional[Tuple[np.ndarray, np.ndarray]] = None,
+    period: int = 1,
+    test_period: int = 10,
+    image_period: int = 100,
+    max_size: int = 32,
+) -> Monitor:
+    """A :class:`gpflow.monitor.Monitor` writing to ``log_dir``: ELBO, step size and the
+    hyperparameters (kernel and likelihood, vectors up to ``max_size`` entries) every ``period``
+    calls; test metrics every ``test_period`` and the reliability diagram every ``image_period``
+    (both only with ``test_data``)."""
+    fast = [ElboToTensorBoard(log_dir), ModelToTensorBoard(log_dir, model, max_size=max_size)]
+    step_size = _step_size_callable(optimizer)
+    if step_size is not None:
+        fast.append(StepSizeToTensorBoard(log_dir, step_size))
+    groups = [MonitorTaskGroup(fast, period=period)]
+    if test_data is not None:
+        metrics_task = TestMetricsToTensorBoard(log_dir, model, test_data)
+        groups.append(MonitorTaskGroup(metrics_task, period=test_period))
+        groups.append(MonitorTaskGroup(
+            ReliabilityDiagramToTensorBoard(log_dir, metrics_task), period=image_period
+        ))
+    return Monitor(*groups)

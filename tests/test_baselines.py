@@ -1,0 +1,131 @@
+"""The comparison is fair by construction: every method starts from the same hyperparameters and
+inducing points and sees the same minibatches; RM's natural-gradient schedule and its recovery
+from a failed step behave as the paper's authors' baseline did."""
+import hashlib
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gpflow_augmented as ga
+from gpflow_augmented.baselines import (
+    METHODS,
+    NaturalGradientWarmUp,
+    build_method,
+    hyperparameter_snapshot,
+)
+from gpflow_augmented.comparison import MinibatchStream, compare, time_to_converge
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    d = ga.datasets.load_dataset("vehicle", seed=1)
+    keep = slice(0, 150)
+    return d._replace(X_train=d.X_train[keep], Y_train=d.Y_train[keep],
+                      X_test=d.X_test[:60], Y_test=d.Y_test[:60])
+
+
+def test_minibatch_stream_is_a_seeded_sequence_of_permutations():
+    stream = MinibatchStream(num_data=23, batch_size=5, seed=3)
+    assert stream.batches_per_epoch == 4
+    for epoch in range(3):
+        seen = np.concatenate([stream.indices(4 * epoch + k) for k in range(4)])
+        assert len(np.unique(seen)) == 20  # no repeats within an epoch
+    again = MinibatchStream(23, 5, seed=3)
+    assert np.array_equal(again.indices(9), stream.indices(9))  # random access, reproducible
+    assert not np.array_equal(MinibatchStream(23, 5, seed=4).indices(9), stream.indices(9))
+
+
+def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny):
+    result = compare(tiny, list(METHODS), num_inducing=12, batch_size=32, time_budget=None,
+                     max_iterations=7, seed=5)
+    assert [m.name for m in result.methods] == list(METHODS)
+    # what the methods were fed, recomputed independently from the stream's definition
+    expected = hashlib.sha256()
+    stream = MinibatchStream(len(tiny.X_train), 32, seed=5)
+    for t in range(7):
+        expected.update(stream.indices(t).astype(np.int64).tobytes())
+    for m in result.methods:
+        assert m.iterations == 7
+        assert m.batches_digest == expected.hexdigest(), m.name
+        assert m.initial_hyperparameters == result.methods[0].initial_hyperparameters, m.name
+    initial = result.methods[0].initial_hyperparameters
+    assert initial["variance"] == [pytest.approx(1.0)]
+    assert np.allclose(initial["lengthscales"], ga.median_lengthscale(tiny.X_train))
+    assert np.allclose(np.reshape(initial["Z"], (12, -1)),
+                       ga.inducing_points(tiny.X_train, 12, seed=5))
+    # the hyperparameters were trained afterwards, by every method
+    for m in result.methods:
+        assert hyperparameter_snapshot(m.method.model)["variance"] != initial["variance"], m.name
+    # each method's trace: the initial state, geometric evaluations, the final state
+    for m in result.methods:
+        assert [e["iteration"] for e in m.trace] == [0, 1, 2, 3, 4, 5, 7]
+        assert all(np.isfinite(e["nll"]) for e in m.trace)
+
+
+def test_inducing_points_fixed_or_trained_for_all_alike(tiny):
+    Z = ga.inducing_points(tiny.X_train, 8)
+    for train in (False, True):
+        for name in METHODS:
+            method = build_method(name, ga.initial_kernel(tiny.X_train), Z, 4, 150,
+                                  train_inducing_points=train)
+            trainable = {v.ref() for v in method.model.trainable_variables}
+            inducing = method.model.inducing_variable
+            Z_param = getattr(inducing, "inducing_variable", inducing).Z
+            assert (Z_param.unconstrained_variable.ref() in trainable) == train, name
+
+
+def test_natural_gradient_warm_up_schedule():
+    schedule = NaturalGradientWarmUp()
+    gammas = []
+    for _ in range(60):
+        gammas.append(float(schedule.gamma.numpy()))
+        schedule.gamma.assign(schedule.next_gamma(tf.constant(True)))
+    assert gammas[0] == pytest.approx(1e-5)
+    assert gammas[10] == pytest.approx(1e-4)  # ×10^0.1 per step: a decade per 10 steps
+    assert gammas[40] == pytest.approx(0.1) and max(gammas) == pytest.approx(0.1)
+    schedule.gamma.assign(schedule.next_gamma(tf.constant(False)))
+    assert float(schedule.gamma.numpy()) == pytest.approx(1e-4)  # 0.1 × 1e-3
+
+
+def test_failed_natural_gradient_step_is_recovered(tiny):
+    X, Y = tf.constant(tiny.X_train[:64]), tf.constant(tiny.Y_train[:64])
+    method = build_method("rm", ga.initial_kernel(tiny.X_train),
+                          ga.inducing_points(tiny.X_train, 10), 4, 150)
+    for _ in range(3):
+        method.step(X, Y)
+    assert method.failed_steps == 0
+    q_mu, q_sqrt = method.model.q_mu.numpy(), method.model.q_sqrt.numpy()
+    variance = method.model.kernel.variance.numpy()
+    # A negative step makes the new precision I - 1000·Λ indefinite: its Cholesky must fail.
+    method.schedule.gamma.assign(-1e3)
+    elbo = method.step(X, Y)
+    assert method.failed_steps == 1
+    np.testing.assert_array_equal(method.model.q_mu.numpy(), q_mu)
+    np.testing.assert_array_equal(method.model.q_sqrt.numpy(), q_sqrt)
+    assert method.step_size == pytest.approx(-1e3 * 1e-3)  # cut by the fallback factor
+    assert np.isfinite(float(elbo))
+    assert method.model.kernel.variance.numpy() != variance  # Adam still stepped, as in the recipe
+    # and training goes on from the recovered state
+    method.schedule.gamma.assign(1e-3)
+    method.step(X, Y)
+    assert method.failed_steps == 1 and not np.array_equal(method.model.q_mu.numpy(), q_mu)
+
+
+def test_rm_baseline_is_gpflow_svgp_with_robust_max_and_full_q_sqrt(tiny):
+    method = build_method("rm", ga.initial_kernel(tiny.X_train),
+                          ga.inducing_points(tiny.X_train, 10), 4, 150)
+    assert isinstance(method.model, gpflow.models.SVGP)
+    assert isinstance(method.model.likelihood, gpflow.likelihoods.MultiClass)
+    assert isinstance(method.model.likelihood.invlink, gpflow.likelihoods.RobustMax)
+    assert method.model.q_sqrt.shape == (4, 10, 10) and method.model.whiten
+    assert isinstance(method.natgrad, gpflow.optimizers.NaturalGradient)
+    names = {v.name for v in method.model.trainable_variables}
+    assert not any("q_" in n for n in names)  # Adam leaves q(u) to the natural gradient
+
+
+def test_time_to_converge():
+    trace = [{"time": t, "nll": v} for t, v in [(0, 2.0), (1, 1.0), (2, 0.505), (4, 0.5), (8, 0.6)]]
+    assert time_to_converge(trace) == 2  # first within 0.01 of the best (0.5)
+    assert time_to_converge(trace, tolerance=0.0) == 4

@@ -1,0 +1,128 @@
+"""The command-line tool end to end on a tiny dataset, and its answers to bad input."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gpflow_augmented as ga
+from gpflow_augmented.baselines import METHODS
+from gpflow_augmented.cli import main
+
+TRACE_KEYS = {"time", "iteration", "elbo", "step_size", "error", "nll", "ece", "classwise_ece",
+              "brier"}
+METHOD_KEYS = {"name", "description", "compile_seconds", "iterations", "failed_steps",
+               "time_to_converge", "initial_hyperparameters", "batches_digest", "trace"}
+
+
+@pytest.fixture(scope="module")
+def tiny_npz(tmp_path_factory):
+    """120 rows of the bundled vehicle data (raw features), with a test split of 40."""
+    d = ga.datasets.load_dataset("vehicle")
+    path = tmp_path_factory.mktemp("data") / "tiny.npz"
+    X = np.vstack([d.X_train[:80], d.X_test[:40]]) * 3.0 + 10.0  # un-standardised
+    y = np.r_[d.Y_train[:80, 0], d.Y_test[:40, 0]]
+    np.savez(path, X=X, y=y, is_test=np.r_[np.zeros(80, bool), np.ones(40, bool)])
+    return path
+
+
+def _strict_json(path):
+    def refuse(constant):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def test_compare_end_to_end(tiny_npz, tmp_path):
+    output = tmp_path / "out"
+    completed = subprocess.run(
+        [sys.executable, "-m", "gpflow_augmented", "compare", str(tiny_npz), "--num-inducing", "10",
+         "--batch-size", "32", "--max-iterations", "4", "--time-budget", "60",
+         "--output", str(output), "--no-progress"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    table = completed.stdout
+    for name in METHODS:
+        assert f"\n{name} " in table
+    results = _strict_json(output / "results.json")
+    assert {"created", "command", "machine", "dataset", "settings", "methods"} <= set(results)
+    assert results["dataset"] == "tiny"
+    assert results["settings"]["num_train"] == 80 and results["settings"]["num_test"] == 40
+    assert [m["name"] for m in results["methods"]] == list(METHODS)
+    for method in results["methods"]:
+        assert set(method) == METHOD_KEYS
+        assert method["iterations"] == 4
+        assert [e["iteration"] for e in method["trace"]] == [0, 1, 2, 3, 4]
+        for entry in method["trace"]:
+            assert set(entry) == TRACE_KEYS
+            assert 0.0 <= entry["error"] <= 1.0 and entry["nll"] > 0
+    assert len({m["batches_digest"] for m in results["methods"]}) == 1
+    for figure in ("traces.png", "calibration.png"):
+        data = (output / "figures" / figure).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, figure
+    for name in METHODS:
+        assert list((output / "tensorboard" / name).glob("events.out.tfevents.*")), name
+
+
+def test_libsvm_file_with_separate_test_file(tmp_path, capsys):
+    from sklearn.datasets import dump_svmlight_file
+
+    d = ga.datasets.load_dataset("wine")
+    labels = np.array([3, 7, 9])  # arbitrary LIBSVM labels, mapped to 0..2 in sorted order
+    dump_svmlight_file(d.X_train[:60], labels[d.Y_train[:60, 0]], str(tmp_path / "wine.train"))
+    dump_svmlight_file(d.X_test[:30], labels[d.Y_test[:30, 0]], str(tmp_path / "wine.test"))
+    code = main([str(tmp_path / "wine.train"), "--test-file", str(tmp_path / "wine.test"),
+                 "--methods", "lsm,rm", "--num-inducing", "8", "--batch-size", "20",
+                 "--max-iterations", "3", "--output", str(tmp_path / "out"), "--no-tensorboard",
+                 "--no-progress"])
+    assert code == 0
+    results = _strict_json(tmp_path / "out" / "results.json")
+    assert results["settings"]["num_classes"] == 3
+    assert results["settings"]["num_train"] == 60 and results["settings"]["num_test"] == 30
+
+
+def _bad_npz(tmp_path, name, **arrays):
+    path = tmp_path / f"{name}.npz"
+    np.savez(path, **arrays)
+    return str(path)
+
+
+@pytest.mark.parametrize("case", [
+    "missing file", "unknown method", "label out of range", "negative label", "fractional label",
+    "one class", "NaN feature", "no y array", "not an npz", "not libsvm", "empty method list",
+])
+def test_bad_input_gives_one_error_line_and_exit_2(case, tmp_path, capsys):
+    X = np.random.default_rng(0).standard_normal((20, 3))
+    y = np.arange(20) % 2
+    argv = {
+        "missing file": [str(tmp_path / "nowhere.npz")],
+        "unknown method": ["vehicle", "--methods", "lsm,gibbs"],
+        "label out of range": [_bad_npz(tmp_path, "a", X=X, y=np.r_[y[:-1], 1.5])],
+        "negative label": [_bad_npz(tmp_path, "b", X=X, y=np.r_[y[:-1], -1])],
+        "fractional label": [_bad_npz(tmp_path, "c", X=X, y=y + 0.25)],
+        "one class": [_bad_npz(tmp_path, "d", X=X, y=np.zeros(20))],
+        "NaN feature": [_bad_npz(tmp_path, "e", X=np.where(np.arange(60).reshape(20, 3) == 7,
+                                                           np.nan, X), y=y)],
+        "no y array": [_bad_npz(tmp_path, "f", X=X, labels=y)],
+        "not an npz": [str(tmp_path / "g.npz")],
+        "not libsvm": [str(tmp_path / "h.txt")],
+        "empty method list": ["vehicle", "--methods", ","],
+    }[case]
+    (tmp_path / "g.npz").write_text("this is not a zip archive")
+    (tmp_path / "h.txt").write_text("1 1:0.5 2:abc\nnot libsvm at all\n")
+    code = main([*argv, "--output", str(tmp_path / "out"), "--max-iterations", "1"])
+    captured = capsys.readouterr()
+    assert code == 2
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpflow-augmented: error: "), captured.err
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
+def test_error_messages_name_the_problem(tmp_path, capsys):
+    X = np.zeros((4, 2))
+    main([_bad_npz(tmp_path, "z", X=X, y=np.array([0, 1, 2, -3]))])
+    assert "labels must be integers 0..C-1" in capsys.readouterr().err
+    main(["vehicle", "--methods", "lsm,gibbs"])
+    assert "unknown method 'gibbs'" in capsys.readouterr().err
