@@ -3,7 +3,7 @@
 The logistic-softmax likelihood σ(f_k) / Σ_c σ(f_c), made conditionally conjugate by Gamma, Poisson
 and Pólya-Gamma augmentation, so that q(u) is updated in closed form by a compiled CAVI step.
 """
-from . import datasets, metrics
+from . import baselines, comparison, datasets, metrics, monitoring, plots
 from .augmentation import LocalParameters
 from .cavi import CAVI
 from .likelihoods import LogisticSoftmax
@@ -19,6 +19,8 @@ __all__ = [
     "CAVI",
     "FitResult",
     "Trainer",
+    "baselines",
+    "comparison",
     "datasets",
     "fit",
     "inducing_points",
@@ -26,6 +28,8 @@ __all__ = [
     "median_lengthscale",
     "metrics",
     "minibatches",
+    "monitoring",
+    "plots",
     "ConstantStepSize",
     "InvalidDataError",
     "LocalParameters",

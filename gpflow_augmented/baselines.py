@@ -16,7 +16,7 @@ whitened q(u) starting at N(0, I), and ``tf.function`` compilation of its step. 
 same minibatches to all (:class:`~gpflow_augmented.comparison.MinibatchStream`).
 """
 import abc
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -30,7 +30,7 @@ from gpflow.utilities import set_trainable
 from .likelihoods import LogisticSoftmax
 from .models import LogisticSoftmaxSVGP
 from .schedules import RobbinsMonro
-from .training import Trainer
+from .training import Trainer, adam_step_if_finite
 from .validation import NumericalError
 
 __all__ = [
@@ -69,29 +69,6 @@ class Method(abc.ABC):
     @abc.abstractmethod
     def step_size(self) -> float:
         """The current step size of q(u)'s optimizer: ρ (CAVI), γ (natural gradient) or Adam's rate."""
-
-
-def _guarded_adam_step(
-    adam: tf_keras.optimizers.Optimizer,
-    loss_fn: Callable[[], tf.Tensor],
-    variables: Sequence[tf.Variable],
-) -> Tuple[tf.Tensor, tf.Tensor]:
-    """One Adam step that is skipped, leaving every variable and Adam's state untouched, when the
-    loss or a gradient is not finite. Returns (loss, applied)."""
-    with tf.GradientTape(watch_accessed_variables=False) as tape:
-        tape.watch(variables)
-        loss = loss_fn()
-    gradients = tape.gradient(loss, variables)
-    finite = tf.math.is_finite(loss)
-    for gradient in gradients:
-        finite &= tf.reduce_all(tf.math.is_finite(gradient))
-
-    def apply() -> tf.Tensor:
-        adam.apply_gradients(zip(gradients, variables))
-        return tf.constant(True)
-
-    applied = tf.cond(finite, apply, lambda: tf.constant(False))
-    return loss, applied
 
 
 class AugmentedMethod(Method):
@@ -172,7 +149,7 @@ class NaturalGradientMethod(Method):
         return succeeded
 
     def _adam_step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-        loss, _ = _guarded_adam_step(
+        loss, _ = adam_step_if_finite(
             self.adam, lambda: self.model.training_loss((X, Y)), self.model.trainable_variables
         )
         return -loss
@@ -208,7 +185,7 @@ class AdamMethod(Method):
         self._step = tf.function(self._step_eager)
 
     def _step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        loss, applied = _guarded_adam_step(
+        loss, applied = adam_step_if_finite(
             self.adam, lambda: self.model.training_loss((X, Y)), self.model.trainable_variables
         )
         return -loss, applied

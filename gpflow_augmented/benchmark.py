@@ -12,7 +12,7 @@ import argparse
 import datetime
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List
 
 import numpy as np
 import tensorflow as tf

@@ -41,6 +41,9 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
                         help="Adam's learning rate for every method (default 0.01)")
     parser.add_argument("--train-inducing-points", action="store_true",
                         help="let Adam move the inducing points (of every method)")
+    parser.add_argument("--trace-test-points", type=int, default=2000,
+                        help="evaluate the trace on a seeded subset of this many test points "
+                             "(the final metrics use all of them; default 2000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--test-fraction", type=float, default=0.2,
                         help="test share of a dataset without a test split (default 0.2)")
@@ -135,7 +138,7 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
     monitors: Dict[str, Tuple[Monitor, Monitor, List[int]]] = {}
     image_every = 8  # evaluations; matplotlib is slow next to a training step
 
-    def log(method: Any, entry: Dict[str, float], probabilities: Any) -> None:
+    def log(method: Any, entry: Dict[str, float], evaluator: Any) -> None:
         if method.name not in monitors:
             log_dir = str(output / "tensorboard" / method.name)
             metrics_task = TestMetricsToTensorBoard(log_dir, method.model,
@@ -151,7 +154,8 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
         scalars, image, count = monitors[method.name]
         step = int(entry["iteration"])
         elbo = entry["elbo"] if math.isfinite(entry["elbo"]) else None
-        scalars(step, elbo=elbo, metrics=entry, probabilities=probabilities)
+        scalars(step, elbo=elbo, metrics=entry, probabilities=evaluator.latest_probabilities,
+                labels=evaluator.Y)
         if count[0] % image_every == 0:
             image(step)
         count[0] += 1
@@ -161,7 +165,8 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
         dataset, args.methods, num_inducing=args.num_inducing, batch_size=args.batch_size,
         time_budget=args.time_budget, max_iterations=args.max_iterations,
         learning_rate=args.learning_rate, train_inducing_points=args.train_inducing_points,
-        seed=args.seed, callback=log if tensorboard else None, progress=progress,
+        seed=args.seed, trace_test_points=args.trace_test_points,
+        callback=log if tensorboard else None, progress=progress,
     )
     payload = {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

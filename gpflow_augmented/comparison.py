@@ -100,16 +100,17 @@ class MethodResult(NamedTuple):
     name: str
     description: str
     trace: List[Dict[str, float]]  # time, iteration, elbo, step_size and the test metrics
+    final_metrics: Dict[str, float]  # the trace's last entry, evaluated on the whole test set
     compile_seconds: float
     iterations: int
     failed_steps: int
     initial_hyperparameters: Dict[str, List[float]]
     batches_digest: str  # SHA-256 of the minibatch indices the method was given, in order
     method: Method
-    probabilities: np.ndarray  # the final predicted test probabilities [N_test, C]
+    probabilities: np.ndarray  # the final predicted probabilities of the whole test set
 
     def final(self) -> Dict[str, float]:
-        return self.trace[-1]
+        return self.final_metrics
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -119,6 +120,7 @@ class MethodResult(NamedTuple):
             "iterations": self.iterations,
             "failed_steps": self.failed_steps,
             "time_to_converge": time_to_converge(self.trace),
+            "final": self.final_metrics,
             "initial_hyperparameters": self.initial_hyperparameters,
             "batches_digest": self.batches_digest,
             "trace": self.trace,
@@ -169,15 +171,21 @@ def compare(
     train_inducing_points: bool = False,
     seed: int = 0,
     evaluation_growth: float = 1.25,
-    callback: Optional[Callable[[Method, Dict[str, float], np.ndarray], None]] = None,
+    trace_test_points: Optional[int] = 2000,
+    callback: Optional[Callable[[Method, Dict[str, float], Evaluator], None]] = None,
     progress: bool = False,
 ) -> ComparisonResult:
     """Train every method in turn on ``dataset`` and trace its test metrics against training time.
 
     Each method stops when its training clock reaches ``time_budget`` seconds or it has made
     ``max_iterations`` steps, whichever comes first (at least one must be given).
-    ``callback(method, entry, probabilities)`` is called after every evaluation with the trace entry
-    and the predicted test probabilities (e.g. to log to TensorBoard).
+    ``callback(method, entry, evaluator)`` is called after every evaluation with the trace entry
+    and the :class:`Evaluator` that computed it (its ``latest_probabilities`` and labels ``Y``),
+    e.g. to log to TensorBoard.
+
+    The trace is evaluated on a seeded subset of at most ``trace_test_points`` test points (all of
+    them if ``None``), which keeps evaluation from dominating the wall-clock time of a run on a
+    large test set; the final state is also evaluated on the whole test set (``final_metrics``).
     """
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -192,12 +200,18 @@ def compare(
     Z = kmeans_inducing_points(X, num_inducing, seed=seed)
     stream = MinibatchStream(len(X), batch_size, seed)
     evaluator = Evaluator(dataset.X_test, dataset.Y_test)
+    trace_evaluator = evaluator
+    if trace_test_points is not None and len(dataset.X_test) > trace_test_points:
+        subset = np.sort(np.random.default_rng(seed).choice(
+            len(dataset.X_test), trace_test_points, replace=False))
+        trace_evaluator = Evaluator(dataset.X_test[subset], dataset.Y_test[subset])
     X_device, Y_device = tf.constant(X), tf.constant(Y)
     settings = {
         "num_train": len(X), "num_test": len(dataset.X_test), "input_dim": X.shape[1],
         "num_classes": dataset.num_classes, "num_inducing": num_inducing,
         "batch_size": stream.batch_size, "time_budget": time_budget,
         "max_iterations": max_iterations, "learning_rate": learning_rate,
+        "trace_test_points": min(len(dataset.X_test), trace_test_points or len(dataset.X_test)),
         "train_inducing_points": train_inducing_points, "seed": seed,
     }
 
@@ -208,14 +222,14 @@ def compare(
             learning_rate=learning_rate, train_inducing_points=train_inducing_points,
             full_batch=stream.full_batch,
         )
-        results.append(_run(method, stream, X_device, Y_device, evaluator, time_budget,
-                            max_iterations, evaluation_growth, callback, progress))
+        results.append(_run(method, stream, X_device, Y_device, trace_evaluator, evaluator,
+                            time_budget, max_iterations, evaluation_growth, callback, progress))
     return ComparisonResult(dataset.name, settings, results)
 
 
 def _run(method: Method, stream: MinibatchStream, X: tf.Tensor, Y: tf.Tensor,
-         evaluator: Evaluator, time_budget: Optional[float], max_iterations: Optional[int],
-         evaluation_growth: float, callback: Optional[Callable], progress: bool) -> MethodResult:
+         evaluator: Evaluator, final_evaluator: Evaluator, time_budget: Optional[float],
+         max_iterations: Optional[int], evaluation_growth: float, callback: Optional[Callable], progress: bool) -> MethodResult:
     initial = hyperparameter_snapshot(method.model)
     digest = hashlib.sha256()
     trace: List[Dict[str, float]] = []
@@ -225,7 +239,7 @@ def _run(method: Method, stream: MinibatchStream, X: tf.Tensor, Y: tf.Tensor,
                  "step_size": method.step_size, **evaluator(method.model)}
         trace.append(entry)
         if callback is not None:
-            callback(method, entry, evaluator.latest_probabilities)
+            callback(method, entry, evaluator)
 
     evaluate(0, 0.0, float("nan"))
     bar = None
@@ -262,6 +276,7 @@ def _run(method: Method, stream: MinibatchStream, X: tf.Tensor, Y: tf.Tensor,
         evaluate(iteration, seconds, float(elbo))
     if bar is not None:
         bar.close()
-    return MethodResult(method.name, METHODS[method.name], trace, compile_seconds, iteration,
-                        method.failed_steps, initial, digest.hexdigest(), method,
-                        evaluator.latest_probabilities)
+    final_metrics = {**trace[-1], **final_evaluator(method.model)}
+    return MethodResult(method.name, METHODS[method.name], trace, final_metrics, compile_seconds,
+                        iteration, method.failed_steps, initial, digest.hexdigest(), method,
+                        final_evaluator.latest_probabilities)

@@ -18,7 +18,6 @@ import numpy as np
 import tensorflow as tf
 from check_shapes import inherit_check_shapes
 from gpflow.base import MeanAndVariance, TensorType
-from gpflow.config import default_float
 from gpflow.likelihoods import Likelihood
 from gpflow.quadrature import hermgauss
 

@@ -54,7 +54,6 @@ def _calibration_gap(
 ) -> float:
     """Σ_b (n_b / N) |mean(observed)_b − mean(predicted)_b| over equal-width bins of ``predicted``."""
     bins = _bin_index(predicted, num_bins)
-    counts = np.bincount(bins, minlength=num_bins)
     predicted_sum = np.bincount(bins, weights=predicted, minlength=num_bins)
     observed_sum = np.bincount(bins, weights=observed.astype(np.float64), minlength=num_bins)
     return float(np.sum(np.abs(observed_sum - predicted_sum)) / len(predicted))

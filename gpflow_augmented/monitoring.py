@@ -58,8 +58,9 @@ class TestMetricsToTensorBoard(ToTensorBoard):
     """Writes test error, NLL, both calibration errors and the Brier score as ``test/<metric>``.
 
     It evaluates the model itself unless the call passes ``metrics=`` (a dict, e.g. an entry of a
-    comparison trace), so metrics computed elsewhere are not computed twice. The last predicted
-    probabilities are kept in ``latest_probabilities`` for :class:`ReliabilityDiagramToTensorBoard`.
+    comparison trace) with the ``probabilities`` and ``labels`` they came from, so metrics computed
+    elsewhere are not computed twice. The last predicted probabilities and their labels are kept in
+    ``latest_probabilities`` and ``latest_labels`` for :class:`ReliabilityDiagramToTensorBoard`.
     """
 
     NAMES = ("error", "nll", "ece", "classwise_ece", "brier")
@@ -71,14 +72,17 @@ class TestMetricsToTensorBoard(ToTensorBoard):
         self.model = model
         self.evaluator = Evaluator(*test_data)
         self.latest_probabilities: Optional[np.ndarray] = None
+        self.latest_labels: Optional[np.ndarray] = None
 
     def run(self, metrics: Optional[Dict[str, float]] = None,
-            probabilities: Optional[np.ndarray] = None, **unused_kwargs: Any) -> None:
+            probabilities: Optional[np.ndarray] = None, labels: Optional[np.ndarray] = None,
+            **unused_kwargs: Any) -> None:
         if metrics is None:
             metrics = self.evaluator(self.model)
-            probabilities = self.evaluator.latest_probabilities
+            probabilities, labels = self.evaluator.latest_probabilities, self.evaluator.Y
         if probabilities is not None:
             self.latest_probabilities = probabilities
+            self.latest_labels = self.evaluator.Y if labels is None else labels
         for name in self.NAMES:
             if name in metrics:
                 tf.summary.scalar(f"test/{name}", float(metrics[name]), step=self.current_step)
@@ -100,7 +104,8 @@ class ReliabilityDiagramToTensorBoard(ImageToTensorBoard):
         if task.latest_probabilities is None:
             task.evaluator(task.model)
             task.latest_probabilities = task.evaluator.latest_probabilities
-        plot_reliability_diagram(axes, task.latest_probabilities, task.evaluator.Y, self.num_bins)
+            task.latest_labels = task.evaluator.Y
+        plot_reliability_diagram(axes, task.latest_probabilities, task.latest_labels, self.num_bins)
 
 
 def _step_size_callable(optimizer: Any) -> Optional[Callable[[], float]]:

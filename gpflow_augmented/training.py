@@ -7,7 +7,7 @@ points), a progress bar and a monitoring callback.
 ``tf.train.Checkpoint(model=model, trainer=trainer)`` saves everything needed to resume);
 :func:`fit` is the loop.
 """
-from typing import Callable, NamedTuple, Optional, Tuple, Union
+from typing import Callable, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -20,7 +20,29 @@ from .models import LogisticSoftmaxSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
 from .validation import OK, NumericalError, check_data, error_for_status
 
-__all__ = ["Trainer", "FitResult", "fit", "minibatches"]
+__all__ = ["Trainer", "FitResult", "adam_step_if_finite", "fit", "minibatches"]
+
+
+def adam_step_if_finite(
+    adam: tf_keras.optimizers.Optimizer,
+    loss_fn: Callable[[], tf.Tensor],
+    variables: Sequence[tf.Variable],
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """One Adam step, skipped (every variable and Adam's state untouched) when the loss or a
+    gradient is not finite. Traceable; returns (loss, applied)."""
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(variables)
+        loss = loss_fn()
+    gradients = tape.gradient(loss, variables)
+    finite = tf.math.is_finite(loss)
+    for gradient in gradients:
+        finite &= tf.reduce_all(tf.math.is_finite(gradient))
+
+    def apply() -> tf.Tensor:
+        adam.apply_gradients(zip(gradients, variables))
+        return tf.constant(True)
+
+    return loss, tf.cond(finite, apply, lambda: tf.constant(False))
 
 
 class Trainer(tf.Module):
@@ -61,19 +83,10 @@ class Trainer(tf.Module):
             return elbo, status, tf.constant(True)
 
         def hyperparameter_step() -> tf.Tensor:
-            with tf.GradientTape(watch_accessed_variables=False) as tape:
-                tape.watch(variables)
-                loss = self.model.training_loss((X, Y))
-            gradients = tape.gradient(loss, variables)
-            finite = tf.math.is_finite(loss)
-            for gradient in gradients:
-                finite &= tf.reduce_all(tf.math.is_finite(gradient))
-
-            def apply() -> tf.Tensor:
-                self.adam.apply_gradients(zip(gradients, variables))
-                return tf.constant(True)
-
-            return tf.cond(finite, apply, lambda: tf.constant(False))
+            _, applied = adam_step_if_finite(
+                self.adam, lambda: self.model.training_loss((X, Y)), variables
+            )
+            return applied
 
         applied = tf.cond(status == OK, hyperparameter_step, lambda: tf.constant(False))
         return elbo, status, applied

@@ -129,3 +129,20 @@ def test_time_to_converge():
     trace = [{"time": t, "nll": v} for t, v in [(0, 2.0), (1, 1.0), (2, 0.505), (4, 0.5), (8, 0.6)]]
     assert time_to_converge(trace) == 2  # first within 0.01 of the best (0.5)
     assert time_to_converge(trace, tolerance=0.0) == 4
+
+
+def test_trace_on_a_test_subset_and_final_metrics_on_the_whole_test_set(tiny):
+    from gpflow_augmented.comparison import Evaluator
+
+    result = compare(tiny, ["lsm", "rm"], num_inducing=10, batch_size=32, time_budget=None,
+                     max_iterations=3, seed=2, trace_test_points=25)
+    assert result.settings["trace_test_points"] == 25
+    subset = np.sort(np.random.default_rng(2).choice(60, 25, replace=False))
+    for m in result.methods:
+        on_subset = Evaluator(tiny.X_test[subset], tiny.Y_test[subset])(m.method.model)
+        on_all = Evaluator(tiny.X_test, tiny.Y_test)(m.method.model)
+        for name in ("error", "nll", "ece", "brier"):
+            assert m.trace[-1][name] == pytest.approx(on_subset[name], rel=1e-9), name
+            assert m.final()[name] == pytest.approx(on_all[name], rel=1e-9), name
+        assert m.probabilities.shape == (60, 4)
+        assert m.trace[-1]["nll"] != pytest.approx(m.final()["nll"], rel=1e-6)

@@ -13,7 +13,7 @@ from gpflow_augmented.cli import main
 TRACE_KEYS = {"time", "iteration", "elbo", "step_size", "error", "nll", "ece", "classwise_ece",
               "brier"}
 METHOD_KEYS = {"name", "description", "compile_seconds", "iterations", "failed_steps",
-               "time_to_converge", "initial_hyperparameters", "batches_digest", "trace"}
+               "time_to_converge", "final", "initial_hyperparameters", "batches_digest", "trace"}
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,7 @@ def test_compare_end_to_end(tiny_npz, tmp_path):
         assert set(method) == METHOD_KEYS
         assert method["iterations"] == 4
         assert [e["iteration"] for e in method["trace"]] == [0, 1, 2, 3, 4]
+        assert set(method["final"]) == TRACE_KEYS and method["final"]["iteration"] == 4
         for entry in method["trace"]:
             assert set(entry) == TRACE_KEYS
             assert 0.0 <= entry["error"] <= 1.0 and entry["nll"] > 0
@@ -126,3 +127,20 @@ def test_error_messages_name_the_problem(tmp_path, capsys):
     assert "labels must be integers 0..C-1" in capsys.readouterr().err
     main(["vehicle", "--methods", "lsm,gibbs"])
     assert "unknown method 'gibbs'" in capsys.readouterr().err
+
+
+def test_features_standardised_with_training_statistics_and_split_seeded():
+    rng = np.random.default_rng(0)
+    X = rng.normal(5.0, 3.0, (200, 4))
+    X[:, 2] = 7.0  # a constant column stays finite (at zero)
+    y = rng.integers(0, 3, 200)
+    d = ga.datasets.from_arrays("synthetic", X, y, test_fraction=0.25, seed=4)
+    assert len(d.X_test) == 50 and len(d.X_train) == 150
+    np.testing.assert_allclose(d.X_train.mean(0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(d.X_train.std(0)[[0, 1, 3]], 1.0, rtol=1e-12)
+    assert np.all(d.X_train[:, 2] == 0) and np.all(d.X_test[:, 2] == 0)
+    assert abs(d.X_test.mean()) > 1e-3  # test rows use the training statistics, not their own
+    again = ga.datasets.from_arrays("synthetic", X, y, test_fraction=0.25, seed=4)
+    np.testing.assert_array_equal(again.X_test, d.X_test)
+    other = ga.datasets.from_arrays("synthetic", X, y, test_fraction=0.25, seed=5)
+    assert not np.array_equal(other.X_test, d.X_test)

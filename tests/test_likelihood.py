@@ -1,7 +1,6 @@
 """LogisticSoftmax as a stand-alone GPflow likelihood."""
 import gpflow
 import numpy as np
-import pytest
 from scipy.special import expit
 
 import gpflow_augmented as ga

@@ -9,7 +9,6 @@ import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
