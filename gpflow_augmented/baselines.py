@@ -65,6 +65,10 @@ class Method(abc.ABC):
     def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         ...
 
+    @abc.abstractmethod
+    def checkpoint(self) -> tf.train.Checkpoint:
+        """Everything a step changes (model, optimizers, schedules), e.g. to undo a warm-up step."""
+
     @property
     @abc.abstractmethod
     def step_size(self) -> float:
@@ -79,6 +83,9 @@ class AugmentedMethod(Method):
         self.name, self.model = name, model
         step_size = 1.0 if full_batch else RobbinsMonro()
         self.trainer = Trainer(model, step_size, learning_rate)
+
+    def checkpoint(self) -> tf.train.Checkpoint:
+        return tf.train.Checkpoint(trainer=self.trainer)
 
     def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         try:
@@ -154,7 +161,12 @@ class NaturalGradientMethod(Method):
         )
         return -loss
 
-    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    def checkpoint(self) -> tf.train.Checkpoint:
+        return tf.train.Checkpoint(model=self.model, adam=self.adam, natgrad=self.natgrad,
+                                   schedule=self.schedule)
+
+    def natural_step(self, X: tf.Tensor, Y: tf.Tensor) -> bool:
+        """The natural-gradient half of the step, recovering from a failure; True if it succeeded."""
         try:
             succeeded = bool(self._natural_step(X, Y))
         except tf.errors.InvalidArgumentError as error:
@@ -165,6 +177,10 @@ class NaturalGradientMethod(Method):
             succeeded = False
             self.schedule.gamma.assign(self.schedule.next_gamma(tf.constant(False)))
         self.failed_steps += not succeeded
+        return succeeded
+
+    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        self.natural_step(X, Y)
         if self.model.trainable_variables:
             return self._adam_step(X, Y)
         return -self.model.training_loss((X, Y))
@@ -189,6 +205,9 @@ class AdamMethod(Method):
             self.adam, lambda: self.model.training_loss((X, Y)), self.model.trainable_variables
         )
         return -loss, applied
+
+    def checkpoint(self) -> tf.train.Checkpoint:
+        return tf.train.Checkpoint(model=self.model, adam=self.adam)
 
     def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         elbo, applied = self._step(X, Y)

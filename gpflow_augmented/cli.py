@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     benchmark.add_argument("--datasets", type=_methods, default=list(DEFAULT_DATASETS),
                            help=f"comma-separated (default {','.join(DEFAULT_DATASETS)})")
     benchmark.add_argument("--output", default="benchmark-results")
+    benchmark.add_argument("--report-only", action="store_true",
+                           help="re-write benchmark.md from the results already in --output")
     _add_training_options(benchmark, time_budget=60.0)
     return parser
 

@@ -146,3 +146,25 @@ def test_trace_on_a_test_subset_and_final_metrics_on_the_whole_test_set(tiny):
             assert m.final()[name] == pytest.approx(on_all[name], rel=1e-9), name
         assert m.probabilities.shape == (60, 4)
         assert m.trace[-1]["nll"] != pytest.approx(m.final()["nll"], rel=1e-6)
+
+
+def test_warm_up_step_is_undone_exactly(tiny):
+    """The untimed warm-up step must leave no trace: the compared run equals a fresh method
+    trained on the same batches without one (Adam's moments and the step-size counters too)."""
+    names = ["lsm", "rm", "lsm-vi"]  # deterministic steps (gpflow's Softmax draws Monte Carlo)
+    result = compare(tiny, names, num_inducing=10, batch_size=32, time_budget=None,
+                     max_iterations=4, seed=3)
+    stream = MinibatchStream(len(tiny.X_train), 32, seed=3)
+    Z = ga.inducing_points(tiny.X_train, 10, seed=3)
+    for compared in result.methods:
+        fresh = build_method(compared.name, ga.initial_kernel(tiny.X_train), Z, 4,
+                             len(tiny.X_train))
+        for t in range(4):
+            batch = stream.indices(t)
+            fresh.step(tf.constant(tiny.X_train[batch]), tf.constant(tiny.Y_train[batch]))
+        trained = compared.method.model
+        for mine, theirs in [(fresh.model.q_mu, trained.q_mu), (fresh.model.q_sqrt, trained.q_sqrt),
+                             (fresh.model.kernel.variance, trained.kernel.variance)]:
+            np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-10, atol=1e-12)
+        assert fresh.step_size == pytest.approx(compared.method.step_size, rel=1e-12)
+        assert compared.compile_seconds > 0
