@@ -28,7 +28,7 @@ from gpflow.optimizers import NaturalGradient
 from gpflow.utilities import set_trainable
 
 from .likelihoods import LogisticSoftmax
-from .models import LogisticSoftmaxSVGP
+from .models import LogisticSoftmaxSVGP, inducing_inputs
 from .schedules import RobbinsMonro
 from .training import Trainer, adam_step_if_finite
 from .validation import NumericalError
@@ -261,12 +261,6 @@ def _base_kernel(model: gpflow.models.GPModel) -> Kernel:
     return kernel.kernel if isinstance(kernel, gpflow.kernels.SharedIndependent) else kernel
 
 
-def _inducing_inputs(model: gpflow.models.GPModel) -> np.ndarray:
-    inducing = model.inducing_variable
-    inducing = getattr(inducing, "inducing_variable", inducing)
-    return inducing.Z.numpy()
-
-
 def hyperparameter_snapshot(model: gpflow.models.GPModel) -> Dict[str, List[float]]:
     """The kernel's parameters and the inducing inputs, read from the model, comparable across
     this package's model and GPflow's SVGP."""
@@ -274,5 +268,5 @@ def hyperparameter_snapshot(model: gpflow.models.GPModel) -> Dict[str, List[floa
         name.lstrip("."): np.atleast_1d(np.asarray(value)).ravel().tolist()
         for name, value in gpflow.utilities.parameter_dict(_base_kernel(model)).items()
     }
-    snapshot["Z"] = _inducing_inputs(model).ravel().tolist()
+    snapshot["Z"] = tf.convert_to_tensor(inducing_inputs(model.inducing_variable)).numpy().ravel().tolist()
     return snapshot

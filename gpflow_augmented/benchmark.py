@@ -81,19 +81,19 @@ def _ratio(numerator: Any, denominator: Any) -> str:
 def _speedups(name: str, methods: List[Dict[str, Any]]) -> str:
     """t(RM)/t(LSM) to each one's own best NLL (+0.01), and to a common target: the worse of
     the two best NLLs + 0.01, which both reached."""
-    from .comparison import time_to_reach
+    from .comparison import best_nll, time_to_reach
 
     by_name = {m["name"]: m for m in methods}
     if "rm" not in by_name:
         return ""
     rm = by_name["rm"]
-    best_rm = min(e["nll"] for e in rm["trace"] if e["nll"] is not None)
+    best_rm = best_nll(rm["trace"])
     parts = []
     for lsm_name in ("lsm", "lsm-paper"):
         if lsm_name not in by_name:
             continue
         lsm = by_name[lsm_name]
-        best_lsm = min(e["nll"] for e in lsm["trace"] if e["nll"] is not None)
+        best_lsm = best_nll(lsm["trace"])
         target = max(best_rm, best_lsm) + 0.01
         common = _ratio(time_to_reach(rm["trace"], target), time_to_reach(lsm["trace"], target))
         own = _ratio(rm["time_to_converge"], lsm["time_to_converge"])

@@ -16,7 +16,7 @@ from gpflow.config import default_float
 
 from .models import LogisticSoftmaxSVGP
 from .schedules import ConstantStepSize, StepSizeSchedule
-from .validation import NUMERICAL_FAILURE, OK, NumericalError, data_status, error_for_status
+from .validation import NUMERICAL_FAILURE, OK, NumericalError, data_status, raise_for_status
 
 __all__ = ["CAVI"]
 
@@ -82,9 +82,7 @@ class CAVI(tf.Module):
         X, Y = self.prepare(data)
         with numerical_errors("the CAVI step"):
             elbo, status = self._step_fn(X, Y)
-        status = int(status)
-        if status != OK:
-            raise error_for_status(status, self.model.num_classes)
+        raise_for_status(status, self.model.num_classes)
         return elbo
 
     def prepare(self, data: Tuple[tf.Tensor, tf.Tensor]) -> Tuple[tf.Tensor, tf.Tensor]:

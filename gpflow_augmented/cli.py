@@ -131,9 +131,7 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
                    tensorboard: bool = True) -> Any:
     """Compare on ``dataset`` and write ``output``/results.json, figures/ and tensorboard/."""
     from .comparison import compare
-    from .monitoring import (ElboToTensorBoard, ModelToTensorBoard,
-                             ReliabilityDiagramToTensorBoard, StepSizeToTensorBoard,
-                             TestMetricsToTensorBoard)
+    from .monitoring import tensorboard_tasks
     from .plots import calibration_figure, save_figure, traces_figure
     from gpflow.monitor import Monitor, MonitorTaskGroup
 
@@ -142,17 +140,13 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
 
     def log(method: Any, entry: Dict[str, float], evaluator: Any) -> None:
         if method.name not in monitors:
-            log_dir = str(output / "tensorboard" / method.name)
-            metrics_task = TestMetricsToTensorBoard(log_dir, method.model,
-                                                    (dataset.X_test, dataset.Y_test))
-            scalars = Monitor(MonitorTaskGroup([
-                ElboToTensorBoard(log_dir),
-                StepSizeToTensorBoard(log_dir, lambda: method.step_size),
-                ModelToTensorBoard(log_dir, method.model, max_size=32),
-                metrics_task,
-            ]))
-            image = Monitor(MonitorTaskGroup(ReliabilityDiagramToTensorBoard(log_dir, metrics_task)))
-            monitors[method.name] = (scalars, image, [0])
+            tasks = tensorboard_tasks(str(output / "tensorboard" / method.name), method.model,
+                                      method, test_data=(dataset.X_test, dataset.Y_test))
+            monitors[method.name] = (
+                Monitor(MonitorTaskGroup([*tasks.every_step, tasks.test_metrics])),
+                Monitor(MonitorTaskGroup(tasks.reliability)),
+                [0],
+            )
         scalars, image, count = monitors[method.name]
         step = int(entry["iteration"])
         elbo = entry["elbo"] if math.isfinite(entry["elbo"]) else None

@@ -28,6 +28,7 @@ __all__ = [
     "MethodResult",
     "ComparisonResult",
     "compare",
+    "best_nll",
     "time_to_converge",
     "time_to_reach",
 ]
@@ -142,15 +143,10 @@ class ComparisonResult(NamedTuple):
         }
 
 
-def time_to_converge(trace: Sequence[Dict[str, float]], tolerance: float = 0.01) -> Optional[float]:
-    """The training time at which the test NLL first came within ``tolerance`` nats of the best
-    test NLL in the trace (``None`` if the trace has no finite NLL)."""
-    nlls = np.array([entry["nll"] for entry in trace], dtype=np.float64)
-    if not np.isfinite(nlls).any():
-        return None
-    best = np.nanmin(np.where(np.isfinite(nlls), nlls, np.nan))
-    first = int(np.argmax(nlls <= best + tolerance))
-    return float(trace[first]["time"])
+def best_nll(trace: Sequence[Dict[str, float]]) -> Optional[float]:
+    """The lowest finite test NLL in the trace (``None`` if there is none)."""
+    finite = [e["nll"] for e in trace if e["nll"] is not None and np.isfinite(e["nll"])]
+    return min(finite) if finite else None
 
 
 def time_to_reach(trace: Sequence[Dict[str, float]], nll: float) -> Optional[float]:
@@ -159,6 +155,13 @@ def time_to_reach(trace: Sequence[Dict[str, float]], nll: float) -> Optional[flo
         if entry["nll"] is not None and entry["nll"] <= nll:
             return float(entry["time"])
     return None
+
+
+def time_to_converge(trace: Sequence[Dict[str, float]], tolerance: float = 0.01) -> Optional[float]:
+    """The training time at which the test NLL first came within ``tolerance`` nats of the best
+    test NLL in the trace (``None`` if the trace has no finite NLL)."""
+    best = best_nll(trace)
+    return None if best is None else time_to_reach(trace, best + tolerance)
 
 
 def _evaluation_iterations(growth: float = 1.25):

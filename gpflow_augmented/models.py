@@ -109,7 +109,7 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     @property
     def input_dim(self) -> Optional[int]:
-        Z = _inducing_inputs(self.inducing_variable)
+        Z = inducing_inputs(self.inducing_variable)
         return Z.shape[-1]
 
     # -- the sparse-GP algebra shared by the ELBO and the update -----------------------------------
@@ -305,7 +305,8 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
         )
 
 
-def _inducing_inputs(inducing_variable: InducingVariables) -> tf.Tensor:
+def inducing_inputs(inducing_variable: InducingVariables) -> tf.Tensor:
+    """The inducing inputs Z (the first set, for separate inducing variables)."""
     if isinstance(inducing_variable, InducingPoints):
         return inducing_variable.Z
     if isinstance(inducing_variable, SharedIndependentInducingVariables):

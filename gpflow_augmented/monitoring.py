@@ -13,7 +13,7 @@ SVGP baselines too); ``optimizer`` may be a :class:`~gpflow_augmented.Trainer`,
 :class:`~gpflow_augmented.CAVI`, a comparison :class:`~gpflow_augmented.baselines.Method`, or a
 callable returning the step size.
 """
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -21,6 +21,7 @@ from gpflow.monitor import (
     ImageToTensorBoard,
     ModelToTensorBoard,
     Monitor,
+    MonitorTask,
     MonitorTaskGroup,
     ToTensorBoard,
 )
@@ -30,7 +31,9 @@ __all__ = [
     "StepSizeToTensorBoard",
     "TestMetricsToTensorBoard",
     "ReliabilityDiagramToTensorBoard",
+    "TensorBoardTasks",
     "tensorboard_monitor",
+    "tensorboard_tasks",
 ]
 
 
@@ -123,6 +126,36 @@ def _step_size_callable(optimizer: Any) -> Optional[Callable[[], float]]:
     raise TypeError(f"cannot read a step size from {type(optimizer).__name__}")
 
 
+class TensorBoardTasks(NamedTuple):
+    """The tasks of :func:`tensorboard_monitor`, for callers who schedule them themselves."""
+
+    every_step: List[MonitorTask]  # ELBO, hyperparameters and (with an optimizer) step size
+    test_metrics: Optional[TestMetricsToTensorBoard]
+    reliability: Optional[ReliabilityDiagramToTensorBoard]
+
+
+def tensorboard_tasks(
+    log_dir: str,
+    model: Any,
+    optimizer: Any = None,
+    *,
+    test_data: Optional[Tuple[np.ndarray, np.ndarray]] = None,
+    max_size: int = 32,
+) -> TensorBoardTasks:
+    every_step: List[MonitorTask] = [
+        ElboToTensorBoard(log_dir), ModelToTensorBoard(log_dir, model, max_size=max_size)
+    ]
+    step_size = _step_size_callable(optimizer)
+    if step_size is not None:
+        every_step.append(StepSizeToTensorBoard(log_dir, step_size))
+    if test_data is None:
+        return TensorBoardTasks(every_step, None, None)
+    metrics_task = TestMetricsToTensorBoard(log_dir, model, test_data)
+    return TensorBoardTasks(
+        every_step, metrics_task, ReliabilityDiagramToTensorBoard(log_dir, metrics_task)
+    )
+
+
 def tensorboard_monitor(
     log_dir: str,
     model: Any,
@@ -138,15 +171,9 @@ def tensorboard_monitor(
     hyperparameters (kernel and likelihood, vectors up to ``max_size`` entries) every ``period``
     calls; test metrics every ``test_period`` and the reliability diagram every ``image_period``
     (both only with ``test_data``)."""
-    fast = [ElboToTensorBoard(log_dir), ModelToTensorBoard(log_dir, model, max_size=max_size)]
-    step_size = _step_size_callable(optimizer)
-    if step_size is not None:
-        fast.append(StepSizeToTensorBoard(log_dir, step_size))
-    groups = [MonitorTaskGroup(fast, period=period)]
-    if test_data is not None:
-        metrics_task = TestMetricsToTensorBoard(log_dir, model, test_data)
-        groups.append(MonitorTaskGroup(metrics_task, period=test_period))
-        groups.append(MonitorTaskGroup(
-            ReliabilityDiagramToTensorBoard(log_dir, metrics_task), period=image_period
-        ))
+    tasks = tensorboard_tasks(log_dir, model, optimizer, test_data=test_data, max_size=max_size)
+    groups = [MonitorTaskGroup(tasks.every_step, period=period)]
+    if tasks.test_metrics is not None:
+        groups.append(MonitorTaskGroup(tasks.test_metrics, period=test_period))
+        groups.append(MonitorTaskGroup(tasks.reliability, period=image_period))
     return Monitor(*groups)

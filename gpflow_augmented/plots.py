@@ -11,7 +11,7 @@ from typing import Any, Dict, Mapping, Sequence, Union
 
 import numpy as np
 
-from .metrics import expected_calibration_error, reliability_curve
+from .metrics import error_rate, expected_calibration_error, reliability_curve
 
 __all__ = [
     "plot_reliability_diagram",
@@ -45,7 +45,7 @@ def plot_confidence_histogram(ax: Any, probabilities: np.ndarray, y: np.ndarray,
     """The share of test points per confidence bin, with mean accuracy and mean confidence."""
     probabilities = np.asarray(probabilities)
     confidence = probabilities.max(axis=1)
-    accuracy = np.mean(np.argmax(probabilities, axis=1) == np.asarray(y).reshape(-1))
+    accuracy = 1.0 - error_rate(probabilities, y)
     weights = np.full(len(confidence), 1.0 / len(confidence))
     ax.hist(confidence, bins=np.linspace(0, 1, num_bins + 1), weights=weights, color="tab:blue",
             edgecolor="black", linewidth=0.5)

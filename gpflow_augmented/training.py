@@ -18,7 +18,7 @@ from gpflow.utilities import set_trainable
 from .cavi import CAVI, numerical_errors
 from .models import LogisticSoftmaxSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
-from .validation import OK, NumericalError, check_data, error_for_status
+from .validation import OK, NumericalError, check_data, raise_for_status
 
 __all__ = ["Trainer", "FitResult", "adam_step_if_finite", "fit", "minibatches"]
 
@@ -96,9 +96,7 @@ class Trainer(tf.Module):
         X, Y = self.cavi.prepare(data)
         with numerical_errors("the training step"):
             elbo, status, applied = self._iteration(X, Y)
-        status = int(status)
-        if status != OK:
-            raise error_for_status(status, self.model.num_classes)
+        raise_for_status(status, self.model.num_classes)
         if not bool(applied):
             raise NumericalError(
                 "the hyperparameter gradient is not finite; Adam did not update anything. "

@@ -19,6 +19,7 @@ __all__ = [
     "check_data",
     "data_status",
     "error_for_status",
+    "raise_for_status",
 ]
 
 OK, EMPTY_BATCH, NONFINITE_INPUTS, BAD_LABELS, NUMERICAL_FAILURE = range(5)
@@ -97,3 +98,10 @@ def error_for_status(status: int, num_classes: int) -> Exception:
     }
     kind, message = messages[status]
     return kind(message + "; nothing was updated")
+
+
+def raise_for_status(status: tf.Tensor, num_classes: int) -> None:
+    """Raise the error of a compiled step's status (one host read), or nothing if it is ``OK``."""
+    status = int(status)
+    if status != OK:
+        raise error_for_status(status, num_classes)
