@@ -28,7 +28,8 @@ from gpflow.optimizers import NaturalGradient
 from gpflow.utilities import set_trainable
 
 from .likelihoods import LogisticSoftmax
-from .models import LogisticSoftmaxSVGP, inducing_inputs
+from .models import LogisticSoftmaxSVGP
+from .projection import inducing_inputs
 from .schedules import RobbinsMonro
 from .training import Trainer, adam_step_if_finite
 from .validation import NumericalError

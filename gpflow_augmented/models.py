@@ -12,17 +12,11 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes, inherit_check_shapes
-from gpflow import covariances
 from gpflow.base import InputData, MeanAndVariance, Parameter, RegressionData
 from gpflow.conditionals import conditional
-from gpflow.config import default_float, default_jitter
-from gpflow.inducing_variables import (
-    InducingPoints,
-    InducingVariables,
-    SeparateIndependentInducingVariables,
-    SharedIndependentInducingVariables,
-)
-from gpflow.kernels import Kernel, MultioutputKernel, SeparateIndependent, SharedIndependent
+from gpflow.config import default_float
+from gpflow.inducing_variables import InducingVariables
+from gpflow.kernels import Kernel
 from gpflow.kullback_leiblers import gauss_kl
 from gpflow.models import GPModel
 from gpflow.models.training_mixins import ExternalDataTrainingLossMixin
@@ -31,6 +25,12 @@ from gpflow.utilities import triangular
 
 from . import augmentation
 from .likelihoods import LogisticSoftmax
+from .projection import (
+    canonical_kernel_and_inducing,
+    inducing_inputs,
+    kuu_cholesky,
+    whitened_projection,
+)
 from .updates import natural_parameter_step
 from .validation import check_data, check_num_classes
 
@@ -85,7 +85,7 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
             likelihood = LogisticSoftmax(num_classes)
         if not isinstance(likelihood, LogisticSoftmax) or likelihood.num_classes != num_classes:
             raise ValueError(f"likelihood must be a LogisticSoftmax({num_classes})")
-        kernel, inducing_variable = _canonical_kernel_and_inducing(
+        kernel, inducing_variable = canonical_kernel_and_inducing(
             kernel, inducingpoint_wrapper(inducing_variable), num_classes
         )
         super().__init__(kernel, likelihood, num_latent_gps=num_classes)
@@ -122,26 +122,11 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
     )
     def whitened_projection(self, X: InputData) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(L, A, r): L L^T = K_mm + jitter, A = L⁻¹ K_mn and r = diag(K_nn - A^T A), per class."""
-        L = self.kuu_cholesky()  # [L, M, M]
-        Kmn = covariances.Kuf(self.inducing_variable, self.kernel, X)
-        if isinstance(self.kernel, MultioutputKernel):
-            Knn = tf.transpose(self.kernel(X, full_cov=False, full_output_cov=False))  # [L, N]
-        else:
-            Knn = self.kernel(X, full_cov=False)[None, :]  # [1, N]
-        if Kmn.shape.rank == 2:
-            Kmn = Kmn[None]  # [1, M, N]: shared by all classes
-        A = tf.linalg.triangular_solve(L, Kmn, lower=True)
-        residual = Knn - tf.reduce_sum(tf.square(A), axis=-2)  # [L, N]
-        C, M, N = self.num_classes, tf.shape(A)[1], tf.shape(A)[2]
-        L = tf.broadcast_to(L, [C, M, M])
-        A = tf.broadcast_to(A, [C, M, N])
-        residual = tf.broadcast_to(tf.transpose(residual), [N, C])
-        return L, A, residual
+        return whitened_projection(self.kernel, self.inducing_variable, X, self.num_classes)
 
     def kuu_cholesky(self) -> tf.Tensor:
         """Cholesky factor of K_mm + jitter: [1, M, M] if shared by all classes, else [C, M, M]."""
-        Kmm = covariances.Kuu(self.inducing_variable, self.kernel, jitter=default_jitter())
-        return tf.linalg.cholesky(Kmm if Kmm.shape.rank == 3 else Kmm[None])
+        return kuu_cholesky(self.kernel, self.inducing_variable)
 
     @check_shapes("L: [broadcast C, M, M]", "return[0]: [M, C]", "return[1]: [C, M, M]")
     def whitened_q(self, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -303,48 +288,3 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
             white=self.whiten,
             full_output_cov=full_output_cov,
         )
-
-
-def inducing_inputs(inducing_variable: InducingVariables) -> tf.Tensor:
-    """The inducing inputs Z (the first set, for separate inducing variables)."""
-    if isinstance(inducing_variable, InducingPoints):
-        return inducing_variable.Z
-    if isinstance(inducing_variable, SharedIndependentInducingVariables):
-        return inducing_variable.inducing_variable.Z
-    return inducing_variable.inducing_variable_list[0].Z
-
-
-def _canonical_kernel_and_inducing(
-    kernel: Kernel, inducing_variable: InducingVariables, num_classes: int
-) -> Tuple[Kernel, InducingVariables]:
-    """Pair the kernel and inducing variables so GPflow's multi-output dispatch applies.
-
-    A plain kernel with shared inducing points stays as it is (one GP prior for all classes); the
-    other combinations are wrapped into GPflow's multi-output classes.
-    """
-    if isinstance(kernel, SharedIndependent):
-        kernel = kernel.kernel
-    if isinstance(kernel, SeparateIndependent):
-        if len(kernel.kernels) != num_classes:
-            raise ValueError(
-                f"SeparateIndependent has {len(kernel.kernels)} kernels, expected one per class "
-                f"({num_classes})"
-            )
-        if isinstance(inducing_variable, InducingPoints):
-            inducing_variable = SharedIndependentInducingVariables(inducing_variable)
-    elif not isinstance(kernel, Kernel):
-        raise TypeError(f"kernel must be a gpflow Kernel, got {type(kernel).__name__}")
-    if isinstance(inducing_variable, SeparateIndependentInducingVariables):
-        if len(inducing_variable.inducing_variable_list) != num_classes:
-            raise ValueError("SeparateIndependentInducingVariables needs one set per class")
-        if not isinstance(kernel, SeparateIndependent):
-            kernel = SharedIndependent(kernel, num_classes)
-    elif isinstance(inducing_variable, SharedIndependentInducingVariables):
-        if not isinstance(kernel, SeparateIndependent):
-            inducing_variable = inducing_variable.inducing_variable
-    elif not isinstance(inducing_variable, InducingPoints):
-        raise TypeError(
-            f"unsupported inducing variable {type(inducing_variable).__name__}: use an array, "
-            "InducingPoints or SeparateIndependentInducingVariables"
-        )
-    return kernel, inducing_variable

@@ -1,0 +1,107 @@
+"""
+The whitened geometry of a GP prior with inducing inputs, shared by the variational model and the
+samplers.
+
+With L Lᵀ = K_zz + jitter and v = L⁻¹u ~ N(0, I), the latent values at inputs X are
+f = Aᵀv + r with A = L⁻¹K_zx and r ~ N(0, diag(K_xx - AᵀA)) independent of v. Taking Z = X gives
+the full GP (A = Lᵀ up to the jitter, r ≈ 0).
+"""
+from typing import Tuple
+
+import tensorflow as tf
+from check_shapes import check_shapes
+from gpflow import covariances
+from gpflow.base import InputData
+from gpflow.config import default_jitter
+from gpflow.inducing_variables import (
+    InducingPoints,
+    InducingVariables,
+    SeparateIndependentInducingVariables,
+    SharedIndependentInducingVariables,
+)
+from gpflow.kernels import Kernel, MultioutputKernel, SeparateIndependent, SharedIndependent
+
+__all__ = [
+    "canonical_kernel_and_inducing",
+    "inducing_inputs",
+    "kuu_cholesky",
+    "whitened_projection",
+]
+
+
+def kuu_cholesky(kernel: Kernel, inducing_variable: InducingVariables) -> tf.Tensor:
+    """Cholesky factor of K_zz + jitter: [1, M, M] if shared by all classes, else [C, M, M]."""
+    Kmm = covariances.Kuu(inducing_variable, kernel, jitter=default_jitter())
+    return tf.linalg.cholesky(Kmm if Kmm.shape.rank == 3 else Kmm[None])
+
+
+@check_shapes(
+    "X: [N, D]",
+    "return[0]: [C, M, M]",
+    "return[1]: [C, M, N]",
+    "return[2]: [N, C]",
+)
+def whitened_projection(
+    kernel: Kernel, inducing_variable: InducingVariables, X: InputData, num_classes: int
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(L, A, r): L Lᵀ = K_zz + jitter, A = L⁻¹ K_zx and r = diag(K_xx - AᵀA), per class."""
+    L = kuu_cholesky(kernel, inducing_variable)  # [1 or C, M, M]
+    Kmn = covariances.Kuf(inducing_variable, kernel, X)
+    if isinstance(kernel, MultioutputKernel):
+        Knn = tf.transpose(kernel(X, full_cov=False, full_output_cov=False))  # [C, N]
+    else:
+        Knn = kernel(X, full_cov=False)[None, :]  # [1, N]
+    if Kmn.shape.rank == 2:
+        Kmn = Kmn[None]  # [1, M, N]: shared by all classes
+    A = tf.linalg.triangular_solve(L, Kmn, lower=True)
+    residual = Knn - tf.reduce_sum(tf.square(A), axis=-2)  # [1 or C, N]
+    M, N = tf.shape(A)[1], tf.shape(A)[2]
+    L = tf.broadcast_to(L, [num_classes, M, M])
+    A = tf.broadcast_to(A, [num_classes, M, N])
+    residual = tf.broadcast_to(tf.transpose(residual), [N, num_classes])
+    return L, A, residual
+
+
+def inducing_inputs(inducing_variable: InducingVariables) -> tf.Tensor:
+    """The inducing inputs Z (the first set, for separate inducing variables)."""
+    if isinstance(inducing_variable, InducingPoints):
+        return inducing_variable.Z
+    if isinstance(inducing_variable, SharedIndependentInducingVariables):
+        return inducing_variable.inducing_variable.Z
+    return inducing_variable.inducing_variable_list[0].Z
+
+
+def canonical_kernel_and_inducing(
+    kernel: Kernel, inducing_variable: InducingVariables, num_classes: int
+) -> Tuple[Kernel, InducingVariables]:
+    """Pair the kernel and inducing variables so GPflow's multi-output dispatch applies.
+
+    A plain kernel with shared inducing points stays as it is (one GP prior for all classes); the
+    other combinations are wrapped into GPflow's multi-output classes.
+    """
+    if isinstance(kernel, SharedIndependent):
+        kernel = kernel.kernel
+    if isinstance(kernel, SeparateIndependent):
+        if len(kernel.kernels) != num_classes:
+            raise ValueError(
+                f"SeparateIndependent has {len(kernel.kernels)} kernels, expected one per class "
+                f"({num_classes})"
+            )
+        if isinstance(inducing_variable, InducingPoints):
+            inducing_variable = SharedIndependentInducingVariables(inducing_variable)
+    elif not isinstance(kernel, Kernel):
+        raise TypeError(f"kernel must be a gpflow Kernel, got {type(kernel).__name__}")
+    if isinstance(inducing_variable, SeparateIndependentInducingVariables):
+        if len(inducing_variable.inducing_variable_list) != num_classes:
+            raise ValueError("SeparateIndependentInducingVariables needs one set per class")
+        if not isinstance(kernel, SeparateIndependent):
+            kernel = SharedIndependent(kernel, num_classes)
+    elif isinstance(inducing_variable, SharedIndependentInducingVariables):
+        if not isinstance(kernel, SeparateIndependent):
+            inducing_variable = inducing_variable.inducing_variable
+    elif not isinstance(inducing_variable, InducingPoints):
+        raise TypeError(
+            f"unsupported inducing variable {type(inducing_variable).__name__}: use an array, "
+            "InducingPoints or SeparateIndependentInducingVariables"
+        )
+    return kernel, inducing_variable
