@@ -21,23 +21,33 @@ from gpflow.base import MeanAndVariance, TensorType
 from gpflow.likelihoods import Likelihood
 from gpflow.quadrature import hermgauss
 
-__all__ = ["LogisticSoftmax", "log_logistic_softmax", "quasi_normal_samples"]
+__all__ = [
+    "LogisticSoftmax",
+    "log_logistic_softmax",
+    "quasi_normal_samples",
+    "sobol_uniforms",
+]
 
 DEFAULT_NUM_PREDICTIVE_SAMPLES = 1000
 DEFAULT_NUM_MONTE_CARLO_POINTS = 256
 
 
-def quasi_normal_samples(num_samples: int, dim: int, seed: int, dtype: Any) -> np.ndarray:
-    """[num_samples, dim] standard normal points: randomly shifted Sobol points through Φ⁻¹."""
-    from scipy.special import ndtri
+def sobol_uniforms(num_samples: int, dim: int) -> np.ndarray:
+    """[num_samples, dim] unscrambled Sobol points in [0, 1), skipping the origin."""
     from scipy.stats import qmc
 
     # Sobol balance holds for powers of two; other counts are still low-discrepancy.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        sobol = qmc.Sobol(d=dim, scramble=False).random(num_samples + 1)[1:]  # skip the origin
+        return qmc.Sobol(d=dim, scramble=False).random(num_samples + 1)[1:]
+
+
+def quasi_normal_samples(num_samples: int, dim: int, seed: int, dtype: Any) -> np.ndarray:
+    """[num_samples, dim] standard normal points: randomly shifted Sobol points through Φ⁻¹."""
+    from scipy.special import ndtri
+
     shift = np.random.default_rng(seed).uniform(size=dim)
-    uniform = np.mod(sobol + shift, 1.0)
+    uniform = np.mod(sobol_uniforms(num_samples, dim) + shift, 1.0)
     eps = np.finfo(np.float64).eps
     return ndtri(np.clip(uniform, eps, 1 - eps)).astype(dtype)
 

@@ -1,6 +1,7 @@
 """
-The paper's pictures with matplotlib: confidence histograms and reliability diagrams (its Figure 3)
-and test error / NLL against training time on a log axis (its Figure 7).
+The paper's pictures with matplotlib: confidence histograms and reliability diagrams (its Figure 3),
+each approximation against the Gibbs ground truth (its Figure 5) and test error / NLL against
+training time on a log axis (its Figure 7).
 
 Functions draw on axes they are given, so they also serve ``gpflow.monitor.ImageToTensorBoard``;
 the ``*_figure`` helpers build a whole :class:`matplotlib.figure.Figure` without pyplot (no display
@@ -17,6 +18,7 @@ __all__ = [
     "plot_reliability_diagram",
     "plot_confidence_histogram",
     "calibration_figure",
+    "ground_truth_figure",
     "traces_figure",
     "save_figure",
 ]
@@ -93,6 +95,36 @@ def traces_figure(traces: Mapping[str, Sequence[Dict[str, float]]],
     axes[0].legend(fontsize="small")
     if title:
         figure.suptitle(title)
+    return figure
+
+
+def ground_truth_figure(
+    summaries: Mapping[str, Any],
+    reference: str = "gibbs",
+    methods: Sequence[str] = ("vi", "collapsed", "paper"),
+) -> Any:
+    """Each method's predictive probabilities p, latent means μ and variances σ² (columns) against
+    the reference's (x-axis), one row per method, all classes together: the paper's Figure 5.
+
+    :param summaries: method → :class:`~gpflow_augmented.ground_truth.PosteriorSummary`.
+    """
+    from matplotlib.figure import Figure
+
+    quantities = [("probabilities", "p"), ("latent_mean", "μ"), ("latent_variance", "σ²")]
+    methods = [m for m in methods if m in summaries]
+    figure = Figure(figsize=(10.0, 3.2 * len(methods)), layout="constrained")
+    axes = np.asarray(figure.subplots(len(methods), 3, squeeze=False))
+    truth = summaries[reference]
+    for row, method in enumerate(methods):
+        for column, (quantity, symbol) in enumerate(quantities):
+            x = np.ravel(getattr(truth, quantity))
+            y = np.ravel(getattr(summaries[method], quantity))
+            ax = axes[row, column]
+            low, high = min(x.min(), y.min()), max(x.max(), y.max())
+            ax.plot([low, high], [low, high], "k--", linewidth=1)
+            ax.scatter(x, y, s=10, alpha=0.7)
+            ax.text(0.04, 0.9, f"max |Δ| {np.max(np.abs(y - x)):.3f}", transform=ax.transAxes)
+            ax.set(xlabel=f"{symbol} ({reference})", ylabel=f"{symbol} ({method})")
     return figure
 
 

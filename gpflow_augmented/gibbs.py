@@ -1,0 +1,244 @@
+r"""
+Gibbs sampling from the exact posterior of the augmented logistic-softmax model (paper §4.3).
+
+The augmented joint of one data point i (labels one-hot y_ic) is
+
+    σ(f_{y_i}) Π_c Po(n_ic | λ_i) σ(-f_ic)^{n_ic},    flat prior on λ_i ≥ 0,
+
+because 1 / Σ_c σ(f_c) = ∫ exp(-λ Σ_c σ(f_c)) dλ and exp(-λσ(f)) = e^{-λ} e^{λ σ(-f)}
+= Σ_n Po(n | λ) σ(-f)^n. With σ(z)^b = 2^{-b} e^{bz/2} E_{PG(ω | b, 0)}[e^{-ω z²/2}] every complete
+conditional is a known distribution:
+
+* n_ic | f, λ ~ Po(λ_i σ(-f_ic))   (ω integrated out; the paper prints σ(f), see the tests)
+* λ_i | n ~ Ga(1 + Σ_c n_ic, rate C)
+* ω_ic | n, f ~ PG(y_ic + n_ic, |f_ic|)
+* f_c | ω, n ~ N(Σ_c κ_c, Σ_c),  κ_c = (y_c - n_c)/2,  Σ_c = (diag(ω_c) + K_c⁻¹)⁻¹.
+
+Two scans are offered; both leave the exact posterior invariant:
+
+* ``"blocked"`` (default) draws (λ, n, ω) as one block given f: λ | f ~ Exp(rate Σ_c σ(f_c))
+  (n integrated out), then n | λ, f, then ω | n, f; then f | ω, n.
+* ``"systematic"`` is the paper's and the reference implementation's sweep: n | f, λ with the
+  previous λ, then λ | n, then ω, then f.
+
+The systematic scan carries λ from one sweep to the next through n, which slows the mixing of the
+direction that shifts all classes' latents together (the likelihood barely sees it): on wine the
+blocked scan has 3-6× the effective sample size there at the same cost.
+
+The Gaussian block is drawn in whitened coordinates f = Aᵀv (A = L⁻¹K_zx, v ~ N(0, I) a priori):
+v | ω, n ~ N(B⁻¹Aκ, B⁻¹) with B = I + A diag(ω) Aᵀ = R Rᵀ, so v = R⁻ᵀ(R⁻¹Aκ + ε). B ⪰ I, so its
+Cholesky never needs jitter and no inverse of K is formed. With Z = X (the default) this is the
+full GP; with inducing inputs it is the exact posterior of the projected-process model
+f = K_xz K_zz⁻¹ u. The Gaussian block runs compiled in TensorFlow; the Pólya-Gamma draws use the
+exact samplers of the ``polyagamma`` package on the host, which is why one sweep is not a single
+compiled step.
+"""
+from typing import Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+from gpflow.config import default_float
+from gpflow.kernels import Kernel
+from gpflow.models.util import inducingpoint_wrapper
+from polyagamma import random_polyagamma
+from tqdm.auto import tqdm
+
+from .likelihoods import LogisticSoftmax
+from .posterior import PosteriorSamples
+from .projection import canonical_kernel_and_inducing, whitened_projection
+from .validation import check_data, check_num_classes
+
+__all__ = ["GibbsSampler", "SCANS", "polya_gamma_moments", "sample_polya_gamma"]
+
+SCANS = ("blocked", "systematic")
+
+
+def sample_polya_gamma(b: np.ndarray, c: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Exact draws ω ~ PG(b, c) for integer b ≥ 0, elementwise; PG(0, c) is the point mass at 0.
+
+    Uses Devroye's sampler of Polson, Scott and Windle (2013), a sum of b exact PG(1, c) draws,
+    which is all the Gibbs sampler needs (b = y + n is a count). The ``polyagamma`` package's
+    other methods are not used: its default "hybrid" switches to saddle-point and normal
+    approximations for large b, and its "alternate" method (the only one for non-integer b) is
+    biased in version 2.0.2: at c = 0 and b ∈ {1.5, 2, 2.5, 3} the mean of 10⁶ draws is 0.5-0.8 %
+    above b/4, 8-19 standard errors away.
+    """
+    b, c = np.broadcast_arrays(np.asarray(b, dtype=np.float64), np.asarray(c, dtype=np.float64))
+    if not np.all(np.isfinite(b)) or not np.all(np.isfinite(c)):
+        raise ValueError("Pólya-Gamma parameters must be finite")
+    if np.any(b < 0) or np.any(b != np.round(b)):
+        raise ValueError("the Pólya-Gamma shape b must be an integer ≥ 0 (exact draws need it)")
+    omega = np.zeros(b.shape)
+    positive = b > 0
+    if np.any(positive):
+        omega[positive] = random_polyagamma(
+            b[positive], c[positive], method="devroye", random_state=rng
+        )
+    return omega
+
+
+def polya_gamma_moments(b: np.ndarray, c: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of PG(b, c): b tanh(c/2)/(2c) and b (sinh c - c) / (4 c³ cosh²(c/2)).
+
+    Both have removable singularities at c = 0 (limits b/4 and b/24); below |c| = 1e-3 the Taylor
+    series are used (next terms O(c⁴) < 1e-12 relative).
+    """
+    b, c = np.broadcast_arrays(np.asarray(b, dtype=np.float64), np.abs(np.asarray(c, np.float64)))
+    small = c < 1e-3
+    safe = np.where(small, 1.0, c)
+    mean = np.where(small, b * (0.25 - c**2 / 48), b * np.tanh(safe / 2) / (2 * safe))
+    variance = np.where(
+        small,
+        b * (1.0 / 24 - c**2 / 120),
+        b * (np.sinh(safe) - safe) / (4 * safe**3 * np.cosh(safe / 2) ** 2),
+    )
+    return mean, variance
+
+
+class GibbsSampler:
+    """Gibbs sampler for the augmented logistic-softmax GP classifier with fixed hyperparameters.
+
+    :param data: (X [N, D], Y [N, 1]) with integer labels 0..C-1.
+    :param kernel: one kernel shared by all classes, or a ``SeparateIndependent`` with one per class.
+    :param num_classes: C ≥ 2.
+    :param inducing_variable: inducing inputs Z; ``None`` (default) samples the full GP (Z = X).
+    :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
+    :param scan: ``"blocked"`` (default) or ``"systematic"``; see the module docstring.
+    """
+
+    def __init__(
+        self,
+        data: Tuple[np.ndarray, np.ndarray],
+        kernel: Kernel,
+        num_classes: int,
+        inducing_variable: Optional[object] = None,
+        likelihood: Optional[LogisticSoftmax] = None,
+        *,
+        scan: str = "blocked",
+    ) -> None:
+        if scan not in SCANS:
+            raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
+        self.scan = scan
+        self.num_classes = check_num_classes(num_classes)
+        X, Y = data
+        check_data(X, Y, self.num_classes)
+        X = np.asarray(X, dtype=default_float())
+        self.kernel, self.inducing_variable = canonical_kernel_and_inducing(
+            kernel, inducingpoint_wrapper(X if inducing_variable is None else inducing_variable),
+            self.num_classes,
+        )
+        self.likelihood = likelihood or LogisticSoftmax(self.num_classes)
+        _, A, _ = whitened_projection(
+            self.kernel, self.inducing_variable, tf.constant(X), self.num_classes
+        )
+        self._projection = A  # [C, M, N]
+        labels = np.asarray(Y)[:, 0].astype(int)
+        self._labels_onehot = np.eye(self.num_classes)[labels].T  # [C, N]
+
+    @property
+    def num_latent(self) -> int:
+        """M: the number of whitened latent values per class."""
+        return int(self._projection.shape[1])
+
+    # -- the complete conditionals ----------------------------------------------------------------
+
+    def draw_rate_given_latents(self, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """λ | f ~ Exp(rate Σ_c σ(f_c)), with n integrated out. [S, C, N] → [S, N]."""
+        return rng.exponential(1.0 / _sigmoid(f).sum(axis=1))
+
+    def draw_counts(self, f: np.ndarray, lam: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """n | f, λ ~ Po(λ σ(-f)), with ω integrated out. f [S, C, N], λ [S, N] → n [S, C, N]."""
+        return rng.poisson(lam[:, None, :] * _sigmoid(-f)).astype(np.float64)
+
+    def draw_rates(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """λ | n ~ Ga(1 + Σ_c n_c, rate C). [S, C, N] → [S, N]."""
+        return rng.gamma(1.0 + counts.sum(axis=1), 1.0 / self.num_classes)
+
+    def draw_polya_gamma(
+        self, f: np.ndarray, counts: np.ndarray, rng: np.random.Generator
+    ) -> np.ndarray:
+        """ω | n, f ~ PG(y + n, |f|). [S, C, N]."""
+        return sample_polya_gamma(self._labels_onehot + counts, np.abs(f), rng)
+
+    def draw_whitened(
+        self, omega: np.ndarray, counts: np.ndarray, rng: np.random.Generator
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        """v | ω, n and the latent values f = Aᵀv it implies, [S, C, M] and [S, C, N]."""
+        noise = rng.standard_normal(omega.shape[:2] + (self.num_latent,))
+        kappa = (self._labels_onehot - counts) / 2
+        dtype = default_float()
+        v, f = _gaussian_block(
+            self._projection,
+            tf.constant(omega, dtype=dtype),
+            tf.constant(kappa, dtype=dtype),
+            tf.constant(noise, dtype=dtype),
+        )
+        return v.numpy(), f.numpy()
+
+    # -- the chain ------------------------------------------------------------------------------
+
+    def sample(
+        self,
+        num_samples: int,
+        *,
+        num_chains: int = 4,
+        num_burnin: int = 500,
+        thinning: int = 1,
+        seed: Optional[int] = None,
+        progress: bool = False,
+    ) -> PosteriorSamples:
+        """Run ``num_chains`` chains; keep every ``thinning``-th sweep after ``num_burnin`` sweeps.
+
+        Each chain starts from an independent prior draw of f (over-dispersed starts, as split
+        R-hat assumes) and λ from its conditional given f.
+
+        :param progress: show a tqdm progress bar over the sweeps.
+        :return: :class:`PosteriorSamples` with [num_chains, num_samples, C, M] whitened draws.
+        """
+        for name, value, low in [
+            ("num_samples", num_samples, 1),
+            ("num_chains", num_chains, 1),
+            ("num_burnin", num_burnin, 0),
+            ("thinning", thinning, 1),
+        ]:
+            if int(value) != value or value < low:
+                raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+        rng = np.random.default_rng(seed)
+        A = self._projection.numpy()
+        v = rng.standard_normal((num_chains, self.num_classes, self.num_latent))
+        f = np.einsum("cmn,scm->scn", A, v)
+        lam = self.draw_rate_given_latents(f, rng)
+        kept = np.empty((num_chains, num_samples, self.num_classes, self.num_latent))
+        total = num_burnin + num_samples * thinning
+        for sweep in tqdm(range(total), disable=not progress, desc="Gibbs", unit="sweep"):
+            if self.scan == "blocked":
+                lam = self.draw_rate_given_latents(f, rng)
+                counts = self.draw_counts(f, lam, rng)
+            else:
+                counts = self.draw_counts(f, lam, rng)
+                lam = self.draw_rates(counts, rng)
+            omega = self.draw_polya_gamma(f, counts, rng)
+            v, f = self.draw_whitened(omega, counts, rng)
+            kept_index, remainder = divmod(sweep - num_burnin, thinning)
+            if sweep >= num_burnin and remainder == thinning - 1:
+                kept[:, kept_index] = v
+        return PosteriorSamples(kept, self.kernel, self.inducing_variable, self.likelihood)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.exp(-np.logaddexp(0.0, -x))
+
+
+@tf.function
+def _gaussian_block(
+    A: tf.Tensor, omega: tf.Tensor, kappa: tf.Tensor, noise: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """A [C, M, N], ω and κ [S, C, N], ε [S, C, M] → (v, Aᵀv)."""
+    weighted = A[None] * omega[:, :, None, :]  # [S, C, M, N]
+    identity = tf.eye(tf.shape(A)[1], dtype=A.dtype)
+    B = identity + tf.linalg.matmul(weighted, A[None], transpose_b=True)  # [S, C, M, M]
+    R = tf.linalg.cholesky(B)
+    rhs = tf.linalg.matvec(A[None], kappa)  # [S, C, M]
+    w = tf.linalg.triangular_solve(R, rhs[..., None], lower=True)
+    v = tf.linalg.triangular_solve(R, w + noise[..., None], lower=True, adjoint=True)[..., 0]
+    return v, tf.einsum("cmn,scm->scn", A, v)

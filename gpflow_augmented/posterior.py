@@ -1,0 +1,189 @@
+r"""
+:class:`PosteriorSamples`: draws from a sampler's posterior over the latent GPs, with GPflow-style
+predictions and convergence diagnostics.
+
+Both samplers (:class:`~gpflow_augmented.gibbs.GibbsSampler` on the augmented model and
+:class:`~gpflow_augmented.mcmc.NutsSampler` on the original one) draw the whitened values
+v = L⁻¹u ~ N(0, I) at the inputs Z (the training inputs for the full GP), so one class turns both
+into predictions: given a draw v, the latent values at new inputs are
+f* | v ~ N(A*ᵀv, diag(K** - A*ᵀA*)) with A* = L⁻¹K_z*, the same conditional SVGP predicts with.
+
+Diagnostics are computed on what a user reads off the posterior, the latent conditional means and
+the predictive probabilities at chosen inputs: split R-hat (``tfp.mcmc.potential_scale_reduction``)
+and the effective sample size summed over chains (``tfp.mcmc.effective_sample_size``).
+"""
+from typing import NamedTuple, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+from scipy.special import ndtri
+from check_shapes import check_shapes
+from gpflow.config import default_float
+from gpflow.inducing_variables import InducingVariables
+from gpflow.kernels import Kernel
+
+from .likelihoods import LogisticSoftmax, log_logistic_softmax, sobol_uniforms
+from .projection import whitened_projection
+
+__all__ = ["ConvergenceDiagnostics", "PosteriorSamples", "monte_carlo_standard_error"]
+
+# Elements of the [chains, draws, N, inner points, C] tensor of one predictive chunk: ~80 MB.
+_PREDICTIVE_CHUNK_ELEMENTS = 10_000_000
+_EPS = np.finfo(np.float64).eps
+
+
+class ConvergenceDiagnostics(NamedTuple):
+    """Split R-hat and effective sample size (summed over chains), each [N, C]."""
+
+    latent_rhat: np.ndarray
+    latent_ess: np.ndarray
+    probability_rhat: np.ndarray
+    probability_ess: np.ndarray
+
+    @property
+    def max_rhat(self) -> float:
+        return float(max(np.max(self.latent_rhat), np.max(self.probability_rhat)))
+
+    @property
+    def min_ess(self) -> float:
+        return float(min(np.min(self.latent_ess), np.min(self.probability_ess)))
+
+
+def monte_carlo_standard_error(draws: np.ndarray) -> np.ndarray:
+    """Standard error of the mean over chains and draws, from the effective sample size.
+
+    :param draws: [chains, draws, ...] values of one quantity per draw.
+    """
+    draws = np.asarray(draws)
+    ess = _effective_sample_size(draws)
+    return np.std(draws.reshape((-1,) + draws.shape[2:]), axis=0, ddof=1) / np.sqrt(ess)
+
+
+def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
+    if draws.shape[0] < 2:
+        raise ValueError("diagnostics across chains need at least 2 chains")
+    states = tf.constant(np.swapaxes(draws, 0, 1))  # tfp wants [draws, chains, ...]
+    return tfp.mcmc.effective_sample_size(states, cross_chain_dims=1).numpy()
+
+
+def _split_rhat(draws: np.ndarray) -> np.ndarray:
+    if draws.shape[0] < 2:
+        raise ValueError("diagnostics across chains need at least 2 chains")
+    states = tf.constant(np.swapaxes(draws, 0, 1))
+    return tfp.mcmc.potential_scale_reduction(
+        states, independent_chain_ndims=1, split_chains=True
+    ).numpy()
+
+
+class PosteriorSamples:
+    """Posterior draws of a logistic-softmax GP classifier's whitened latent values.
+
+    :param whitened: [chains, draws, C, M] draws of v = L⁻¹u at the inputs Z.
+    :param kernel: the (fixed) kernel the sampler used.
+    :param inducing_variable: the inputs Z, as GPflow inducing variables.
+    :param likelihood: the :class:`LogisticSoftmax` that turns latent values into probabilities.
+    :param num_inner_points: points per draw for the expectation over f* | v in predictions.
+    :param seed: seeds the random shifts of those points.
+    """
+
+    def __init__(
+        self,
+        whitened: np.ndarray,
+        kernel: Kernel,
+        inducing_variable: InducingVariables,
+        likelihood: LogisticSoftmax,
+        *,
+        num_inner_points: int = 32,
+        seed: int = 0,
+    ) -> None:
+        whitened = np.asarray(whitened)
+        if whitened.ndim != 4 or whitened.shape[2] != likelihood.num_classes:
+            raise ValueError(
+                f"whitened draws must be [chains, draws, C={likelihood.num_classes}, M], "
+                f"got shape {whitened.shape}"
+            )
+        self.whitened = whitened
+        self.kernel = kernel
+        self.inducing_variable = inducing_variable
+        self.likelihood = likelihood
+        self.num_classes = likelihood.num_classes
+        self.num_inner_points = int(num_inner_points)
+        self.seed = int(seed)
+
+    @property
+    def num_chains(self) -> int:
+        return self.whitened.shape[0]
+
+    @property
+    def num_draws(self) -> int:
+        return self.whitened.shape[1]
+
+    @check_shapes("Xnew: [N, D]", "return[0]: [S, T, N, C]", "return[1]: [N, C]")
+    def latent_conditionals(self, Xnew: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Per draw, the mean of f* | v [chains, draws, N, C]; and its variance [N, C], which is
+        the same for every draw."""
+        Xnew = tf.convert_to_tensor(Xnew, dtype=default_float())
+        _, A, residual = whitened_projection(
+            self.kernel, self.inducing_variable, Xnew, self.num_classes
+        )
+        means = tf.einsum("cmn,stcm->stnc", A, tf.constant(self.whitened, dtype=A.dtype))
+        return means.numpy(), np.maximum(residual.numpy(), 0.0)
+
+    @check_shapes("Xnew: [N, D]", "return[0]: [N, C]", "return[1]: [N, C]")
+    def predict_f(self, Xnew: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and variance of the latent f* (law of total variance over the draws)."""
+        means, residual = self.latent_conditionals(Xnew)
+        flat = means.reshape((-1,) + means.shape[2:])
+        return flat.mean(axis=0), flat.var(axis=0) + residual
+
+    @check_shapes("Xnew: [N, D]", "return: [S, T, N, C]")
+    def predictive_draws(self, Xnew: np.ndarray) -> np.ndarray:
+        """Per draw v, an unbiased estimate of E[p(y* = k | f*) | v] [chains, draws, N, C].
+
+        f* | v is Gaussian with the residual variance; its expectation is taken over
+        ``num_inner_points`` Sobol points, randomly shifted (seeded) for each draw, so the estimate
+        is unbiased and adds far less noise than the posterior draws themselves.
+        """
+        means, residual = self.latent_conditionals(Xnew)
+        num_chains, num_draws, num_points, C = means.shape
+        sobol = sobol_uniforms(self.num_inner_points, C)  # [K, C]
+        shifts = np.random.default_rng(self.seed).uniform(size=(num_chains, num_draws, 1, 1, C))
+        per_draw = num_chains * num_points * self.num_inner_points * C
+        chunk = max(1, _PREDICTIVE_CHUNK_ELEMENTS // per_draw)
+        scale = tf.sqrt(tf.constant(residual))[:, None, :]  # [N, 1, C]
+        probabilities = np.empty_like(means)
+        for start in range(0, num_draws, chunk):
+            block = slice(start, start + chunk)
+            uniforms = np.mod(sobol + shifts[:, block], 1.0)  # [S, T, 1, K, C]
+            normals = tf.constant(ndtri(np.clip(uniforms, _EPS, 1 - _EPS)))
+            latent = tf.constant(means[:, block])[:, :, :, None, :] + scale * normals
+            p = tf.reduce_mean(tf.exp(log_logistic_softmax(latent)), axis=-2)
+            probabilities[:, block] = p.numpy()
+        return probabilities
+
+    @check_shapes("Xnew: [N, D]", "return[0]: [N, C]", "return[1]: [N, C]")
+    def predict_y(self, Xnew: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """Posterior predictive class probabilities p and their Bernoulli variance p(1 - p)."""
+        p = self.predictive_draws(Xnew).mean(axis=(0, 1))
+        return p, p - np.square(p)
+
+    @check_shapes("Xnew: [N, D]", "Ynew: [N, 1]", "return: [N]")
+    def predict_log_density(self, data: Tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """log p(y* | x*, data) of each point."""
+        Xnew, Ynew = data
+        p, _ = self.predict_y(Xnew)
+        labels = np.asarray(Ynew)[:, 0].astype(int)
+        return np.log(p[np.arange(len(labels)), labels])
+
+    @check_shapes("Xnew: [N, D]")
+    def diagnostics(self, Xnew: np.ndarray) -> ConvergenceDiagnostics:
+        """Split R-hat and ESS of the latent conditional means and predictive probabilities."""
+        means, _ = self.latent_conditionals(Xnew)
+        probabilities = self.predictive_draws(Xnew)
+        return ConvergenceDiagnostics(
+            latent_rhat=_split_rhat(means),
+            latent_ess=_effective_sample_size(means),
+            probability_rhat=_split_rhat(probabilities),
+            probability_ess=_effective_sample_size(probabilities),
+        )

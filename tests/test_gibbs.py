@@ -1,0 +1,256 @@
+"""The Gibbs sampler of the augmented model against independent answers.
+
+Exact Pólya-Gamma moments, deterministic quadrature on problems small enough for a product grid,
+the dense-algebra form of the Gaussian conditional, and a sampler with the paper's printed Poisson
+rate λσ(f) that these checks must reject.
+"""
+import gpflow
+import numpy as np
+import pytest
+from numpy.polynomial.hermite import hermgauss
+
+from gpflow_augmented import InvalidDataError
+from gpflow_augmented.gibbs import (
+    SCANS,
+    GibbsSampler,
+    _sigmoid,
+    polya_gamma_moments,
+    sample_polya_gamma,
+)
+from gpflow_augmented.posterior import monte_carlo_standard_error
+
+# Largest |estimate - truth| / standard error accepted. Every check is seeded; at 4.5 a correct
+# sampler fails one of ~100 Gaussian comparisons with probability < 1e-3.
+Z_TOLERANCE = 4.5
+
+
+class PrintedRateGibbs(GibbsSampler):
+    """The paper's printed complete conditional n | f, λ ~ Po(λσ(f)): wrong, and must be caught."""
+
+    def draw_counts(self, f, lam, rng):
+        return rng.poisson(lam[:, None, :] * _sigmoid(f)).astype(np.float64)
+
+
+# -- Pólya-Gamma draws ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("b", [1.0, 2.0, 5.0])
+@pytest.mark.parametrize("c", [0.0, 0.1, 1.0, 10.0])
+def test_polya_gamma_draws_match_closed_form_moments(b, c):
+    rng = np.random.default_rng(int(100 * b + 10 * c))
+    num_draws = 200_000
+    omega = sample_polya_gamma(np.full(num_draws, b), np.full(num_draws, c), rng)
+    mean, variance = polya_gamma_moments(b, c)
+    centred = omega - omega.mean()
+    sample_variance = np.mean(centred**2)
+    # Standard errors of the sample mean and variance, from the sample's own moments.
+    mean_error = np.sqrt(variance / num_draws)
+    variance_error = np.sqrt((np.mean(centred**4) - sample_variance**2) / num_draws)
+    assert abs(omega.mean() - mean) < Z_TOLERANCE * mean_error
+    assert abs(sample_variance - variance) < Z_TOLERANCE * variance_error
+
+
+@pytest.mark.parametrize("c", [0.0, 5e-4, 0.1, 1.0, 10.0])
+def test_polya_gamma_moments_match_the_infinite_convolution(c):
+    # PG(b, c) = (1/2π²) Σ_k g_k / d_k with g_k ~ Ga(b, 1), d_k = (k - ½)² + c²/(4π²), hence
+    # mean = b/(2π²) Σ 1/d_k and variance = b/(4π⁴) Σ 1/d_k²: a check independent of the closed
+    # forms. The tail beyond K terms is ≈ b/(2π² K), removed by adding it back.
+    b, K = 3.0, 2_000_000
+    d = (np.arange(1, K + 1) - 0.5) ** 2 + c**2 / (4 * np.pi**2)
+    series_mean = b / (2 * np.pi**2) * (np.sum(1 / d) + 1 / K)
+    series_variance = b / (4 * np.pi**4) * np.sum(1 / d**2)
+    mean, variance = polya_gamma_moments(b, c)
+    np.testing.assert_allclose(mean, series_mean, rtol=1e-9)
+    np.testing.assert_allclose(variance, series_variance, rtol=1e-9)
+
+
+def test_polya_gamma_zero_shape_is_zero_and_bad_parameters_raise():
+    rng = np.random.default_rng(0)
+    omega = sample_polya_gamma(np.array([0.0, 1.0, 0.0]), np.array([1.0, 1.0, 50.0]), rng)
+    assert omega[0] == 0.0 and omega[2] == 0.0 and omega[1] > 0.0
+    with pytest.raises(ValueError, match="integer ≥ 0"):
+        sample_polya_gamma(np.array([-1.0]), np.array([0.0]), rng)
+    with pytest.raises(ValueError, match="integer ≥ 0"):
+        sample_polya_gamma(np.array([2.5]), np.array([0.0]), rng)
+    with pytest.raises(ValueError, match="finite"):
+        sample_polya_gamma(np.array([1.0]), np.array([np.nan]), rng)
+
+
+# -- the Gaussian conditional -----------------------------------------------------------------
+
+
+def test_gaussian_block_matches_the_dense_conditional():
+    # v | ω, n ~ N(B⁻¹Aκ, B⁻¹), B = I + A diag(ω) Aᵀ, written here with dense inverses.
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(6, 2))
+    Y = np.array([[0], [1], [2], [0], [1], [2]])
+    sampler = GibbsSampler((X, Y), gpflow.kernels.SquaredExponential(variance=2.0), 3)
+    A = sampler._projection.numpy()  # [C, M, N]
+    omega = rng.uniform(0.05, 2.0, size=(1, 3, 6))
+    counts = rng.poisson(1.0, size=(1, 3, 6)).astype(float)
+    num_draws = 40_000
+    draws = sampler.draw_whitened(np.repeat(omega, num_draws, 0), np.repeat(counts, num_draws, 0),
+                                  rng)[0]
+    kappa = (sampler._labels_onehot - counts[0]) / 2
+    for c in range(3):
+        precision = np.eye(6) + A[c] @ np.diag(omega[0, c]) @ A[c].T
+        covariance = np.linalg.inv(precision)
+        mean = covariance @ A[c] @ kappa[c]
+        sd = np.sqrt(np.diag(covariance))
+        assert np.all(np.abs(draws[:, c].mean(0) - mean) < Z_TOLERANCE * sd / np.sqrt(num_draws))
+        # Entries of the sample covariance have standard error ≤ sqrt(2/n)·sd_i·sd_j.
+        sample_covariance = np.cov(draws[:, c].T)
+        bound = Z_TOLERANCE * np.sqrt(2.0 / num_draws) * np.outer(sd, sd)
+        assert np.all(np.abs(sample_covariance - covariance) < bound)
+
+
+# -- exact posterior by quadrature ----------------------------------------------------------------
+
+
+def quadrature_posterior(kernel, X, Y, x_new, num_classes, points_per_dim):
+    """Posterior mean of f at X, and mean, variance and predictive probabilities at ``x_new``, by
+    a Gauss–Hermite product rule over the whitened joint prior of (f(X), f(x_new)) for all classes.
+    """
+    inputs = np.vstack([X, x_new])
+    n = len(inputs)
+    K = kernel(inputs).numpy() + 1e-10 * np.eye(n)
+    L = np.linalg.cholesky(K)
+    nodes, weights = hermgauss(points_per_dim)
+    nodes, weights = np.sqrt(2.0) * nodes, weights / np.sqrt(np.pi)
+    dims = n * num_classes
+    grid = np.stack(np.meshgrid(*[nodes] * dims, indexing="ij"), -1).reshape(-1, dims)
+    log_w = np.sum(np.log(np.stack(np.meshgrid(*[weights] * dims, indexing="ij"), -1)), -1)
+    f = np.einsum("ij,pcj->pci", L, grid.reshape(-1, num_classes, n))  # [P, C, n]
+    log_sigmoid = -np.logaddexp(0.0, -f)
+    log_lik = log_sigmoid - np.logaddexp.reduce(log_sigmoid, axis=1, keepdims=True)  # [P, C, n]
+    labels = np.asarray(Y)[:, 0]
+    log_w = log_w.reshape(-1) + sum(log_lik[:, labels[i], i] for i in range(len(X)))
+    w = np.exp(log_w - log_w.max())
+    w /= w.sum()
+    f_new = f[:, :, -1]
+    mean_new = w @ f_new
+    return {
+        "train_mean": np.einsum("p,pci->ic", w, f[:, :, :-1]),
+        "mean": mean_new,
+        "variance": w @ np.square(f_new) - np.square(mean_new),
+        "probabilities": w @ np.exp(log_lik[:, :, -1]),
+    }
+
+
+TINY_PROBLEMS = {
+    "N=1,C=3": (np.array([[0.0]]), np.array([[2]]), np.array([[0.7]]), 3),
+    "N=2,C=2": (np.array([[0.0], [1.0]]), np.array([[0], [1]]), np.array([[0.3]]), 2),
+}
+
+
+def _tiny_comparison(problem, sampler_class, scan, seed):
+    X, Y, x_new, C = TINY_PROBLEMS[problem]
+    kernel = gpflow.kernels.SquaredExponential(variance=4.0, lengthscales=1.0)
+    exact = quadrature_posterior(kernel, X, Y, x_new, C, points_per_dim=12)
+    coarser = quadrature_posterior(kernel, X, Y, x_new, C, points_per_dim=10)
+    quadrature_error = {k: np.max(np.abs(exact[k] - coarser[k])) for k in exact}
+    samples = sampler_class((X, Y), kernel, C, scan=scan).sample(
+        6000, num_chains=4, num_burnin=500, seed=seed
+    )
+    train_means, _ = samples.latent_conditionals(X)
+    new_means, residual = samples.latent_conditionals(x_new)
+    draws = {
+        "train_mean": train_means,
+        "mean": new_means,
+        "probabilities": samples.predictive_draws(x_new),
+    }
+    z_scores = {}
+    for name, values in draws.items():
+        estimate = values.mean(axis=(0, 1))
+        error = monte_carlo_standard_error(values)
+        z_scores[name] = np.max(np.abs(estimate - exact[name]) / error)
+    _, variance = samples.predict_f(x_new)
+    return z_scores, quadrature_error, np.max(np.abs(variance - exact["variance"]))
+
+
+@pytest.mark.parametrize("scan", SCANS)
+@pytest.mark.parametrize("problem", list(TINY_PROBLEMS))
+def test_gibbs_matches_quadrature(problem, scan):
+    z_scores, quadrature_error, variance_error = _tiny_comparison(problem, GibbsSampler, scan, 0)
+    # 12 vs 10 nodes per dimension agree far below the Monte Carlo errors (~1e-2), so the rule
+    # is exact for this purpose; the second moment converges slowest.
+    assert max(quadrature_error[k] for k in ("train_mean", "mean", "probabilities")) < 1e-3
+    assert quadrature_error["variance"] < 1e-2
+    assert max(z_scores.values()) < Z_TOLERANCE, z_scores
+    # The variance estimate's error is not covered by the mean's standard error; with ≥ 1000
+    # effective draws its relative error is ~5 %.
+    assert variance_error < 0.1
+
+
+@pytest.mark.parametrize("problem", list(TINY_PROBLEMS))
+def test_printed_poisson_rate_fails_quadrature(problem):
+    z_scores, _, _ = _tiny_comparison(problem, PrintedRateGibbs, "blocked", 0)
+    assert max(z_scores.values()) > 2 * Z_TOLERANCE, z_scores
+
+
+# -- sampler mechanics ------------------------------------------------------------------------
+
+
+def _small_problem():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(12, 2))
+    Y = rng.integers(0, 3, size=(12, 1))
+    return (X, Y), gpflow.kernels.SquaredExponential()
+
+
+def test_same_seed_same_draws_other_seed_other_draws():
+    data, kernel = _small_problem()
+    sampler = GibbsSampler(data, kernel, 3)
+    first = sampler.sample(20, num_chains=2, num_burnin=5, seed=7).whitened
+    again = sampler.sample(20, num_chains=2, num_burnin=5, seed=7).whitened
+    other = sampler.sample(20, num_chains=2, num_burnin=5, seed=8).whitened
+    np.testing.assert_array_equal(first, again)
+    assert not np.allclose(first, other)
+
+
+def test_burnin_and_thinning_keep_the_right_sweeps():
+    data, kernel = _small_problem()
+    sampler = GibbsSampler(data, kernel, 3)
+    everything = sampler.sample(12, num_chains=2, num_burnin=0, seed=4).whitened
+    kept = sampler.sample(3, num_chains=2, num_burnin=3, thinning=3, seed=4).whitened
+    # Sweeps 0..11; burn-in drops 0..2; thinning by 3 keeps 5, 8, 11.
+    np.testing.assert_array_equal(kept, everything[:, [5, 8, 11]])
+
+
+def test_inducing_points_sample_the_projected_model():
+    # With Z ⊂ X the sampler targets p(u | y) under f = K_xz K_zz⁻¹ u; its dimension is M.
+    data, kernel = _small_problem()
+    samples = GibbsSampler(data, kernel, 3, inducing_variable=data[0][:4]).sample(
+        10, num_chains=2, num_burnin=2, seed=0
+    )
+    assert samples.whitened.shape == (2, 10, 3, 4)
+    mean, variance = samples.predict_f(data[0])
+    assert mean.shape == (12, 3) and np.all(variance > 0)
+
+
+@pytest.mark.parametrize(
+    "Y, message",
+    [
+        (np.array([[0], [1], [3]]), "labels"),
+        (np.array([0, 1, 2]), r"\[N, 1\]"),
+    ],
+)
+def test_bad_labels_raise(Y, message):
+    X = np.zeros((3, 2))
+    with pytest.raises(InvalidDataError, match=message):
+        GibbsSampler((X, Y), gpflow.kernels.SquaredExponential(), 3)
+
+
+def test_bad_features_and_arguments_raise():
+    X = np.array([[0.0, np.nan], [1.0, 0.0]])
+    with pytest.raises(InvalidDataError, match="NaN"):
+        GibbsSampler((X, np.array([[0], [1]])), gpflow.kernels.SquaredExponential(), 2)
+    data, kernel = _small_problem()
+    with pytest.raises(ValueError, match="num_classes"):
+        GibbsSampler(data, kernel, 1)
+    with pytest.raises(ValueError, match="scan"):
+        GibbsSampler(data, kernel, 3, scan="random")
+    with pytest.raises(ValueError, match="thinning"):
+        GibbsSampler(data, kernel, 3).sample(5, thinning=0)
+    with pytest.raises(ValueError, match="at least 2 chains"):
+        GibbsSampler(data, kernel, 3).sample(5, num_chains=1, num_burnin=0).diagnostics(data[0])
