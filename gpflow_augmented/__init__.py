@@ -3,9 +3,12 @@
 The logistic-softmax likelihood σ(f_k) / Σ_c σ(f_c), made conditionally conjugate by Gamma, Poisson
 and Pólya-Gamma augmentation, so that q(u) is updated in closed form by a compiled CAVI step.
 """
-from . import baselines, comparison, datasets, metrics, monitoring, plots
+from . import baselines, comparison, datasets, ground_truth, metrics, monitoring, plots
 from .augmentation import LocalParameters
 from .cavi import CAVI
+from .gibbs import GibbsSampler
+from .mcmc import NutsSampler
+from .posterior import PosteriorSamples
 from .likelihoods import LogisticSoftmax
 from .models import SCHEMES, LogisticSoftmaxSVGP
 from .initialisation import inducing_points, initial_kernel, median_lengthscale
@@ -18,11 +21,15 @@ __version__ = "0.1.0"
 __all__ = [
     "CAVI",
     "FitResult",
+    "GibbsSampler",
+    "NutsSampler",
+    "PosteriorSamples",
     "Trainer",
     "baselines",
     "comparison",
     "datasets",
     "fit",
+    "ground_truth",
     "inducing_points",
     "initial_kernel",
     "median_lengthscale",

@@ -4,7 +4,9 @@ The command-line tool: ``gpflow-augmented`` or ``python -m gpflow_augmented``.
 ``compare`` (the default) trains several methods side by side on one dataset and writes a JSON
 trace, the figures and TensorBoard logs, then prints a summary table. With no arguments it runs on
 the bundled ``vehicle`` dataset. ``benchmark`` runs ``compare`` over a folder of datasets and writes
-the README's table (:mod:`gpflow_augmented.benchmark`).
+the README's table (:mod:`gpflow_augmented.benchmark`). ``ground-truth`` samples the exact
+posterior of a small dataset (wine by default) by Gibbs and NUTS and draws how far each variational
+method is from it (:mod:`gpflow_augmented.ground_truth`, the paper's Figure 5).
 """
 import argparse
 import datetime
@@ -19,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 PROG = "gpflow-augmented"
-COMMANDS = ("compare", "benchmark")
+COMMANDS = ("compare", "benchmark", "ground-truth")
 
 
 def _methods(text: str) -> List[str]:
@@ -78,6 +80,26 @@ def build_parser() -> argparse.ArgumentParser:
     benchmark.add_argument("--report-only", action="store_true",
                            help="re-write benchmark.md from the results already in --output")
     _add_training_options(benchmark, time_budget=60.0)
+
+    truth = commands.add_parser(
+        "ground-truth", help="exact posterior by Gibbs and NUTS against the variational methods")
+    truth.add_argument("data", nargs="?", default="wine",
+                       help=".npz or LIBSVM file, or a bundled dataset name (default: wine); "
+                            "a full GP is sampled, so keep it small (a few hundred points)")
+    truth.add_argument("--test-file", default=None, help="a separate test file of the same kind")
+    truth.add_argument("--output", default=None,
+                       help="folder for results.json and figures/ "
+                            "(default: gpflow-augmented-results/ground-truth-<dataset>)")
+    truth.add_argument("--samples", type=int, default=5000, help="Gibbs draws per chain")
+    truth.add_argument("--nuts-samples", type=int, default=1000, help="NUTS draws per chain")
+    truth.add_argument("--chains", type=int, default=4)
+    truth.add_argument("--burnin", type=int, default=500, help="burn-in steps of both samplers")
+    truth.add_argument("--seed", type=int, default=0)
+    truth.add_argument("--test-fraction", type=float, default=0.2,
+                       help="test share of a dataset without a test split (default 0.2)")
+    progress = truth.add_mutually_exclusive_group()
+    progress.add_argument("--progress", dest="progress", action="store_true", default=None)
+    progress.add_argument("--no-progress", dest="progress", action="store_false")
     return parser
 
 
@@ -195,6 +217,54 @@ def _load(args: argparse.Namespace) -> Any:
         f"{args.data!r} is neither a file nor a bundled dataset ({', '.join(datasets.BUNDLED)})")
 
 
+def run_ground_truth(args: argparse.Namespace) -> str:
+    """Sample the exact posterior, compare, write results.json and figures/ground_truth.png."""
+    import numpy as np
+
+    from .ground_truth import compare_with_gibbs
+    from .plots import ground_truth_figure, save_figure
+
+    for name in ("samples", "nuts_samples", "chains"):
+        if getattr(args, name) < (2 if name == "chains" else 1):
+            raise ValueError(f"--{name.replace('_', '-')} is too small")
+    if args.burnin < 0:
+        raise ValueError("--burnin must be ≥ 0")
+    dataset = _load(args)
+    output = Path(args.output or Path("gpflow-augmented-results") / f"ground-truth-{dataset.name}")
+    print(f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
+          f"full GP, fixed SE-ARD kernel (variance 1, median-distance lengthscales)", flush=True)
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    comparison = compare_with_gibbs(
+        dataset, num_samples=args.samples, num_burnin=args.burnin,
+        num_nuts_samples=args.nuts_samples, num_chains=args.chains, seed=args.seed,
+        progress=progress,
+    )
+    payload = {
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": [PROG, *sys.argv[1:]],
+        "machine": machine(),
+        "dataset": dataset.name,
+        "kernel": {"variance": float(comparison.kernel.variance.numpy()),
+                   "lengthscales": np.atleast_1d(comparison.kernel.lengthscales.numpy()).tolist()},
+        "discrepancies": {
+            method: {quantity: {"mean": mean, "max": largest}
+                     for quantity, (mean, largest) in table.items()}
+            for method, table in comparison.discrepancies().items()
+        },
+        "diagnostics": {
+            name: {"max_split_rhat": d.max_rhat, "min_ess": d.min_ess,
+                   "min_predictive_ess": float(d.probability_ess.min()),
+                   "min_latent_ess": float(d.latent_ess.min())}
+            for name, d in comparison.diagnostics.items()
+        },
+        "summaries": {name: {q: v.tolist() for q, v in summary._asdict().items()}
+                      for name, summary in comparison.summaries.items()},
+    }
+    write_json(output / "results.json", payload)
+    save_figure(ground_truth_figure(comparison.summaries), output / "figures" / "ground_truth.png")
+    return f"{comparison.report()}\nwritten to {output}/ (results.json, figures/ground_truth.png)"
+
+
 def _check_options(args: argparse.Namespace) -> None:
     from .baselines import METHODS
 
@@ -220,6 +290,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .validation import InvalidDataError
 
     try:
+        if args.command == "ground-truth":
+            print(run_ground_truth(args))
+            return 0
         _check_options(args)
         if args.command == "benchmark":
             from .benchmark import run_benchmark

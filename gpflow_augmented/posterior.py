@@ -10,7 +10,8 @@ f* | v ~ N(A*ᵀv, diag(K** - A*ᵀA*)) with A* = L⁻¹K_z*, the same condition
 
 Diagnostics are computed on what a user reads off the posterior, the latent conditional means and
 the predictive probabilities at chosen inputs: split R-hat (``tfp.mcmc.potential_scale_reduction``)
-and the effective sample size summed over chains (``tfp.mcmc.effective_sample_size``).
+and the effective sample size summed over chains (``tfp.mcmc.effective_sample_size`` with Geyer's
+initial positive sequence).
 """
 from typing import NamedTuple, Tuple
 
@@ -64,7 +65,19 @@ def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
     if draws.shape[0] < 2:
         raise ValueError("diagnostics across chains need at least 2 chains")
     states = tf.constant(np.swapaxes(draws, 0, 1))  # tfp wants [draws, chains, ...]
-    return tfp.mcmc.effective_sample_size(states, cross_chain_dims=1).numpy()
+    # tfp's FFT autocorrelation casts its complex result to real on purpose and logs a warning
+    # each time; keep it off the user's console.
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        # Geyer's initial positive sequence (as Stan): the default cut at the first negative
+        # autocorrelation reports exactly N for antithetic chains such as NUTS often gives.
+        return tfp.mcmc.effective_sample_size(
+            states, cross_chain_dims=1, filter_beyond_positive_pairs=True
+        ).numpy()
+    finally:
+        logger.setLevel(level)
 
 
 def _split_rhat(draws: np.ndarray) -> np.ndarray:
@@ -156,7 +169,7 @@ class PosteriorSamples:
         for start in range(0, num_draws, chunk):
             block = slice(start, start + chunk)
             uniforms = np.mod(sobol + shifts[:, block], 1.0)  # [S, T, 1, K, C]
-            normals = tf.constant(ndtri(np.clip(uniforms, _EPS, 1 - _EPS)))
+            normals = tf.constant(ndtri(np.clip(uniforms, _EPS, 1 - _EPS)), dtype=means.dtype)
             latent = tf.constant(means[:, block])[:, :, :, None, :] + scale * normals
             p = tf.reduce_mean(tf.exp(log_logistic_softmax(latent)), axis=-2)
             probabilities[:, block] = p.numpy()

@@ -144,3 +144,27 @@ def test_features_standardised_with_training_statistics_and_split_seeded():
     np.testing.assert_array_equal(again.X_test, d.X_test)
     other = ga.datasets.from_arrays("synthetic", X, y, test_fraction=0.25, seed=5)
     assert not np.array_equal(other.X_test, d.X_test)
+
+
+def test_ground_truth_end_to_end(tiny_npz, tmp_path, capsys):
+    output = tmp_path / "truth"
+    code = main(["ground-truth", str(tiny_npz), "--samples", "100", "--nuts-samples", "50",
+                 "--burnin", "50", "--chains", "2", "--output", str(output), "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "split R-hat" in printed and "collapsed" in printed
+    results = _strict_json(output / "results.json")
+    assert set(results["discrepancies"]) == {"nuts", "collapsed", "paper", "vi"}
+    for table in results["discrepancies"].values():
+        for quantity in ("probabilities", "latent_mean", "latent_variance"):
+            assert 0.0 <= table[quantity]["mean"] <= table[quantity]["max"]
+    assert set(results["diagnostics"]) == {"gibbs", "nuts"}
+    probabilities = np.array(results["summaries"]["gibbs"]["probabilities"])
+    assert probabilities.shape == (40, 4)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-9)
+    assert (output / "figures" / "ground_truth.png").stat().st_size > 10_000
+
+
+def test_ground_truth_rejects_bad_options(capsys):
+    assert main(["ground-truth", "--chains", "1"]) == 2
+    assert "--chains is too small" in capsys.readouterr().err

@@ -254,3 +254,28 @@ def test_bad_features_and_arguments_raise():
         GibbsSampler(data, kernel, 3).sample(5, thinning=0)
     with pytest.raises(ValueError, match="at least 2 chains"):
         GibbsSampler(data, kernel, 3).sample(5, num_chains=1, num_burnin=0).diagnostics(data[0])
+
+
+def test_float32_runs_and_agrees_with_float64():
+    from gpflow.config import Config, as_context
+
+    data, _ = _small_problem()
+    x_new = np.array([[0.3, -0.2]])
+    probabilities = {}
+    for dtype in (np.float64, np.float32):
+        with as_context(Config(float=dtype, jitter=1e-4)):
+            kernel = gpflow.kernels.SquaredExponential()
+            samples = GibbsSampler(data, kernel, 3).sample(300, num_burnin=50, seed=5)
+            probabilities[dtype], _ = samples.predict_y(x_new)
+            mean, variance = samples.predict_f(x_new)
+            assert np.all(np.isfinite(mean)) and np.all(variance > 0)
+    # The same seed draws the same random numbers; float32 rounding makes the chains drift apart
+    # slowly, so the two estimates agree to well within their Monte Carlo error (~0.01).
+    np.testing.assert_allclose(probabilities[np.float32], probabilities[np.float64], atol=0.02)
+
+
+def test_progress_bar_reports_the_sweeps(capsys):
+    data, kernel = _small_problem()
+    GibbsSampler(data, kernel, 3).sample(5, num_chains=2, num_burnin=3, seed=0, progress=True)
+    err = capsys.readouterr().err
+    assert "Gibbs" in err and "8/8" in err

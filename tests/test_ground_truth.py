@@ -1,0 +1,96 @@
+"""The exact posterior on the real wine data (3 classes, 142 training points, full GP, fixed
+hyperparameters): the Gibbs sampler against an independent NUTS sampler of the non-augmented
+model, and the variational methods against both (the paper's Figure 5)."""
+import numpy as np
+import pytest
+from sklearn.cluster import kmeans_plusplus
+
+from gpflow_augmented import plots
+from gpflow_augmented.ground_truth import compare_with_gibbs
+from gpflow_augmented.gibbs import GibbsSampler
+from gpflow_augmented.mcmc import NutsSampler
+from gpflow_augmented.posterior import monte_carlo_standard_error
+
+from test_gibbs import Z_TOLERANCE, PrintedRateGibbs
+
+
+@pytest.fixture(scope="module")
+def wine_comparison():
+    comparison = compare_with_gibbs(seed=0)
+    print("\n" + comparison.report())
+    return comparison
+
+
+def assert_samplers_agree(first, second, X):
+    """Every predictive probability agrees within Z_TOLERANCE combined standard errors."""
+    first_draws, second_draws = first.predictive_draws(X), second.predictive_draws(X)
+    difference = np.abs(first_draws.mean(axis=(0, 1)) - second_draws.mean(axis=(0, 1)))
+    error = np.hypot(
+        monte_carlo_standard_error(first_draws), monte_carlo_standard_error(second_draws)
+    )
+    worst = np.max(difference / error)
+    assert worst < Z_TOLERANCE, f"max |Δp| = {difference.max():.4f} is {worst:.1f} standard errors"
+    return difference
+
+
+def test_gibbs_agrees_with_the_non_augmented_sampler(wine_comparison):
+    X_test = wine_comparison.dataset.X_test
+    difference = assert_samplers_agree(
+        wine_comparison.samples["gibbs"], wine_comparison.samples["nuts"], X_test
+    )
+    print(f"Gibbs vs NUTS: max |Δp| {difference.max():.4f}, mean {difference.mean():.4f}")
+    assert difference.max() < 0.02
+
+
+def test_printed_poisson_rate_fails_the_same_check(wine_comparison):
+    dataset = wine_comparison.dataset
+    printed = PrintedRateGibbs(
+        (dataset.X_train, dataset.Y_train), wine_comparison.kernel, dataset.num_classes
+    ).sample(500, num_chains=4, num_burnin=200, seed=1)
+    with pytest.raises(AssertionError, match="standard errors"):
+        assert_samplers_agree(printed, wine_comparison.samples["nuts"], dataset.X_test)
+    wrong, _ = printed.predict_y(dataset.X_test)
+    off_by = np.max(np.abs(wrong - wine_comparison.summaries["nuts"].probabilities))
+    print(f"printed rate λσ(f): max |Δp| {off_by:.3f} from NUTS")
+    assert off_by > 0.1
+
+
+def test_chains_have_converged(wine_comparison):
+    for name, diagnostics in wine_comparison.diagnostics.items():
+        print(f"{name}: max split R-hat {diagnostics.max_rhat:.4f}, min ESS {diagnostics.min_ess:.0f}")
+        assert diagnostics.max_rhat < 1.01, name
+        # 4 chains × 5000 (Gibbs) or 1000 (NUTS) draws; the slowest direction (all classes'
+        # latents shifted together) still has hundreds of effective draws.
+        assert diagnostics.min_ess > 400, name
+
+
+def test_variational_methods_against_the_ground_truth(wine_comparison):
+    table = wine_comparison.discrepancies()
+    max_probability_error = {name: table[name]["probabilities"][1] for name in table}
+    assert max_probability_error["collapsed"] < 0.05
+    # The collapsed scheme's bound is tighter than the paper's mean-field one (test_bounds), and the
+    # non-augmented VI posterior is closer still.
+    assert max_probability_error["vi"] < max_probability_error["collapsed"]
+    assert max_probability_error["collapsed"] < max_probability_error["paper"]
+
+
+def test_figure_5(wine_comparison, tmp_path):
+    figure = plots.ground_truth_figure(wine_comparison.summaries)
+    assert np.asarray(figure.axes).size == 9
+    path = plots.save_figure(figure, tmp_path / "ground_truth.png")
+    assert path.stat().st_size > 10_000
+
+
+def test_inducing_point_samplers_agree(wine_comparison):
+    # Both samplers target the projected-process model f = K_xz K_zz⁻¹ u with M = 20 inducing
+    # inputs; they must agree with each other (not with the full GP).
+    dataset = wine_comparison.dataset
+    data = (dataset.X_train, dataset.Y_train)
+    Z, _ = kmeans_plusplus(dataset.X_train, 20, random_state=0)
+    gibbs = GibbsSampler(data, wine_comparison.kernel, 3, inducing_variable=Z).sample(
+        3000, num_burnin=300, seed=2
+    )
+    nuts = NutsSampler(data, wine_comparison.kernel, 3, inducing_variable=Z).sample(
+        500, num_burnin=300, seed=3
+    )
+    assert_samplers_agree(gibbs, nuts, dataset.X_test)
