@@ -39,14 +39,11 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.kernels import Kernel
-from gpflow.models.util import inducingpoint_wrapper
 from polyagamma import random_polyagamma
 from tqdm.auto import tqdm
 
 from .likelihoods import LogisticSoftmax
-from .posterior import PosteriorSamples
-from .projection import canonical_kernel_and_inducing, whitened_projection
-from .validation import check_data, check_num_classes
+from .posterior import LatentSampler, PosteriorSamples, check_counts
 
 __all__ = ["GibbsSampler", "SCANS", "polya_gamma_moments", "sample_polya_gamma"]
 
@@ -95,14 +92,10 @@ def polya_gamma_moments(b: np.ndarray, c: np.ndarray) -> Tuple[np.ndarray, np.nd
     return mean, variance
 
 
-class GibbsSampler:
+class GibbsSampler(LatentSampler):
     """Gibbs sampler for the augmented logistic-softmax GP classifier with fixed hyperparameters.
 
-    :param data: (X [N, D], Y [N, 1]) with integer labels 0..C-1.
-    :param kernel: one kernel shared by all classes, or a ``SeparateIndependent`` with one per class.
-    :param num_classes: C ≥ 2.
-    :param inducing_variable: inducing inputs Z; ``None`` (default) samples the full GP (Z = X).
-    :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
+    The arguments are those of :class:`~gpflow_augmented.posterior.LatentSampler`, and
     :param scan: ``"blocked"`` (default) or ``"systematic"``; see the module docstring.
     """
 
@@ -118,27 +111,8 @@ class GibbsSampler:
     ) -> None:
         if scan not in SCANS:
             raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
+        super().__init__(data, kernel, num_classes, inducing_variable, likelihood)
         self.scan = scan
-        self.num_classes = check_num_classes(num_classes)
-        X, Y = data
-        check_data(X, Y, self.num_classes)
-        X = np.asarray(X, dtype=default_float())
-        self.kernel, self.inducing_variable = canonical_kernel_and_inducing(
-            kernel, inducingpoint_wrapper(X if inducing_variable is None else inducing_variable),
-            self.num_classes,
-        )
-        self.likelihood = likelihood or LogisticSoftmax(self.num_classes)
-        _, A, _ = whitened_projection(
-            self.kernel, self.inducing_variable, tf.constant(X), self.num_classes
-        )
-        self._projection = A  # [C, M, N]
-        labels = np.asarray(Y)[:, 0].astype(int)
-        self._labels_onehot = np.eye(self.num_classes)[labels].T  # [C, N]
-
-    @property
-    def num_latent(self) -> int:
-        """M: the number of whitened latent values per class."""
-        return int(self._projection.shape[1])
 
     # -- the complete conditionals ----------------------------------------------------------------
 
@@ -158,17 +132,17 @@ class GibbsSampler:
         self, f: np.ndarray, counts: np.ndarray, rng: np.random.Generator
     ) -> np.ndarray:
         """ω | n, f ~ PG(y + n, |f|). [S, C, N]."""
-        return sample_polya_gamma(self._labels_onehot + counts, np.abs(f), rng)
+        return sample_polya_gamma(self.labels_onehot + counts, np.abs(f), rng)
 
     def draw_whitened(
         self, omega: np.ndarray, counts: np.ndarray, rng: np.random.Generator
     ) -> Tuple[np.ndarray, np.ndarray]:
         """v | ω, n and the latent values f = Aᵀv it implies, [S, C, M] and [S, C, N]."""
         noise = rng.standard_normal(omega.shape[:2] + (self.num_latent,))
-        kappa = (self._labels_onehot - counts) / 2
+        kappa = (self.labels_onehot - counts) / 2
         dtype = default_float()
         v, f = _gaussian_block(
-            self._projection,
+            self.projection,
             tf.constant(omega, dtype=dtype),
             tf.constant(kappa, dtype=dtype),
             tf.constant(noise, dtype=dtype),
@@ -195,16 +169,14 @@ class GibbsSampler:
         :param progress: show a tqdm progress bar over the sweeps.
         :return: :class:`PosteriorSamples` with [num_chains, num_samples, C, M] whitened draws.
         """
-        for name, value, low in [
-            ("num_samples", num_samples, 1),
-            ("num_chains", num_chains, 1),
-            ("num_burnin", num_burnin, 0),
-            ("thinning", thinning, 1),
-        ]:
-            if int(value) != value or value < low:
-                raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+        check_counts(
+            num_samples=(num_samples, 1),
+            num_chains=(num_chains, 1),
+            num_burnin=(num_burnin, 0),
+            thinning=(thinning, 1),
+        )
         rng = np.random.default_rng(seed)
-        A = self._projection.numpy()
+        A = self.projection.numpy()
         v = rng.standard_normal((num_chains, self.num_classes, self.num_latent))
         f = np.einsum("cmn,scm->scn", A, v)
         lam = self.draw_rate_given_latents(f, rng)
@@ -222,7 +194,7 @@ class GibbsSampler:
             kept_index, remainder = divmod(sweep - num_burnin, thinning)
             if sweep >= num_burnin and remainder == thinning - 1:
                 kept[:, kept_index] = v
-        return PosteriorSamples(kept, self.kernel, self.inducing_variable, self.likelihood)
+        return self.posterior(kept)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

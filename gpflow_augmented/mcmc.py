@@ -15,24 +15,17 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from gpflow.config import default_float
 from gpflow.kernels import Kernel
-from gpflow.models.util import inducingpoint_wrapper
 
 from .likelihoods import LogisticSoftmax, log_logistic_softmax
-from .posterior import PosteriorSamples
-from .projection import canonical_kernel_and_inducing, whitened_projection
-from .validation import check_data, check_num_classes
+from .posterior import LatentSampler, PosteriorSamples, check_counts
 
 __all__ = ["NutsSampler"]
 
 
-class NutsSampler:
+class NutsSampler(LatentSampler):
     """NUTS on the whitened latents of the non-augmented logistic-softmax GP classifier.
 
-    :param data: (X [N, D], Y [N, 1]) with integer labels 0..C-1.
-    :param kernel: one kernel shared by all classes, or a ``SeparateIndependent`` with one per class.
-    :param num_classes: C ≥ 2.
-    :param inducing_variable: inducing inputs Z; ``None`` (default) samples the full GP (Z = X).
-    :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
+    The arguments are those of :class:`~gpflow_augmented.posterior.LatentSampler`.
     """
 
     def __init__(
@@ -43,31 +36,13 @@ class NutsSampler:
         inducing_variable: Optional[object] = None,
         likelihood: Optional[LogisticSoftmax] = None,
     ) -> None:
-        self.num_classes = check_num_classes(num_classes)
-        X, Y = data
-        check_data(X, Y, self.num_classes)
-        X = np.asarray(X, dtype=default_float())
-        self.kernel, self.inducing_variable = canonical_kernel_and_inducing(
-            kernel, inducingpoint_wrapper(X if inducing_variable is None else inducing_variable),
-            self.num_classes,
-        )
-        self.likelihood = likelihood or LogisticSoftmax(self.num_classes)
-        _, self._projection, _ = whitened_projection(
-            self.kernel, self.inducing_variable, tf.constant(X), self.num_classes
-        )
-        labels = np.asarray(Y)[:, 0].astype(int)
-        self._labels_onehot = tf.constant(np.eye(self.num_classes)[labels].T, default_float())
-
-    @property
-    def num_latent(self) -> int:
-        return int(self._projection.shape[1])
+        super().__init__(data, kernel, num_classes, inducing_variable, likelihood)
+        self._labels = tf.constant(self.labels_onehot.T, default_float())  # [N, C]
 
     def log_density(self, whitened: tf.Tensor) -> tf.Tensor:
         """Unnormalised log p(v | y), [S, C, M] → [S]."""
-        f = tf.einsum("cmn,scm->snc", self._projection, whitened)
-        log_likelihood = tf.reduce_sum(
-            tf.transpose(self._labels_onehot)[None] * log_logistic_softmax(f), axis=[1, 2]
-        )
+        f = tf.einsum("cmn,scm->snc", self.projection, whitened)
+        log_likelihood = tf.reduce_sum(self._labels[None] * log_logistic_softmax(f), axis=[1, 2])
         return log_likelihood - 0.5 * tf.reduce_sum(tf.square(whitened), axis=[1, 2])
 
     def sample(
@@ -86,13 +61,9 @@ class NutsSampler:
 
         :return: :class:`PosteriorSamples` with [num_chains, num_samples, C, M] whitened draws.
         """
-        for name, value, low in [
-            ("num_samples", num_samples, 1),
-            ("num_chains", num_chains, 1),
-            ("num_burnin", num_burnin, 0),
-        ]:
-            if int(value) != value or value < low:
-                raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+        check_counts(
+            num_samples=(num_samples, 1), num_chains=(num_chains, 1), num_burnin=(num_burnin, 0)
+        )
         rng = np.random.default_rng(seed)
         initial = tf.constant(
             rng.standard_normal((num_chains, self.num_classes, self.num_latent)), default_float()
@@ -119,4 +90,4 @@ class NutsSampler:
 
         draws = tf.function(run_chain, jit_compile=jit_compile)(initial, stateless_seed)
         whitened = np.swapaxes(draws.numpy(), 0, 1)  # [chains, draws, C, M]
-        return PosteriorSamples(whitened, self.kernel, self.inducing_variable, self.likelihood)
+        return self.posterior(whitened)

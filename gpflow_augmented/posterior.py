@@ -13,7 +13,7 @@ the predictive probabilities at chosen inputs: split R-hat (``tfp.mcmc.potential
 and the effective sample size summed over chains (``tfp.mcmc.effective_sample_size`` with Geyer's
 initial positive sequence).
 """
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -23,11 +23,18 @@ from check_shapes import check_shapes
 from gpflow.config import default_float
 from gpflow.inducing_variables import InducingVariables
 from gpflow.kernels import Kernel
+from gpflow.models.util import inducingpoint_wrapper
 
 from .likelihoods import LogisticSoftmax, log_logistic_softmax, sobol_uniforms
-from .projection import whitened_projection
+from .projection import canonical_kernel_and_inducing, whitened_projection
+from .validation import check_data, check_num_classes
 
-__all__ = ["ConvergenceDiagnostics", "PosteriorSamples", "monte_carlo_standard_error"]
+__all__ = [
+    "ConvergenceDiagnostics",
+    "LatentSampler",
+    "PosteriorSamples",
+    "monte_carlo_standard_error",
+]
 
 # Elements of the [chains, draws, N, inner points, C] tensor of one predictive chunk: ~80 MB.
 _PREDICTIVE_CHUNK_ELEMENTS = 10_000_000
@@ -200,3 +207,53 @@ class PosteriorSamples:
             probability_rhat=_split_rhat(probabilities),
             probability_ess=_effective_sample_size(probabilities),
         )
+
+
+class LatentSampler:
+    """What both samplers share: the checked data, the whitened projection A [C, M, N] of the
+    training inputs and the one-hot labels [C, N].
+
+    :param data: (X [N, D], Y [N, 1]) with integer labels 0..C-1.
+    :param kernel: one kernel shared by all classes, or a ``SeparateIndependent`` with one per class.
+    :param num_classes: C ≥ 2.
+    :param inducing_variable: inducing inputs Z; ``None`` (default) samples the full GP (Z = X).
+    :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
+    """
+
+    def __init__(
+        self,
+        data: Tuple[np.ndarray, np.ndarray],
+        kernel: Kernel,
+        num_classes: int,
+        inducing_variable: Optional[object] = None,
+        likelihood: Optional[LogisticSoftmax] = None,
+    ) -> None:
+        self.num_classes = check_num_classes(num_classes)
+        X, Y = data
+        check_data(X, Y, self.num_classes)
+        X = np.asarray(X, dtype=default_float())
+        self.kernel, self.inducing_variable = canonical_kernel_and_inducing(
+            kernel, inducingpoint_wrapper(X if inducing_variable is None else inducing_variable),
+            self.num_classes,
+        )
+        self.likelihood = likelihood or LogisticSoftmax(self.num_classes)
+        _, self.projection, _ = whitened_projection(
+            self.kernel, self.inducing_variable, tf.constant(X), self.num_classes
+        )
+        labels = np.asarray(Y)[:, 0].astype(int)
+        self.labels_onehot = np.eye(self.num_classes)[labels].T  # [C, N]
+
+    @property
+    def num_latent(self) -> int:
+        """M: the number of whitened latent values per class."""
+        return int(self.projection.shape[1])
+
+    def posterior(self, whitened: np.ndarray) -> PosteriorSamples:
+        return PosteriorSamples(whitened, self.kernel, self.inducing_variable, self.likelihood)
+
+
+def check_counts(**counts: Tuple[int, int]) -> None:
+    """Raise ValueError unless each ``name=(value, minimum)`` is an integer ≥ its minimum."""
+    for name, (value, low) in counts.items():
+        if int(value) != value or value < low:
+            raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")

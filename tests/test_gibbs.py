@@ -85,13 +85,13 @@ def test_gaussian_block_matches_the_dense_conditional():
     X = rng.normal(size=(6, 2))
     Y = np.array([[0], [1], [2], [0], [1], [2]])
     sampler = GibbsSampler((X, Y), gpflow.kernels.SquaredExponential(variance=2.0), 3)
-    A = sampler._projection.numpy()  # [C, M, N]
+    A = sampler.projection.numpy()  # [C, M, N]
     omega = rng.uniform(0.05, 2.0, size=(1, 3, 6))
     counts = rng.poisson(1.0, size=(1, 3, 6)).astype(float)
     num_draws = 40_000
     draws = sampler.draw_whitened(np.repeat(omega, num_draws, 0), np.repeat(counts, num_draws, 0),
                                   rng)[0]
-    kappa = (sampler._labels_onehot - counts[0]) / 2
+    kappa = (sampler.labels_onehot - counts[0]) / 2
     for c in range(3):
         precision = np.eye(6) + A[c] @ np.diag(omega[0, c]) @ A[c].T
         covariance = np.linalg.inv(precision)
