@@ -13,7 +13,7 @@ the predictive probabilities at chosen inputs: split R-hat (``tfp.mcmc.potential
 and the effective sample size summed over chains (``tfp.mcmc.effective_sample_size`` with Geyer's
 initial positive sequence).
 """
-from typing import NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -153,9 +153,14 @@ class PosteriorSamples:
     @check_shapes("Xnew: [N, D]", "return[0]: [N, C]", "return[1]: [N, C]")
     def predict_f(self, Xnew: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of the latent f* (law of total variance over the draws)."""
-        means, residual = self.latent_conditionals(Xnew)
-        flat = means.reshape((-1,) + means.shape[2:])
-        return flat.mean(axis=0), flat.var(axis=0) + residual
+
+        def moments(rows: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+            means, residual = self.latent_conditionals(rows)
+            flat = means.reshape((-1,) + means.shape[2:])
+            return flat.mean(axis=0), flat.var(axis=0) + residual
+
+        parts = [moments(rows) for rows in self._row_chunks(Xnew)]
+        return np.concatenate([m for m, _ in parts]), np.concatenate([v for _, v in parts])
 
     @check_shapes("Xnew: [N, D]", "return: [S, T, N, C]")
     def predictive_draws(self, Xnew: np.ndarray) -> np.ndarray:
@@ -185,10 +190,19 @@ class PosteriorSamples:
     @check_shapes("Xnew: [N, D]", "return[0]: [N, C]", "return[1]: [N, C]")
     def predict_y(self, Xnew: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Posterior predictive class probabilities p and their Bernoulli variance p(1 - p)."""
-        p = self.predictive_draws(Xnew).mean(axis=(0, 1))
+        p = np.concatenate(
+            [self.predictive_draws(rows).mean(axis=(0, 1)) for rows in self._row_chunks(Xnew)]
+        )
         return p, p - np.square(p)
 
-    @check_shapes("Xnew: [N, D]", "Ynew: [N, 1]", "return: [N]")
+    def _row_chunks(self, Xnew: np.ndarray) -> List[np.ndarray]:
+        """Xnew in blocks small enough that one block's per-draw latent means stay ~80 MB."""
+        Xnew = np.asarray(Xnew)
+        per_row = self.whitened.shape[0] * self.whitened.shape[1] * self.num_classes
+        rows = max(1, _PREDICTIVE_CHUNK_ELEMENTS // per_row)
+        return [Xnew[start : start + rows] for start in range(0, len(Xnew), rows)]
+
+    @check_shapes("data[0]: [N, D]", "data[1]: [N, 1]", "return: [N]")
     def predict_log_density(self, data: Tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """log p(y* | x*, data) of each point."""
         Xnew, Ynew = data

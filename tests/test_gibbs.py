@@ -279,3 +279,20 @@ def test_progress_bar_reports_the_sweeps(capsys):
     GibbsSampler(data, kernel, 3).sample(5, num_chains=2, num_burnin=3, seed=0, progress=True)
     err = capsys.readouterr().err
     assert "Gibbs" in err and "8/8" in err
+
+
+def test_predictions_have_gpflow_shapes_and_chunk_consistently(monkeypatch):
+    data, kernel = _small_problem()
+    samples = GibbsSampler(data, kernel, 3).sample(50, num_chains=2, num_burnin=10, seed=0)
+    p, p_var = samples.predict_y(data[0])
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(p_var, p * (1 - p))
+    log_density = samples.predict_log_density(data)
+    np.testing.assert_allclose(log_density, np.log(p[np.arange(12), data[1][:, 0]]))
+    mean, variance = samples.predict_f(data[0])
+    # Row chunks must not change the answer: one row at a time against everything at once.
+    monkeypatch.setattr("gpflow_augmented.posterior._PREDICTIVE_CHUNK_ELEMENTS", 2 * 50 * 3)
+    assert len(samples._row_chunks(data[0])) == 12
+    chunked_mean, chunked_variance = samples.predict_f(data[0])
+    np.testing.assert_allclose(chunked_mean, mean)
+    np.testing.assert_allclose(chunked_variance, variance)
