@@ -5,12 +5,14 @@ and Pólya-Gamma augmentation, so that q(u) is updated in closed form by a compi
 """
 from . import baselines, comparison, datasets, ground_truth, metrics, monitoring, plots
 from .augmentation import LocalParameters
+from .binary import BinaryLogisticSVGP
 from .cavi import CAVI
+from .convergence import GlobalParameterConvergence
 from .gibbs import GibbsSampler
 from .mcmc import NutsSampler
 from .posterior import PosteriorSamples
 from .likelihoods import LogisticSoftmax
-from .models import SCHEMES, LogisticSoftmaxSVGP
+from .models import SCHEMES, AugmentedSVGP, LogisticSoftmaxSVGP
 from .initialisation import inducing_points, initial_kernel, median_lengthscale
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from .training import FitResult, Trainer, fit, minibatches
@@ -19,7 +21,10 @@ from .validation import InvalidDataError, NumericalError
 __version__ = "0.1.0"
 
 __all__ = [
+    "AugmentedSVGP",
+    "BinaryLogisticSVGP",
     "CAVI",
+    "GlobalParameterConvergence",
     "FitResult",
     "GibbsSampler",
     "NutsSampler",

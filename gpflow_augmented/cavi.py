@@ -14,7 +14,7 @@ from typing import Callable, Iterator, Tuple, Union
 import tensorflow as tf
 from gpflow.config import default_float
 
-from .models import LogisticSoftmaxSVGP
+from .models import AugmentedSVGP
 from .schedules import ConstantStepSize, StepSizeSchedule
 from .validation import NUMERICAL_FAILURE, OK, NumericalError, data_status, raise_for_status
 
@@ -22,7 +22,7 @@ __all__ = ["CAVI"]
 
 
 class CAVI(tf.Module):
-    """Coordinate-ascent / stochastic variational inference for :class:`LogisticSoftmaxSVGP`.
+    """Coordinate-ascent / stochastic variational inference for a conjugate :class:`AugmentedSVGP`.
 
     :param model: the model whose q(u) is updated.
     :param step_size: ρ, a constant in (0, 1] or a schedule of the iteration (e.g.
@@ -37,7 +37,7 @@ class CAVI(tf.Module):
 
     def __init__(
         self,
-        model: LogisticSoftmaxSVGP,
+        model: AugmentedSVGP,
         step_size: Union[float, StepSizeSchedule] = 1.0,
         *,
         compile: bool = True,
@@ -45,8 +45,11 @@ class CAVI(tf.Module):
         name: str = "CAVI",
     ) -> None:
         super().__init__(name=name)
-        if not isinstance(model, LogisticSoftmaxSVGP):
-            raise TypeError(f"CAVI updates a LogisticSoftmaxSVGP, got {type(model).__name__}")
+        if not isinstance(model, AugmentedSVGP):
+            raise TypeError(
+                f"CAVI updates a conjugate model (LogisticSoftmaxSVGP, BinaryLogisticSVGP), "
+                f"got {type(model).__name__}"
+            )
         if not callable(step_size):
             step_size = ConstantStepSize(step_size)
         self.model = model
@@ -114,7 +117,7 @@ def numerical_errors(what: str) -> Iterator[None]:
         ) from None
 
 
-def _check_static_shapes(X: tf.Tensor, Y: tf.Tensor, model: LogisticSoftmaxSVGP) -> None:
+def _check_static_shapes(X: tf.Tensor, Y: tf.Tensor, model: AugmentedSVGP) -> None:
     from .validation import InvalidDataError
 
     if X.shape.rank != 2:

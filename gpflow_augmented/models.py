@@ -1,8 +1,9 @@
 """
-:class:`LogisticSoftmaxSVGP`: a sparse variational GP classifier with the logistic-softmax
-likelihood, whose q(u) is updated in closed form by :class:`~gpflow_augmented.CAVI`.
+Sparse variational GP classifiers whose q(u) is updated in closed form by
+:class:`~gpflow_augmented.CAVI`: :class:`LogisticSoftmaxSVGP` (multi-class) on the shared
+:class:`AugmentedSVGP`.
 
-It is shaped like :class:`gpflow.models.SVGP` (``q_mu`` [M, C], ``q_sqrt`` [C, M, M], ``kernel``,
+They are shaped like :class:`gpflow.models.SVGP` (``q_mu`` [M, C], ``q_sqrt`` [C, M, M], ``kernel``,
 ``inducing_variable``, ``num_data``, ``whiten``) so that everything written for SVGP (print_summary,
 checkpoints, monitoring, the same predictions) works on it. The model only computes; the CAVI
 optimizer is the one place that assigns to ``q_mu`` and ``q_sqrt``.
@@ -17,6 +18,7 @@ from gpflow.conditionals import conditional
 from gpflow.config import default_float
 from gpflow.inducing_variables import InducingVariables
 from gpflow.kernels import Kernel
+from gpflow.likelihoods import Likelihood
 from gpflow.kullback_leiblers import gauss_kl
 from gpflow.models import GPModel
 from gpflow.models.training_mixins import ExternalDataTrainingLossMixin
@@ -34,78 +36,53 @@ from .projection import (
 from .updates import natural_parameter_step
 from .validation import check_data, check_num_classes
 
-__all__ = ["LogisticSoftmaxSVGP", "SCHEMES"]
+__all__ = ["AugmentedSVGP", "LogisticSoftmaxSVGP", "SCHEMES"]
 
 SCHEMES = ("collapsed", "paper")
 
 
-class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
-    r"""Multi-class GP classification with the logistic-softmax likelihood, made conjugate.
+class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
+    r"""What every conditionally conjugate sparse GP classifier here shares.
 
-    :param kernel: one kernel shared by all classes (the paper's default), or a
-        :class:`gpflow.kernels.SeparateIndependent` with one kernel per class.
-    :param inducing_variable: inducing inputs Z [M, D] (array or ``InducingPoints``), shared by all
-        classes, or a :class:`gpflow.inducing_variables.SeparateIndependentInducingVariables`.
-    :param num_classes: C ≥ 2; labels are integers 0..C-1 in a column ``Y`` [N, 1].
-    :param num_data: the training-set size N, which scales minibatch ELBOs and updates.
-    :param scheme: ``"collapsed"`` (default: λ integrated out exactly, q(n) negative-multinomial,
-        no inner loop; closest to the exact posterior) or ``"paper"`` (the paper's mean-field
-        q(λ) q(n, ω) with γ and α alternated ``inner_iterations`` times).
-    :param inner_iterations: γ ↔ α alternations of the paper scheme (default 5, as in the paper).
-    :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
-    :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
+    It holds q(u) (``q_mu`` [M, L], ``q_sqrt`` [L, M, M], L latent GPs) and the sparse-GP algebra,
+    assembles the ELBO, and computes the closed-form natural-parameter step. A subclass supplies
+    the likelihood's part through :meth:`conjugate_terms`: each point's local ELBO at its optimal
+    local parameters, and the coefficients of f and -f²/2 in its augmented log-likelihood.
     """
 
-    @check_shapes(
-        "q_mu: [M, C] if q_mu is not None",
-        "q_sqrt: [C, M, M] if q_sqrt is not None",
-    )
     def __init__(
         self,
         kernel: Kernel,
         inducing_variable: object,
+        likelihood: Likelihood,
+        num_latent_gps: int,
         num_classes: int,
-        num_data: Optional[int] = None,
-        *,
-        scheme: str = "collapsed",
-        inner_iterations: int = 5,
-        whiten: bool = True,
-        likelihood: Optional[LogisticSoftmax] = None,
-        q_mu: Optional[np.ndarray] = None,
-        q_sqrt: Optional[np.ndarray] = None,
+        num_data: Optional[int],
+        whiten: bool,
+        q_mu: Optional[np.ndarray],
+        q_sqrt: Optional[np.ndarray],
     ) -> None:
-        num_classes = check_num_classes(num_classes)
-        if scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
-        if int(inner_iterations) < 1:
-            raise ValueError(f"inner_iterations must be ≥ 1, got {inner_iterations!r}")
         if num_data is not None and int(num_data) < 1:
             raise ValueError(f"num_data must be a positive integer, got {num_data!r}")
-        if likelihood is None:
-            likelihood = LogisticSoftmax(num_classes)
-        if not isinstance(likelihood, LogisticSoftmax) or likelihood.num_classes != num_classes:
-            raise ValueError(f"likelihood must be a LogisticSoftmax({num_classes})")
         kernel, inducing_variable = canonical_kernel_and_inducing(
-            kernel, inducingpoint_wrapper(inducing_variable), num_classes
+            kernel, inducingpoint_wrapper(inducing_variable), num_latent_gps
         )
-        super().__init__(kernel, likelihood, num_latent_gps=num_classes)
+        super().__init__(kernel, likelihood, num_latent_gps=num_latent_gps)
         self.num_classes = num_classes
         self.inducing_variable: InducingVariables = inducing_variable
         self.num_data = None if num_data is None else int(num_data)
-        self.scheme = scheme
-        self.inner_iterations = int(inner_iterations)
         self.whiten = bool(whiten)
 
         num_inducing = self.inducing_variable.num_inducing
         if q_mu is None:
-            q_mu = np.zeros((num_inducing, num_classes))
+            q_mu = np.zeros((num_inducing, num_latent_gps))
         if q_sqrt is None:
-            q_sqrt = np.tile(np.eye(num_inducing)[None], (num_classes, 1, 1))
+            q_sqrt = np.tile(np.eye(num_inducing)[None], (num_latent_gps, 1, 1))
         # CAVI owns q(u); keeping it out of trainable_variables keeps Adam off it.
-        self.q_mu = Parameter(q_mu, dtype=default_float(), trainable=False)  # [M, C]
+        self.q_mu = Parameter(q_mu, dtype=default_float(), trainable=False)  # [M, L]
         self.q_sqrt = Parameter(
             q_sqrt, dtype=default_float(), transform=triangular(), trainable=False
-        )  # [C, M, M]
+        )  # [L, M, M]
 
     @property
     def input_dim(self) -> Optional[int]:
@@ -122,7 +99,7 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
     )
     def whitened_projection(self, X: InputData) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(L, A, r): L L^T = K_mm + jitter, A = L⁻¹ K_mn and r = diag(K_nn - A^T A), per class."""
-        return whitened_projection(self.kernel, self.inducing_variable, X, self.num_classes)
+        return whitened_projection(self.kernel, self.inducing_variable, X, self.num_latent_gps)
 
     def kuu_cholesky(self) -> tf.Tensor:
         """Cholesky factor of K_mm + jitter: [1, M, M] if shared by all classes, else [C, M, M]."""
@@ -168,43 +145,18 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
         Fvar = residual + tf.transpose(tf.reduce_sum(tf.square(SA), axis=-2))
         return Fmu, Fvar
 
-    # -- local parameters and the ELBO ----------------------------------------------------------
+    # -- what the likelihood contributes ------------------------------------------------------
 
-    @check_shapes("Y: [N, 1]", "return: [N, C]")
-    def one_hot(self, Y: tf.Tensor) -> tf.Tensor:
-        return tf.one_hot(tf.cast(Y[:, 0], tf.int32), self.num_classes, dtype=default_float())
+    def local_elbo(self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        """Each point's contribution [N] to the ELBO at its optimal local parameters."""
+        raise NotImplementedError
 
-    @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y_onehot: [N, C]")
-    def local_parameters(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor
-    ) -> augmentation.LocalParameters:
-        """The optimal local parameters (paper scheme: after ``inner_iterations`` alternations)."""
-        if self.scheme == "collapsed":
-            return augmentation.collapsed_local_parameters(Fmu, Fvar, Y_onehot)
-        return augmentation.paper_local_parameters(Fmu, Fvar, Y_onehot, self.inner_iterations)
-
-    @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y_onehot: [N, C]", "return: [N]")
-    def local_elbo(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y_onehot: tf.Tensor,
-        local: Optional[augmentation.LocalParameters] = None,
-    ) -> tf.Tensor:
-        """Each point's contribution to the augmented ELBO at its local parameters.
-
-        The local parameters are treated as constants when differentiating (they are at their
-        optimum, so by the envelope theorem this gives the gradient of the optimised bound; for
-        the collapsed scheme the closed form is differentiated directly).
-        """
-        if self.scheme == "collapsed":
-            return augmentation.collapsed_local_elbo(Fmu, Fvar, Y_onehot)
-        if local is None:
-            local = self.local_parameters(Fmu, Fvar, Y_onehot)
-        local = tf.nest.map_structure(tf.stop_gradient, local)
-        return augmentation.polya_gamma_terms(
-            Fmu, Fvar, Y_onehot, local
-        ) + augmentation.paper_count_terms(local)
+    def conjugate_terms(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(local ELBO [N], linear [N, L], quadratic [N, L]) at the optimal local parameters:
+        given them, the augmented log-likelihood of f is ``linear·f - quadratic·f²/2`` + const."""
+        raise NotImplementedError
 
     @check_shapes("X: [N, D]", "return: []")
     def minibatch_scale(self, X: tf.Tensor) -> tf.Tensor:
@@ -231,7 +183,7 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
         L, A, residual = self.whitened_projection(X)
         q_mu, q_sqrt = self.whitened_q(L)
         Fmu, Fvar = self.marginals(A, residual, q_mu, q_sqrt)
-        local_elbo = self.local_elbo(Fmu, Fvar, self.one_hot(Y))
+        local_elbo = self.local_elbo(Fmu, Fvar, Y)
         return tf.reduce_sum(local_elbo) * self.minibatch_scale(X) - gauss_kl(q_mu, q_sqrt)
 
     # -- the closed-form update (computed here, assigned by CAVI) --------------------------------
@@ -252,20 +204,18 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
         Nothing is assigned: :class:`~gpflow_augmented.CAVI` does that once the result is checked.
         """
         X = tf.convert_to_tensor(X, dtype=default_float())
-        Y_onehot = self.one_hot(Y)
         L, A, residual = self.whitened_projection(X)
         q_mu, q_sqrt = self.whitened_q(L)
         Fmu, Fvar = self.marginals(A, residual, q_mu, q_sqrt)
-        local = self.local_parameters(Fmu, Fvar, Y_onehot)
+        local_elbo, linear, quadratic = self.conjugate_terms(Fmu, Fvar, Y)
         scale = self.minibatch_scale(X)
-        local_elbo = self.local_elbo(Fmu, Fvar, Y_onehot, local)
         elbo = tf.reduce_sum(local_elbo) * scale - gauss_kl(q_mu, q_sqrt)
         new_mu, new_sqrt = natural_parameter_step(
             q_mu,
             q_sqrt,
             A,
-            linear=(Y_onehot - local.gamma) / 2,
-            quadratic=local.theta,
+            linear=linear,
+            quadratic=quadratic,
             scale=scale,
             step_size=tf.cast(step_size, default_float()),
         )
@@ -288,3 +238,112 @@ class LogisticSoftmaxSVGP(GPModel, ExternalDataTrainingLossMixin):
             white=self.whiten,
             full_output_cov=full_output_cov,
         )
+
+
+class LogisticSoftmaxSVGP(AugmentedSVGP):
+    r"""Multi-class GP classification with the logistic-softmax likelihood, made conjugate.
+
+    :param kernel: one kernel shared by all classes (the paper's default), or a
+        :class:`gpflow.kernels.SeparateIndependent` with one kernel per class.
+    :param inducing_variable: inducing inputs Z [M, D] (array or ``InducingPoints``), shared by all
+        classes, or a :class:`gpflow.inducing_variables.SeparateIndependentInducingVariables`.
+    :param num_classes: C ≥ 2; labels are integers 0..C-1 in a column ``Y`` [N, 1].
+    :param num_data: the training-set size N, which scales minibatch ELBOs and updates.
+    :param scheme: ``"collapsed"`` (default: λ integrated out exactly, q(n) negative-multinomial,
+        no inner loop; closest to the exact posterior) or ``"paper"`` (the paper's mean-field
+        q(λ) q(n, ω) with γ and α alternated ``inner_iterations`` times).
+    :param inner_iterations: γ ↔ α alternations of the paper scheme (default 5, as in the paper).
+    :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
+    :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
+    """
+
+    @check_shapes(
+        "q_mu: [M, C] if q_mu is not None",
+        "q_sqrt: [C, M, M] if q_sqrt is not None",
+    )
+    def __init__(
+        self,
+        kernel: Kernel,
+        inducing_variable: object,
+        num_classes: int,
+        num_data: Optional[int] = None,
+        *,
+        scheme: str = "collapsed",
+        inner_iterations: int = 5,
+        whiten: bool = True,
+        likelihood: Optional[LogisticSoftmax] = None,
+        q_mu: Optional[np.ndarray] = None,
+        q_sqrt: Optional[np.ndarray] = None,
+    ) -> None:
+        num_classes = check_num_classes(num_classes)
+        if scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+        if int(inner_iterations) < 1:
+            raise ValueError(f"inner_iterations must be ≥ 1, got {inner_iterations!r}")
+        if likelihood is None:
+            likelihood = LogisticSoftmax(num_classes)
+        if not isinstance(likelihood, LogisticSoftmax) or likelihood.num_classes != num_classes:
+            raise ValueError(f"likelihood must be a LogisticSoftmax({num_classes})")
+        super().__init__(
+            kernel, inducing_variable, likelihood, num_classes, num_classes, num_data, whiten,
+            q_mu, q_sqrt,
+        )
+        self.scheme = scheme
+        self.inner_iterations = int(inner_iterations)
+
+    # -- local parameters and the ELBO ----------------------------------------------------------
+
+    @check_shapes("Y: [N, 1]", "return: [N, C]")
+    def one_hot(self, Y: tf.Tensor) -> tf.Tensor:
+        return tf.one_hot(tf.cast(Y[:, 0], tf.int32), self.num_classes, dtype=default_float())
+
+    @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y_onehot: [N, C]")
+    def local_parameters(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor
+    ) -> augmentation.LocalParameters:
+        """The optimal local parameters (paper scheme: after ``inner_iterations`` alternations)."""
+        if self.scheme == "collapsed":
+            return augmentation.collapsed_local_parameters(Fmu, Fvar, Y_onehot)
+        return augmentation.paper_local_parameters(Fmu, Fvar, Y_onehot, self.inner_iterations)
+
+    @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y: [N, 1]", "return: [N]")
+    def local_elbo(self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        return self._local_elbo(Fmu, Fvar, self.one_hot(Y))
+
+    @check_shapes(
+        "Fmu: [N, C]",
+        "Fvar: [N, C]",
+        "Y: [N, 1]",
+        "return[0]: [N]",
+        "return[1]: [N, C]",
+        "return[2]: [N, C]",
+    )
+    def conjugate_terms(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        Y_onehot = self.one_hot(Y)
+        local = self.local_parameters(Fmu, Fvar, Y_onehot)
+        local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local)
+        return local_elbo, (Y_onehot - local.gamma) / 2, local.theta
+
+    def _local_elbo(
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_onehot: tf.Tensor,
+        local: Optional[augmentation.LocalParameters] = None,
+    ) -> tf.Tensor:
+        """Each point's contribution to the augmented ELBO at its local parameters.
+
+        The local parameters are treated as constants when differentiating (they are at their
+        optimum, so by the envelope theorem this gives the gradient of the optimised bound; for
+        the collapsed scheme the closed form is differentiated directly).
+        """
+        if self.scheme == "collapsed":
+            return augmentation.collapsed_local_elbo(Fmu, Fvar, Y_onehot)
+        if local is None:
+            local = self.local_parameters(Fmu, Fvar, Y_onehot)
+        local = tf.nest.map_structure(tf.stop_gradient, local)
+        return augmentation.polya_gamma_terms(
+            Fmu, Fvar, Y_onehot, local
+        ) + augmentation.paper_count_terms(local)

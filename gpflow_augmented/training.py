@@ -16,7 +16,8 @@ from gpflow.keras import tf_keras
 from gpflow.utilities import set_trainable
 
 from .cavi import CAVI, numerical_errors
-from .models import LogisticSoftmaxSVGP
+from .convergence import GlobalParameterConvergence
+from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
 from .validation import OK, NumericalError, check_data, raise_for_status
 
@@ -55,7 +56,7 @@ class Trainer(tf.Module):
 
     def __init__(
         self,
-        model: LogisticSoftmaxSVGP,
+        model: AugmentedSVGP,
         step_size: Union[float, StepSizeSchedule] = 1.0,
         learning_rate: float = 0.01,
         train_hyperparameters: bool = True,
@@ -108,6 +109,7 @@ class Trainer(tf.Module):
 class FitResult(NamedTuple):
     trainer: Trainer
     elbo: np.ndarray  # the minibatch ELBO before each step
+    converged: bool = False  # the stopping rule ended training before ``iterations``
 
 
 def minibatches(
@@ -121,7 +123,7 @@ def minibatches(
 
 
 def fit(
-    model: LogisticSoftmaxSVGP,
+    model: AugmentedSVGP,
     data: Tuple[np.ndarray, np.ndarray],
     *,
     iterations: int = 1000,
@@ -132,6 +134,7 @@ def fit(
     train_inducing_points: bool = False,
     trainer: Optional[Trainer] = None,
     callback: Optional[Callable[..., None]] = None,
+    stop_rule: Optional[GlobalParameterConvergence] = None,
     seed: int = 0,
     progress: bool = True,
     jit_compile: bool = False,
@@ -144,6 +147,8 @@ def fit(
     :param train_inducing_points: also let Adam move the inducing inputs (the paper keeps them fixed).
     :param trainer: continue with this :class:`Trainer` (e.g. restored from a checkpoint): the
         minibatch stream resumes where its iteration counter says.
+    :param stop_rule: e.g. :class:`~gpflow_augmented.GlobalParameterConvergence` (the X-GPC rule):
+        stop before ``iterations`` once it reports convergence.
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a
         :class:`gpflow.monitor.Monitor` fits here.
     """
@@ -171,11 +176,15 @@ def fit(
     if progress:
         from tqdm.auto import tqdm
 
-        steps = tqdm(steps, desc=f"CAVI ({model.scheme})", leave=False)
+        steps = tqdm(steps, desc=f"CAVI {type(model).__name__}", leave=False)
     elbos = []
+    converged = False
     for step in steps:
         elbo = trainer.step(next(stream))
         elbos.append(elbo)
         if callback is not None:
             callback(int(trainer.iteration), model=model, elbo=elbo)
-    return FitResult(trainer, np.array([float(e) for e in elbos]))
+        if stop_rule is not None and stop_rule.update(model):
+            converged = True
+            break
+    return FitResult(trainer, np.array([float(e) for e in elbos]), converged)
