@@ -10,6 +10,13 @@ the package so that every method starts from the same place and is driven the sa
 ``softmax``    ``SVGP`` + ``gpflow.likelihoods.Softmax`` (Monte Carlo), Adam on everything
 ``lsm-vi``     ``SVGP`` + :class:`LogisticSoftmax` without augmentation, Adam on everything
 
+Binary tasks (C = 2, labels 0/1):
+
+``xgpc``       this package: :class:`~gpflow_augmented.BinaryLogisticSVGP` (one GP, Pólya-Gamma
+               augmented logistic likelihood), CAVI step + Adam step
+``bernoulli``  ``SVGP`` + ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)``, ``NaturalGradient``
+               with the same γ warm-up + Adam: GPflow's recipe for the same likelihood
+
 What every method shares, by construction in :func:`build_method`: the kernel class and its initial
 hyperparameters, the inducing points (fixed or trained for all alike), the Adam learning rate, a
 whitened q(u) starting at N(0, I), and ``tf.function`` compilation of its step. The caller feeds the
@@ -28,7 +35,8 @@ from gpflow.optimizers import NaturalGradient
 from gpflow.utilities import set_trainable
 
 from .likelihoods import LogisticSoftmax
-from .models import LogisticSoftmaxSVGP
+from .binary import BinaryLogisticSVGP
+from .models import AugmentedSVGP, LogisticSoftmaxSVGP
 from .projection import inducing_inputs
 from .schedules import RobbinsMonro
 from .training import Trainer, adam_step_if_finite
@@ -36,6 +44,9 @@ from .validation import NumericalError
 
 __all__ = [
     "METHODS",
+    "BINARY_METHODS",
+    "MULTICLASS_METHODS",
+    "default_methods",
     "Method",
     "AugmentedMethod",
     "NaturalGradientMethod",
@@ -51,7 +62,17 @@ METHODS: Dict[str, str] = {
     "rm": "SVGP + robust-max (gpflow MultiClass): NaturalGradient with γ warm-up + Adam",
     "softmax": "SVGP + softmax (gpflow Softmax, Monte Carlo): Adam",
     "lsm-vi": "SVGP + logistic-softmax, not augmented: Adam",
+    "xgpc": "binary logistic, Pólya-Gamma augmented (X-GPC): CAVI + Adam",
+    "bernoulli": "SVGP + Bernoulli(sigmoid): NaturalGradient with γ warm-up + Adam",
 }
+BINARY_METHODS = ("xgpc", "bernoulli")
+MULTICLASS_METHODS = tuple(name for name in METHODS if name not in BINARY_METHODS)
+
+
+def default_methods(num_classes: int) -> Tuple[str, ...]:
+    """The methods a comparison runs when none are named: the binary pair for C = 2 (the
+    multi-class methods also accept C = 2 when asked for), else the multi-class ones."""
+    return BINARY_METHODS if num_classes == 2 else MULTICLASS_METHODS
 
 
 class Method(abc.ABC):
@@ -79,7 +100,7 @@ class Method(abc.ABC):
 class AugmentedMethod(Method):
     """This package's model trained by :class:`~gpflow_augmented.Trainer` (CAVI, then Adam)."""
 
-    def __init__(self, name: str, model: LogisticSoftmaxSVGP, learning_rate: float,
+    def __init__(self, name: str, model: AugmentedSVGP, learning_rate: float,
                  full_batch: bool) -> None:
         self.name, self.model = name, model
         step_size = 1.0 if full_batch else RobbinsMonro()
@@ -235,7 +256,13 @@ def build_method(
     ``inducing_points``. Pass each method its own kernel object with the same values."""
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    if name in BINARY_METHODS and num_classes != 2:
+        raise ValueError(f"method {name!r} is for binary labels (C = 2), not C = {num_classes}")
     Z = np.array(inducing_points, dtype=default_float())
+    if name == "xgpc":
+        model = BinaryLogisticSVGP(kernel, Z, num_data=num_data)
+        set_trainable(model.inducing_variable, train_inducing_points)
+        return AugmentedMethod(name, model, learning_rate, full_batch)
     if name in ("lsm", "lsm-paper"):
         scheme = "collapsed" if name == "lsm" else "paper"
         model = LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme)
@@ -243,16 +270,18 @@ def build_method(
         return AugmentedMethod(name, model, learning_rate, full_batch)
 
     likelihood = {
+        "bernoulli": lambda: gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
         "rm": lambda: gpflow.likelihoods.MultiClass(num_classes),
         "softmax": lambda: gpflow.likelihoods.Softmax(num_classes),
         "lsm-vi": lambda: LogisticSoftmax(num_classes),
     }[name]()
     # Full q_sqrt (not q_diag): NaturalGradient needs it, and the augmented model has it too.
+    num_latent_gps = 1 if name == "bernoulli" else num_classes
     model = gpflow.models.SVGP(
-        kernel, likelihood, Z, num_latent_gps=num_classes, num_data=num_data, whiten=True
+        kernel, likelihood, Z, num_latent_gps=num_latent_gps, num_data=num_data, whiten=True
     )
     set_trainable(model.inducing_variable, train_inducing_points)
-    if name == "rm":
+    if name in ("rm", "bernoulli"):
         return NaturalGradientMethod(name, model, learning_rate)
     return AdamMethod(name, model, learning_rate)
 

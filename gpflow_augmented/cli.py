@@ -31,8 +31,9 @@ def _methods(text: str) -> List[str]:
 def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -> None:
     from .baselines import METHODS
 
-    parser.add_argument("--methods", type=_methods, default=list(METHODS),
-                        help=f"comma-separated, from {', '.join(METHODS)} (default: all)")
+    parser.add_argument("--methods", type=_methods, default=None,
+                        help=f"comma-separated, from {', '.join(METHODS)} (default: xgpc and "
+                             "bernoulli for binary labels, all the others for more classes)")
     parser.add_argument("--num-inducing", type=int, default=100, help="M (default 100)")
     parser.add_argument("--batch-size", type=int, default=200, help="B (default 200)")
     parser.add_argument("--time-budget", type=float, default=time_budget,
@@ -72,11 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
     benchmark = commands.add_parser("benchmark", help="compare on many datasets; write the table")
     benchmark.add_argument("--data-dir", default=str(Path("..") / "shared" / "data"),
                            help="folder of .npz datasets (default ../shared/data)")
-    from .benchmark import DEFAULT_DATASETS
+    from .benchmark import BINARY_TASKS, DEFAULT_DATASETS
 
-    benchmark.add_argument("--datasets", type=_methods, default=list(DEFAULT_DATASETS),
-                           help=f"comma-separated (default {','.join(DEFAULT_DATASETS)})")
+    benchmark.add_argument("--datasets", type=_methods, default=None,
+                           help=f"comma-separated (default {','.join(DEFAULT_DATASETS)}; with "
+                                f"--binary, name:class tasks, default {','.join(BINARY_TASKS)})")
     benchmark.add_argument("--output", default="benchmark-results")
+    benchmark.add_argument("--binary", action="store_true",
+                           help="X-GPC against SVGP + Bernoulli on one-vs-rest tasks "
+                                "(one class against the rest)")
     benchmark.add_argument("--report-only", action="store_true",
                            help="re-write benchmark.md from the results already in --output")
     _add_training_options(benchmark, time_budget=60.0)
@@ -268,11 +273,12 @@ def run_ground_truth(args: argparse.Namespace) -> str:
 def _check_options(args: argparse.Namespace) -> None:
     from .baselines import METHODS
 
-    unknown = [m for m in args.methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
-    if not args.methods:
-        raise ValueError("--methods is empty")
+    if args.methods is not None:
+        unknown = [m for m in args.methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
+        if not args.methods:
+            raise ValueError("--methods is empty")
     if args.num_inducing < 1 or args.batch_size < 1:
         raise ValueError("--num-inducing and --batch-size must be positive")
     if args.time_budget <= 0 and args.max_iterations is None:
@@ -295,9 +301,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         _check_options(args)
         if args.command == "benchmark":
-            from .benchmark import run_benchmark
+            from .benchmark import (
+                BINARY_TASKS,
+                DEFAULT_DATASETS,
+                run_benchmark,
+                run_binary_benchmark,
+            )
 
-            print(run_benchmark(args))
+            if args.datasets is None:
+                args.datasets = list(BINARY_TASKS if args.binary else DEFAULT_DATASETS)
+            if args.binary:
+                print(run_binary_benchmark(args))
+            else:
+                print(run_benchmark(args))
             return 0
         dataset = _load(args)
         output = Path(args.output or Path("gpflow-augmented-results") / dataset.name)

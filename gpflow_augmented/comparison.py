@@ -17,7 +17,7 @@ import tensorflow as tf
 from gpflow.config import default_float
 
 from . import metrics
-from .baselines import METHODS, Method, build_method, hyperparameter_snapshot
+from .baselines import METHODS, Method, build_method, default_methods, hyperparameter_snapshot
 from .datasets import Dataset
 from .initialisation import inducing_points as kmeans_inducing_points
 from .initialisation import initial_kernel
@@ -81,8 +81,11 @@ class Evaluator:
         for start in range(0, len(self.X), self.chunk_size):
             p, lp = predict(self.X[start : start + self.chunk_size],
                             self.Y[start : start + self.chunk_size])
-            probabilities.append(p.numpy())
-            log_density.append(lp.numpy())
+            p = p.numpy()
+            if p.shape[1] == 1:  # a binary model predicts p(y = 1) only
+                p = np.hstack([1.0 - p, p])
+            probabilities.append(p)
+            log_density.append(np.reshape(lp.numpy(), -1))
         return {"probabilities": np.concatenate(probabilities),
                 "log_density": np.concatenate(log_density)}
 
@@ -174,7 +177,7 @@ def _evaluation_iterations(growth: float = 1.25):
 
 def compare(
     dataset: Dataset,
-    methods: Sequence[str] = tuple(METHODS),
+    methods: Optional[Sequence[str]] = None,
     *,
     num_inducing: int = 100,
     batch_size: int = 200,
@@ -199,7 +202,12 @@ def compare(
     The trace is evaluated on a seeded subset of at most ``trace_test_points`` test points (all of
     them if ``None``), which keeps evaluation from dominating the wall-clock time of a run on a
     large test set; the final state is also evaluated on the whole test set (``final_metrics``).
+
+    ``methods`` defaults to :func:`~gpflow_augmented.baselines.default_methods` of the dataset's
+    number of classes: ``xgpc`` and ``bernoulli`` for binary labels, the multi-class set otherwise.
     """
+    if methods is None:
+        methods = default_methods(dataset.num_classes)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")

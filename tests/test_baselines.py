@@ -10,7 +10,8 @@ import tensorflow as tf
 
 import gpflow_augmented as ga
 from gpflow_augmented.baselines import (
-    METHODS,
+    BINARY_METHODS,
+    MULTICLASS_METHODS,
     NaturalGradientWarmUp,
     build_method,
     hyperparameter_snapshot,
@@ -38,9 +39,9 @@ def test_minibatch_stream_is_a_seeded_sequence_of_permutations():
 
 
 def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny):
-    result = compare(tiny, list(METHODS), num_inducing=12, batch_size=32, time_budget=None,
+    result = compare(tiny, None, num_inducing=12, batch_size=32, time_budget=None,
                      max_iterations=7, seed=5)
-    assert [m.name for m in result.methods] == list(METHODS)
+    assert [m.name for m in result.methods] == list(MULTICLASS_METHODS)
     # what the methods were fed, recomputed independently from the stream's definition
     expected = hashlib.sha256()
     stream = MinibatchStream(len(tiny.X_train), 32, seed=5)
@@ -67,8 +68,9 @@ def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny):
 def test_inducing_points_fixed_or_trained_for_all_alike(tiny):
     Z = ga.inducing_points(tiny.X_train, 8)
     for train in (False, True):
-        for name in METHODS:
-            method = build_method(name, ga.initial_kernel(tiny.X_train), Z, 4, 150,
+        for name in (*MULTICLASS_METHODS, *BINARY_METHODS):
+            num_classes = 2 if name in BINARY_METHODS else 4
+            method = build_method(name, ga.initial_kernel(tiny.X_train), Z, num_classes, 150,
                                   train_inducing_points=train)
             trainable = {v.ref() for v in method.model.trainable_variables}
             inducing = method.model.inducing_variable
@@ -168,3 +170,26 @@ def test_warm_up_step_is_undone_exactly(tiny):
             np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-10, atol=1e-12)
         assert fresh.step_size == pytest.approx(compared.method.step_size, rel=1e-12)
         assert compared.compile_seconds > 0
+
+
+def test_binary_methods_share_batches_hyperparameters_and_predict_two_columns(tiny):
+    binary = ga.datasets.one_vs_rest(tiny, 0)
+    assert binary.name == "vehicle-0-vs-rest" and set(np.unique(binary.Y_train)) == {0, 1}
+    result = compare(binary, None, num_inducing=12, batch_size=32, time_budget=None,
+                     max_iterations=6, seed=2)
+    assert [m.name for m in result.methods] == list(BINARY_METHODS)
+    xgpc, bernoulli = result.methods
+    assert xgpc.batches_digest == bernoulli.batches_digest
+    assert xgpc.initial_hyperparameters == bernoulli.initial_hyperparameters
+    assert isinstance(xgpc.method.model, ga.BinaryLogisticSVGP)
+    assert isinstance(bernoulli.method.model.likelihood, gpflow.likelihoods.Bernoulli)
+    assert bernoulli.method.model.q_sqrt.shape == (1, 12, 12)  # full q_sqrt: NaturalGradient
+    for m in result.methods:
+        assert m.probabilities.shape == (60, 2)
+        np.testing.assert_allclose(m.probabilities.sum(axis=1), 1.0)
+        assert np.isfinite(m.final()["nll"]) and m.failed_steps == 0
+    with pytest.raises(ValueError, match="binary labels"):
+        build_method("xgpc", ga.initial_kernel(tiny.X_train), tiny.X_train[:5], 4, 150)
+    with pytest.raises(ValueError, match="positive_class"):
+        ga.datasets.one_vs_rest(tiny, 4)
+

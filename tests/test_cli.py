@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gpflow_augmented as ga
-from gpflow_augmented.baselines import METHODS
+from gpflow_augmented.baselines import BINARY_METHODS, MULTICLASS_METHODS
 from gpflow_augmented.cli import main
 
 TRACE_KEYS = {"time", "iteration", "elbo", "step_size", "error", "nll", "ece", "classwise_ece",
@@ -44,13 +44,13 @@ def test_compare_end_to_end(tiny_npz, tmp_path):
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     table = completed.stdout
-    for name in METHODS:
+    for name in MULTICLASS_METHODS:
         assert f"\n{name} " in table
     results = _strict_json(output / "results.json")
     assert {"created", "command", "machine", "dataset", "settings", "methods"} <= set(results)
     assert results["dataset"] == "tiny"
     assert results["settings"]["num_train"] == 80 and results["settings"]["num_test"] == 40
-    assert [m["name"] for m in results["methods"]] == list(METHODS)
+    assert [m["name"] for m in results["methods"]] == list(MULTICLASS_METHODS)
     for method in results["methods"]:
         assert set(method) == METHOD_KEYS
         assert method["iterations"] == 4
@@ -63,8 +63,28 @@ def test_compare_end_to_end(tiny_npz, tmp_path):
     for figure in ("traces.png", "calibration.png"):
         data = (output / "figures" / figure).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, figure
-    for name in METHODS:
+    for name in MULTICLASS_METHODS:
         assert list((output / "tensorboard" / name).glob("events.out.tfevents.*")), name
+
+
+def test_binary_labels_pick_the_binary_methods(tiny_npz, tmp_path, capsys):
+    data = np.load(tiny_npz)
+    binary = tmp_path / "binary.npz"
+    np.savez(binary, X=data["X"], y=(data["y"] == 0).astype(int), is_test=data["is_test"])
+    output = tmp_path / "out"
+    code = main(["compare", str(binary), "--num-inducing", "10", "--batch-size", "32",
+                 "--max-iterations", "4", "--output", str(output), "--no-progress",
+                 "--no-tensorboard"])
+    assert code == 0
+    results = _strict_json(output / "results.json")
+    assert [m["name"] for m in results["methods"]] == list(BINARY_METHODS)
+    for method in results["methods"]:
+        assert method["iterations"] == 4 and 0.0 <= method["final"]["error"] <= 1.0
+    assert "xgpc" in capsys.readouterr().out
+    # A binary method on multi-class labels is refused with the reason.
+    assert main(["compare", str(tiny_npz), "--methods", "xgpc", "--max-iterations", "2",
+                 "--output", str(tmp_path / "refused"), "--no-progress"]) == 2
+    assert "binary labels" in capsys.readouterr().err
 
 
 def test_libsvm_file_with_separate_test_file(tmp_path, capsys):

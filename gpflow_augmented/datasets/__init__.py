@@ -14,7 +14,15 @@ import numpy as np
 
 from ..validation import InvalidDataError
 
-__all__ = ["Dataset", "BUNDLED", "from_arrays", "load_dataset", "load_file", "train_test_split"]
+__all__ = [
+    "Dataset",
+    "BUNDLED",
+    "from_arrays",
+    "load_dataset",
+    "load_file",
+    "one_vs_rest",
+    "train_test_split",
+]
 
 _DATA = Path(__file__).parent / "data"
 BUNDLED = ("vehicle", "segment", "satimage", "wine")
@@ -177,3 +185,24 @@ def _stack(X: np.ndarray, y: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
         )
     is_test = np.r_[np.zeros(len(X), bool), np.ones(len(X_test), bool)]
     return np.vstack([X, X_test]), np.r_[np.reshape(y, -1), np.reshape(y_test, -1)], is_test
+
+
+def one_vs_rest(dataset: Dataset, positive_class: int) -> Dataset:
+    """A binary task from a multi-class one: label 1 for ``positive_class``, 0 for the rest.
+
+    The split and the standardisation are those of ``dataset``; the name records the task, e.g.
+    ``satimage-3-vs-rest``.
+    """
+    if not 0 <= int(positive_class) < dataset.num_classes:
+        raise ValueError(
+            f"positive_class must be in 0..{dataset.num_classes - 1}, got {positive_class!r}"
+        )
+    return Dataset(
+        f"{dataset.name}-{int(positive_class)}-vs-rest",
+        dataset.X_train,
+        (dataset.Y_train == positive_class).astype(np.int64),
+        dataset.X_test,
+        (dataset.Y_test == positive_class).astype(np.int64),
+        2,
+    )
+
