@@ -113,7 +113,7 @@ def run_benchmark(args: argparse.Namespace) -> str:
     measurements, and write ``benchmark.md``."""
     import json
 
-    from .cli import machine, run_comparison
+    from .cli import run_comparison
     from .datasets import load_dataset
 
     output = Path(args.output)
@@ -148,13 +148,8 @@ def run_benchmark(args: argparse.Namespace) -> str:
             f"{1e3 * t['natgrad+adam']:.2f} | {t['natgrad+adam'] / t['cavi+adam']:.2f} |"
         )
 
-    info = machine()
     lines = [
-        f"Measured {datetime.date.today().isoformat()} on {info['processor']}, "
-        f"{info['cpu_count']} cores ({info['platform']}; TensorFlow {info['tensorflow']}, "
-        f"GPflow {info['gpflow']})"
-        + ("." if getattr(args, "report_only", False)
-           else f"; total {time.perf_counter() - started:.0f} s."),
+        _measured(args, started),
         f"Settings: M={args.num_inducing}, B={args.batch_size}, {args.time_budget:g} s of "
         f"training per method, Adam {args.learning_rate}, inducing points "
         f"{'trained' if args.train_inducing_points else 'fixed'}, seed {args.seed}.",
@@ -176,9 +171,27 @@ def run_benchmark(args: argparse.Namespace) -> str:
         "|---|---|---|---|---|---|---|---|---|",
         *step_rows,
     ]
+    return _write_report(output / "benchmark.md", lines)
+
+
+def _measured(args: argparse.Namespace, started: float) -> str:
+    """The report's first line: date, machine and (unless re-read) the total time."""
+    from .cli import machine
+
+    info = machine()
+    return (
+        f"Measured {datetime.date.today().isoformat()} on {info['processor']}, "
+        f"{info['cpu_count']} cores ({info['platform']}; TensorFlow {info['tensorflow']}, "
+        f"GPflow {info['gpflow']})"
+        + ("." if getattr(args, "report_only", False)
+           else f"; total {time.perf_counter() - started:.0f} s.")
+    )
+
+
+def _write_report(path: Path, lines: List[str]) -> str:
     text = "\n".join(lines) + "\n"
-    output.mkdir(parents=True, exist_ok=True)
-    (output / "benchmark.md").write_text(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
     return text
 
 
@@ -212,7 +225,7 @@ def run_binary_benchmark(args: argparse.Namespace) -> str:
     ``binary.md``: the time each needs to reach the baseline's best test NLL, and final metrics."""
     import json
 
-    from .cli import machine, run_comparison
+    from .cli import run_comparison
     from .datasets import load_dataset, one_vs_rest
 
     output = Path(args.output)
@@ -230,12 +243,8 @@ def run_binary_benchmark(args: argparse.Namespace) -> str:
                   f"{dataset.Y_train.mean():.1%} positive", flush=True)
             run_comparison(dataset, args, output / dataset.name, tensorboard=False)
         rows.append(_binary_row(dataset.name, json.loads(results_file.read_text())["methods"]))
-    info = machine()
     lines = [
-        f"Measured {datetime.date.today().isoformat()} on {info['processor']}, "
-        f"{info['cpu_count']} cores (TensorFlow {info['tensorflow']}, GPflow {info['gpflow']})"
-        + ("." if getattr(args, "report_only", False)
-           else f"; total {time.perf_counter() - started:.0f} s."),
+        _measured(args, started),
         f"Settings: M={args.num_inducing}, B={args.batch_size}, {args.time_budget:g} s of "
         f"training per method, Adam {args.learning_rate}, seed {args.seed}; one class against "
         "the rest of a multi-class dataset (no binary dataset is available here).",
@@ -250,8 +259,5 @@ def run_binary_benchmark(args: argparse.Namespace) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]
-    text = "\n".join(lines) + "\n"
-    output.mkdir(parents=True, exist_ok=True)
-    (output / "binary.md").write_text(text)
-    return text
+    return _write_report(output / "binary.md", lines)
 

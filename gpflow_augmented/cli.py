@@ -50,6 +50,11 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--test-fraction", type=float, default=0.2,
                         help="test share of a dataset without a test split (default 0.2)")
+    _add_progress_options(parser)
+
+
+def _add_progress_options(parser: argparse.ArgumentParser) -> None:
+    """--progress / --no-progress; neither means: a progress bar when stderr is a terminal."""
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None)
     progress.add_argument("--no-progress", dest="progress", action="store_false")
@@ -102,9 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     truth.add_argument("--seed", type=int, default=0)
     truth.add_argument("--test-fraction", type=float, default=0.2,
                        help="test share of a dataset without a test split (default 0.2)")
-    progress = truth.add_mutually_exclusive_group()
-    progress.add_argument("--progress", dest="progress", action="store_true", default=None)
-    progress.add_argument("--no-progress", dest="progress", action="store_false")
+    _add_progress_options(truth)
     return parser
 
 

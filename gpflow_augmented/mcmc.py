@@ -8,15 +8,14 @@ size tuned by dual averaging during burn-in. Nothing here uses the augmentation,
 :class:`~gpflow_augmented.gibbs.GibbsSampler` tests the augmentation and the Gibbs conditionals.
 Whitening makes the prior isotropic, so an identity mass matrix suits NUTS.
 """
-from typing import Optional, Tuple
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 from gpflow.config import default_float
-from gpflow.kernels import Kernel
 
-from .likelihoods import LogisticSoftmax, log_logistic_softmax
+from .likelihoods import log_logistic_softmax
 from .posterior import LatentSampler, PosteriorSamples, check_counts
 
 __all__ = ["NutsSampler"]
@@ -28,21 +27,11 @@ class NutsSampler(LatentSampler):
     The arguments are those of :class:`~gpflow_augmented.posterior.LatentSampler`.
     """
 
-    def __init__(
-        self,
-        data: Tuple[np.ndarray, np.ndarray],
-        kernel: Kernel,
-        num_classes: int,
-        inducing_variable: Optional[object] = None,
-        likelihood: Optional[LogisticSoftmax] = None,
-    ) -> None:
-        super().__init__(data, kernel, num_classes, inducing_variable, likelihood)
-        self._labels = tf.constant(self.labels_onehot.T, default_float())  # [N, C]
-
     def log_density(self, whitened: tf.Tensor) -> tf.Tensor:
         """Unnormalised log p(v | y), [S, C, M] → [S]."""
         f = tf.einsum("cmn,scm->snc", self.projection, whitened)
-        log_likelihood = tf.reduce_sum(self._labels[None] * log_logistic_softmax(f), axis=[1, 2])
+        labels = tf.constant(self.labels_onehot.T, whitened.dtype)  # [N, C]
+        log_likelihood = tf.reduce_sum(labels[None] * log_logistic_softmax(f), axis=[1, 2])
         return log_likelihood - 0.5 * tf.reduce_sum(tf.square(whitened), axis=[1, 2])
 
     def sample(

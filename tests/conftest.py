@@ -43,3 +43,14 @@ def wine():
 
 def model_variables(model):
     return [v.numpy().copy() for v in model.variables]
+
+
+def variational_gradient_norm(model, data):
+    """The largest |∂ELBO/∂θ| over q(u)'s unconstrained parameters: zero at the CAVI fixed point."""
+    data = (tf.constant(data[0]), tf.constant(data[1]))
+    variables = [model.q_mu.unconstrained_variable, model.q_sqrt.unconstrained_variable]
+    with tf.GradientTape() as tape:
+        tape.watch(variables)
+        elbo = model.elbo(data)
+    return max(float(tf.reduce_max(tf.abs(g))) for g in tape.gradient(elbo, variables))
+
