@@ -32,8 +32,15 @@ Derivation (checked by the tests, which is where the paper's appendix A.2 typos 
   ``s(m_y, c_y) - log Σ_c (1 - σ̃_c)``, with ``s(m, c) = m/2 - log(2 cosh(c/2))``:
   a Jaakkola–Jordan bound on E log σ(f_y) minus a Jensen bound on E log Σ_c σ(f_c), hence below the
   non-augmented ELBO. 1 - σ̃ is computed in log space without cancellation (``log_one_minus_sigma_tilde``).
+* Class subsets (paper, appendix A.3). Both schemes couple the classes of point i only through
+  S_i = Σ_c σ̃_ic / C: collapsed γ_c = σ̃_c / (C (1 - S)), paper γ_c = e^{ψ(α)} σ̃_c / C with
+  α - 1 = e^{ψ(α)} S. Given S, every per-class term is independent of the other classes. When the
+  last axis holds only a subset K of the ``num_classes`` classes, S is estimated by the subset mean
+  (unbiased), α by eq. (17), α = 1 + (C/|K|) Σ_{c∈K} γ_c, and sums over classes by C/|K| times the
+  subset sum (unbiased given S). The estimate of S enters nonlinearly, so the subset's γ carries an
+  O(1/|K|) bias; it vanishes at K = all classes, where every function here is the exact one.
 """
-from typing import NamedTuple
+from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -41,6 +48,8 @@ from check_shapes import check_shapes
 
 __all__ = [
     "LocalParameters",
+    "class_weight",
+    "log_sum_complement",
     "log_cosh_half",
     "polya_gamma_mean",
     "log_sigma_tilde",
@@ -123,11 +132,29 @@ def log_one_minus_sigma_tilde(m: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
     return log_numerator - tf.math.softplus(-c)
 
 
-@check_shapes("m: [N, C]", "v: [N, C]", "return: [N, C]")
-def _log_gamma_collapsed(m: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
+def class_weight(per_class: tf.Tensor, num_classes: Optional[int]) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(C, C/|K|) for a last axis holding |K| of ``num_classes`` classes (all of them if ``None``):
+    the number of classes, and the weight that makes a sum over the subset estimate the full sum."""
+    subset_size = tf.cast(tf.shape(per_class)[-1], per_class.dtype)
+    if num_classes is None:
+        return subset_size, tf.ones([], per_class.dtype)
+    num_classes = tf.cast(num_classes, per_class.dtype)
+    return num_classes, num_classes / subset_size
+
+
+@check_shapes("m: [N, K]", "v: [N, K]", "return: [N, 1]")
+def log_sum_complement(m: tf.Tensor, v: tf.Tensor, num_classes: Optional[int] = None) -> tf.Tensor:
+    """log Σ_c (1 - σ̃_c) = log(C (1 - S)) over all classes, estimated from the subset given."""
+    _, weight = class_weight(m, num_classes)
+    return tf.reduce_logsumexp(
+        log_one_minus_sigma_tilde(m, v), axis=-1, keepdims=True
+    ) + tf.math.log(weight)
+
+
+@check_shapes("m: [N, K]", "v: [N, K]", "return: [N, K]")
+def _log_gamma_collapsed(m: tf.Tensor, v: tf.Tensor, num_classes: Optional[int]) -> tf.Tensor:
     # log γ_c = log p_c - log p_0 = log σ̃_c - log Σ_j (1 - σ̃_j)  (the 1/C factors cancel)
-    log_sum_complement = tf.reduce_logsumexp(log_one_minus_sigma_tilde(m, v), axis=-1, keepdims=True)
-    return log_sigma_tilde(m, tilt(m, v)) - log_sum_complement
+    return log_sigma_tilde(m, tilt(m, v)) - log_sum_complement(m, v, num_classes)
 
 
 @check_shapes(
@@ -139,11 +166,14 @@ def _log_gamma_collapsed(m: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
     "return.c: [N, C]",
 )
 def collapsed_local_parameters(
-    Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor
+    Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor, num_classes: Optional[int] = None
 ) -> LocalParameters:
-    """Optimal local parameters with λ integrated out: q(n_i) negative-multinomial, no inner loop."""
+    """Optimal local parameters with λ integrated out: q(n_i) negative-multinomial, no inner loop.
+
+    ``num_classes``: the number of classes when the last axis holds only a subset of them.
+    """
     c = tilt(Fmu, Fvar)
-    gamma = tf.exp(_log_gamma_collapsed(Fmu, Fvar))
+    gamma = tf.exp(_log_gamma_collapsed(Fmu, Fvar, num_classes))
     theta = polya_gamma_mean(Y_onehot + gamma, c)
     return LocalParameters(gamma=gamma, theta=theta, c=c)
 
@@ -158,7 +188,11 @@ def collapsed_local_parameters(
     "return.alpha: [N]",
 )
 def paper_local_parameters(
-    Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor, inner_iterations: int
+    Fmu: tf.Tensor,
+    Fvar: tf.Tensor,
+    Y_onehot: tf.Tensor,
+    inner_iterations: int,
+    num_classes: Optional[int] = None,
 ) -> LocalParameters:
     """The paper's mean-field local parameters: c, then the joint fixed point of γ and α.
 
@@ -170,15 +204,14 @@ def paper_local_parameters(
     large-α asymptote, (1 - S/2) / (1 - S), which lies left of the root, converges monotonically and
     quadratically, so ``inner_iterations`` steps (default 5) reach float64 precision. The loop has a
     Python-int trip count, so it unrolls into a fixed graph.
+
+    On a class subset (``num_classes`` > the last axis) S is the subset mean and α is eq. (17).
     """
-    num_classes = tf.cast(tf.shape(Fmu)[-1], Fmu.dtype)
+    num_classes, weight = class_weight(Fmu, num_classes)
     c = tilt(Fmu, Fvar)
-    log_st = log_sigma_tilde(Fmu, c)  # [N, C]
+    log_st = log_sigma_tilde(Fmu, c)  # [N, K]
     S = tf.reduce_mean(tf.exp(log_st), axis=-1)  # [N]
-    one_minus_S = tf.exp(
-        tf.reduce_logsumexp(log_one_minus_sigma_tilde(Fmu, Fvar), axis=-1)
-        - tf.math.log(num_classes)
-    )
+    one_minus_S = tf.exp(log_sum_complement(Fmu, Fvar, num_classes)[:, 0] - tf.math.log(num_classes))
     alpha = (1.0 - S / 2) / one_minus_S
     for _ in range(inner_iterations):
         e_psi = tf.exp(tf.math.digamma(alpha))
@@ -188,7 +221,7 @@ def paper_local_parameters(
     gamma = tf.exp((tf.math.digamma(alpha) - tf.math.log(num_classes))[:, None] + log_st)
     # α is finally set to its exact block optimum given γ, so that (γ, α) is a valid CAVI state
     # even if the Newton steps were cut short.
-    alpha = 1.0 + tf.reduce_sum(gamma, axis=-1)
+    alpha = 1.0 + weight * tf.reduce_sum(gamma, axis=-1)
     theta = polya_gamma_mean(Y_onehot + gamma, c)
     return LocalParameters(gamma=gamma, theta=theta, c=c, alpha=alpha)
 
@@ -203,9 +236,14 @@ def paper_local_parameters(
     "return: [N]",
 )
 def polya_gamma_terms(
-    Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor, local: LocalParameters
+    Fmu: tf.Tensor,
+    Fvar: tf.Tensor,
+    Y_onehot: tf.Tensor,
+    local: LocalParameters,
+    num_classes: Optional[int] = None,
 ) -> tf.Tensor:
-    """E_q[log augmented likelihood] - KL(q(ω|n) || p(ω|n)), summed over classes."""
+    """E_q[log augmented likelihood] - KL(q(ω|n) || p(ω|n)), summed over classes (estimated from
+    a subset of the ``num_classes`` classes if the last axis holds fewer)."""
     b = Y_onehot + local.gamma
     second_moment = tf.square(Fmu) + Fvar
     per_class = (
@@ -213,7 +251,7 @@ def polya_gamma_terms(
         + (Y_onehot - local.gamma) * Fmu / 2
         - local.theta * (second_moment - tf.square(local.c)) / 2
     )
-    return tf.reduce_sum(per_class, axis=-1)
+    return class_weight(Fmu, num_classes)[1] * tf.reduce_sum(per_class, axis=-1)
 
 
 @check_shapes("Fmu: [N, C]", "local.gamma: [N, C]", "local.c: [N, C]", "return: [N]")
@@ -234,14 +272,14 @@ def collapsed_count_terms(Fmu: tf.Tensor, local: LocalParameters) -> tf.Tensor:
 
 
 @check_shapes("local.gamma: [N, C]", "local.alpha: [N]", "return: [N]")
-def paper_count_terms(local: LocalParameters) -> tf.Tensor:
+def paper_count_terms(local: LocalParameters, num_classes: Optional[int] = None) -> tf.Tensor:
     """E[log p(n|λ) - log q(n)] - E[Σ_c λ] + H[q(λ)] for q(n) = Po(γ), q(λ) = Ga(α, C)."""
     gamma, alpha = local.gamma, local.alpha
-    num_classes = tf.cast(tf.shape(gamma)[-1], gamma.dtype)
+    num_classes, weight = class_weight(gamma, num_classes)
     log_C = tf.math.log(num_classes)
     e_log_lambda = tf.math.digamma(alpha) - log_C  # [N]
     # xlogy keeps γ = 0 (underflow at extreme latent means) finite.
-    poisson = tf.reduce_sum(
+    poisson = weight * tf.reduce_sum(
         gamma * (e_log_lambda[:, None] + 1.0) - tf.math.xlogy(gamma, gamma), axis=-1
     )
     # -E[λ]·C + H[Ga(α, C)] = -α + (α - log C + lgamma(α) + (1 - α) ψ(α))
@@ -250,10 +288,18 @@ def paper_count_terms(local: LocalParameters) -> tf.Tensor:
 
 
 @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y_onehot: [N, C]", "return: [N]")
-def collapsed_local_elbo(Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor) -> tf.Tensor:
-    """The collapsed scheme's local ELBO of each point at its optimal q(n, ω), in closed form."""
+def collapsed_local_elbo(
+    Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor, num_classes: Optional[int] = None
+) -> tf.Tensor:
+    """The collapsed scheme's local ELBO of each point at its optimal q(n, ω), in closed form.
+
+    On a class subset the observed class's Jaakkola–Jordan term counts C/|K| times when it is in
+    the subset, and log Σ_c (1 - σ̃_c) is :func:`log_sum_complement`'s estimate. The gradient with
+    respect to a class's marginals is then that of the full bound with S replaced by its estimate.
+    """
     c = tilt(Fmu, Fvar)
-    m_y = tf.reduce_sum(Y_onehot * Fmu, axis=-1)
-    c_y = tf.reduce_sum(Y_onehot * c, axis=-1)
-    jaakkola_jordan = m_y / 2 - np.log(2.0) - log_cosh_half(c_y)
-    return jaakkola_jordan - tf.reduce_logsumexp(log_one_minus_sigma_tilde(Fmu, Fvar), axis=-1)
+    _, weight = class_weight(Fmu, num_classes)
+    jaakkola_jordan = Y_onehot * (Fmu / 2 - np.log(2.0) - log_cosh_half(c))
+    return weight * tf.reduce_sum(jaakkola_jordan, axis=-1) - log_sum_complement(
+        Fmu, Fvar, num_classes
+    )[:, 0]

@@ -94,7 +94,9 @@ class BinaryLogisticSVGP(AugmentedSVGP):
         return 2 * tf.cast(Y, default_float()) - 1
 
     @check_shapes("Fmu: [N, 1]", "Fvar: [N, 1]", "Y: [N, 1]", "return: [N]")
-    def local_elbo(self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    def local_elbo(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
         return self.conjugate_terms(Fmu, Fvar, Y)[0]
 
     @check_shapes(
@@ -106,7 +108,7 @@ class BinaryLogisticSVGP(AugmentedSVGP):
         "return[2]: [N, 1]",
     )
     def conjugate_terms(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """The optimal q(ω) = PG(1, c) is held fixed while differentiating: at the optimum its
         derivative vanishes, so this is the gradient of the optimised bound."""

@@ -9,14 +9,23 @@ Like :class:`gpflow.optimizers.NaturalGradient` it owns the step and assigns to 
 on bad data or a numerical failure it assigns nothing and the Python wrapper raises.
 """
 import contextlib
-from typing import Callable, Iterator, Tuple, Union
+from typing import Callable, Iterator, Optional, Tuple, Union
 
 import tensorflow as tf
 from gpflow.config import default_float
 
+from .class_subsets import ClassSubsetSampler
+from .distributed import replica_max_code, replicated_by_first
 from .models import AugmentedSVGP
 from .schedules import ConstantStepSize, StepSizeSchedule
-from .validation import NUMERICAL_FAILURE, OK, NumericalError, data_status, raise_for_status
+from .validation import (
+    NUM_STATUS_CODES,
+    NUMERICAL_FAILURE,
+    OK,
+    NumericalError,
+    data_status,
+    raise_for_status,
+)
 
 __all__ = ["CAVI"]
 
@@ -28,11 +37,15 @@ class CAVI(tf.Module):
     :param step_size: ρ, a constant in (0, 1] or a schedule of the iteration (e.g.
         :class:`~gpflow_augmented.RobbinsMonro`). ρ = 1 on the full data is exact coordinate ascent;
         minibatches need a decaying schedule to converge.
+    :param class_subset_size: update only this many classes per step, drawn uniformly at random
+        (paper, Algorithm 2; see :mod:`~gpflow_augmented.class_subsets`). With one kernel shared by
+        all classes the step's cost then does not grow with the number of classes.
+    :param seed: seeds the class subsets.
     :param compile: wrap the step in ``tf.function``.
     :param jit_compile: compile the step with XLA.
 
     ``iteration`` counts successful steps; it drives the schedule and is saved by
-    ``tf.train.Checkpoint`` together with the optimizer.
+    ``tf.train.Checkpoint`` together with the optimizer (it also seeds the class subsets).
     """
 
     def __init__(
@@ -40,6 +53,8 @@ class CAVI(tf.Module):
         model: AugmentedSVGP,
         step_size: Union[float, StepSizeSchedule] = 1.0,
         *,
+        class_subset_size: Optional[int] = None,
+        seed: int = 0,
         compile: bool = True,
         jit_compile: bool = False,
         name: str = "CAVI",
@@ -54,25 +69,45 @@ class CAVI(tf.Module):
             step_size = ConstantStepSize(step_size)
         self.model = model
         self.step_size = step_size
-        self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="iteration")
+        with replicated_by_first():
+            self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="iteration")
+        self.class_sampler = None
+        if class_subset_size is not None:
+            if model.num_latent_gps < 2:
+                raise ValueError("class subsets need a multi-class model (one latent GP per class)")
+            self.class_sampler = ClassSubsetSampler(model.num_latent_gps, class_subset_size, seed)
         self._step_fn: Callable = self.update
         if compile:
             self._step_fn = tf.function(self.update, jit_compile=jit_compile)
 
-    def update(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    def sample_classes(self) -> Optional[tf.Tensor]:
+        """This step's class subset K [|K|], or ``None`` when every class is updated."""
+        return None if self.class_sampler is None else self.class_sampler(self.iteration)
+
+    def update(
+        self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
         """The step as a traceable computation, for use inside a larger compiled function:
-        assigns the new q(u) only if the status is ``OK``; returns (ELBO before, status)."""
+        assigns the new q(u) only if the status is ``OK``; returns (ELBO before, status).
+
+        ``classes``: the subset to update (drawn here if the optimizer subsamples classes and none
+        is given)."""
         model = self.model
-        status = data_status(X, Y, model.num_classes)
+        if classes is None:
+            classes = self.sample_classes()
+        # All replicas accept or refuse together (their shards may differ in validity).
+        status = replica_max_code(data_status(X, Y, model.num_classes), NUM_STATUS_CODES)
         rho = self.step_size(self.iteration)
-        new_mu, new_sqrt, elbo = model.natural_update(X, Y, rho)
+        new_mu, new_sqrt, elbo = model.natural_update(X, Y, rho, classes)
         finite = tf.reduce_all(tf.math.is_finite(new_mu)) & tf.reduce_all(
             tf.math.is_finite(new_sqrt)
         )
         status = tf.where((status == OK) & ~finite, NUMERICAL_FAILURE, status)
         accept = status == OK
-        model.q_mu.assign(tf.where(accept, new_mu, model.q_mu))
-        model.q_sqrt.assign(tf.where(accept, new_sqrt, model.q_sqrt))
+        old_mu, old_sqrt = model.variational_parameters(classes)
+        model.assign_variational_parameters(
+            tf.where(accept, new_mu, old_mu), tf.where(accept, new_sqrt, old_sqrt), classes
+        )
         self.iteration.assign_add(tf.cast(accept, tf.int64))
         return elbo, status
 

@@ -33,7 +33,8 @@ from .projection import (
     kuu_cholesky,
     whitened_projection,
 )
-from .updates import natural_parameter_step
+from .distributed import num_replicas, replica_sum, replicated_by_first
+from .updates import conjugate_statistics, natural_parameter_step
 from .validation import check_data, check_num_classes
 
 __all__ = ["AugmentedSVGP", "LogisticSoftmaxSVGP", "SCHEMES"]
@@ -78,11 +79,13 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             q_mu = np.zeros((num_inducing, num_latent_gps))
         if q_sqrt is None:
             q_sqrt = np.tile(np.eye(num_inducing)[None], (num_latent_gps, 1, 1))
-        # CAVI owns q(u); keeping it out of trainable_variables keeps Adam off it.
-        self.q_mu = Parameter(q_mu, dtype=default_float(), trainable=False)  # [M, L]
-        self.q_sqrt = Parameter(
-            q_sqrt, dtype=default_float(), transform=triangular(), trainable=False
-        )  # [L, M, M]
+        # CAVI owns q(u); keeping it out of trainable_variables keeps Adam off it. Every replica
+        # computes the same update from all-reduced statistics.
+        with replicated_by_first():
+            self.q_mu = Parameter(q_mu, dtype=default_float(), trainable=False)  # [M, L]
+            self.q_sqrt = Parameter(
+                q_sqrt, dtype=default_float(), transform=triangular(), trainable=False
+            )  # [L, M, M]
 
     @property
     def input_dim(self) -> Optional[int]:
@@ -93,30 +96,76 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     @check_shapes(
         "X: [N, D]",
-        "return[0]: [C, M, M]",
-        "return[1]: [C, M, N]",
-        "return[2]: [N, C]",
+        "return[0]: [P, M, M]",
+        "return[1]: [P, M, N]",
+        "return[2]: [N, P]",
     )
     def whitened_projection(self, X: InputData) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(L, A, r): L L^T = K_mm + jitter, A = L⁻¹ K_mn and r = diag(K_nn - A^T A), per class."""
-        return whitened_projection(self.kernel, self.inducing_variable, X, self.num_latent_gps)
+        """(L, A, r): L L^T = K_mm + jitter, A = L⁻¹ K_mn and r = diag(K_nn - A^T A), for each of
+        the P priors: P = 1 when all classes share one (nothing is copied per class), else P = C."""
+        return whitened_projection(
+            self.kernel, self.inducing_variable, X, self.num_latent_gps, broadcast=False
+        )
 
     def kuu_cholesky(self) -> tf.Tensor:
         """Cholesky factor of K_mm + jitter: [1, M, M] if shared by all classes, else [C, M, M]."""
         return kuu_cholesky(self.kernel, self.inducing_variable)
 
-    @check_shapes("L: [broadcast C, M, M]", "return[0]: [M, C]", "return[1]: [C, M, M]")
-    def whitened_q(self, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        """q(u) in whitened coordinates v = L⁻¹u (the parameters themselves if ``whiten``)."""
-        if self.whiten:
+    @check_shapes("classes: [K]", "return[0]: [M, K]", "return[1]: [K, M, M]")
+    def variational_parameters(self, classes: Optional[tf.Tensor] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+        """(q_mu, q_sqrt) as stored, of all latent GPs or of the ``classes`` given.
+
+        A subset is gathered from the unconstrained storage before the triangular transform, so its
+        cost does not grow with the number of classes."""
+        if classes is None:
             return tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
-        L = tf.broadcast_to(L, tf.shape(self.q_sqrt))
-        mu = tf.linalg.triangular_solve(L, tf.transpose(self.q_mu)[:, :, None])[:, :, 0]
-        return tf.transpose(mu), tf.linalg.triangular_solve(L, self.q_sqrt)
+        q_mu = tf.gather(self.q_mu.unconstrained_variable, classes, axis=1)
+        packed_sqrt = tf.gather(self.q_sqrt.unconstrained_variable, classes)
+        return q_mu, self.q_sqrt.transform.forward(packed_sqrt)
+
+    @check_shapes("q_mu: [M, K]", "q_sqrt: [K, M, M]", "classes: [K]")
+    def assign_variational_parameters(
+        self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> None:
+        """Store q(u) of all latent GPs, or scatter that of the ``classes`` given in place."""
+        if classes is None:
+            self.q_mu.assign(q_mu)
+            self.q_sqrt.assign(q_sqrt)
+            return
+        # q_mu is M·C numbers, a negligible copy; the [C, M(M+1)/2] q_sqrt is scattered in place.
+        columns = tf.cast(classes, tf.int32)[:, None]
+        self.q_mu.assign(
+            tf.transpose(
+                tf.tensor_scatter_nd_update(tf.transpose(self.q_mu), columns, tf.transpose(q_mu))
+            )
+        )
+        self.q_sqrt.unconstrained_variable.scatter_update(
+            tf.IndexedSlices(self.q_sqrt.transform.inverse(q_sqrt), classes)
+        )
 
     @check_shapes(
-        "L: [C, M, M]", "q_mu: [M, C]", "q_sqrt: [C, M, M]", "return[0]: [M, C]",
-        "return[1]: [C, M, M]",
+        "L: [broadcast K, M, M]",
+        "q_mu: [M, K]",
+        "q_sqrt: [K, M, M]",
+        "return[0]: [M, K]",
+        "return[1]: [K, M, M]",
+    )
+    def whitened_q(
+        self, L: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """q(u) in whitened coordinates v = L⁻¹u (the parameters themselves if ``whiten``)."""
+        if self.whiten:
+            return q_mu, q_sqrt
+        L = tf.broadcast_to(L, tf.shape(q_sqrt))
+        mu = tf.linalg.triangular_solve(L, tf.transpose(q_mu)[:, :, None])[:, :, 0]
+        return tf.transpose(mu), tf.linalg.triangular_solve(L, q_sqrt)
+
+    @check_shapes(
+        "L: [broadcast K, M, M]",
+        "q_mu: [M, K]",
+        "q_sqrt: [K, M, M]",
+        "return[0]: [M, K]",
+        "return[1]: [K, M, M]",
     )
     def unwhitened_q(
         self, L: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor
@@ -129,62 +178,100 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     @staticmethod
     @check_shapes(
-        "A: [C, M, N]",
-        "residual: [N, C]",
-        "q_mu: [M, C]",
-        "q_sqrt: [C, M, M]",
-        "return[0]: [N, C]",
-        "return[1]: [N, C]",
+        "A: [broadcast K, M, N]",
+        "residual: [N, broadcast K]",
+        "q_mu: [M, K]",
+        "q_sqrt: [K, M, M]",
+        "return[0]: [N, K]",
+        "return[1]: [N, K]",
     )
     def marginals(
         A: tf.Tensor, residual: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor
     ) -> MeanAndVariance:
         """Mean and variance of q(f_nc) from the whitened projection and whitened q(v)."""
         Fmu = tf.transpose(tf.linalg.matvec(A, tf.transpose(q_mu), transpose_a=True))
-        SA = tf.linalg.matmul(q_sqrt, A, transpose_a=True)  # [C, M, N]
+        SA = tf.linalg.matmul(q_sqrt, A, transpose_a=True)  # [K, M, N]
         Fvar = residual + tf.transpose(tf.reduce_sum(tf.square(SA), axis=-2))
         return Fmu, Fvar
 
+    @check_shapes(
+        "X: [N, D]",
+        "classes: [K]",
+        "return[0]: [broadcast K, M, M]",
+        "return[1]: [M, K]",
+        "return[2]: [K, M, M]",
+        "return[3]: [N, K]",
+        "return[4]: [N, K]",
+        "return[5]: [broadcast K, M, N]",
+    )
+    def _batch_geometry(self, X: tf.Tensor, classes: Optional[tf.Tensor]) -> tuple:
+        """(L, whitened q_mu, q_sqrt, Fmu, Fvar, A) on the batch, for all classes or a subset."""
+        L, A, residual = self.whitened_projection(X)
+        if classes is not None and L.shape[0] != 1:
+            # One prior per class: gather the subset's (the projection itself still costs C).
+            L, A = tf.gather(L, classes), tf.gather(A, classes)
+            residual = tf.gather(residual, classes, axis=1)
+        q_mu, q_sqrt = self.whitened_q(L, *self.variational_parameters(classes))
+        Fmu, Fvar = self.marginals(A, residual, q_mu, q_sqrt)
+        return L, q_mu, q_sqrt, Fmu, Fvar, A
+
     # -- what the likelihood contributes ------------------------------------------------------
 
-    def local_elbo(self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-        """Each point's contribution [N] to the ELBO at its optimal local parameters."""
+    def local_elbo(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
+        """Each point's contribution [N] to the ELBO at its optimal local parameters (estimated
+        from the columns of ``classes`` when given)."""
         raise NotImplementedError
 
     def conjugate_terms(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(local ELBO [N], linear [N, L], quadratic [N, L]) at the optimal local parameters:
-        given them, the augmented log-likelihood of f is ``linear·f - quadratic·f²/2`` + const."""
+        given them, the augmented log-likelihood of f is ``linear·f - quadratic·f²/2`` + const.
+        With ``classes`` the marginals hold only those columns."""
         raise NotImplementedError
 
     @check_shapes("X: [N, D]", "return: []")
     def minibatch_scale(self, X: tf.Tensor) -> tf.Tensor:
+        """N / B, B the global batch size (the sum of the replicas' shards under a strategy)."""
         if self.num_data is None:
             return tf.constant(1.0, dtype=default_float())
-        return tf.cast(self.num_data, default_float()) / tf.cast(tf.shape(X)[0], default_float())
+        batch_size = replica_sum(tf.cast(tf.shape(X)[0], default_float()))
+        return tf.cast(self.num_data, default_float()) / batch_size
+
+    def class_weight(self, classes: Optional[tf.Tensor]) -> tf.Tensor:
+        """C / |K|: the weight that makes a sum over the class subset estimate the sum over all."""
+        if classes is None:
+            return tf.constant(1.0, dtype=default_float())
+        return self.num_latent_gps / tf.cast(tf.shape(classes)[0], default_float())
 
     @check_shapes("return: []")
     def prior_kl(self) -> tf.Tensor:
-        q_mu, q_sqrt = self.whitened_q(self.kuu_cholesky())
+        q_mu, q_sqrt = self.whitened_q(self.kuu_cholesky(), *self.variational_parameters())
         return gauss_kl(q_mu, q_sqrt)
 
     @inherit_check_shapes
     def maximum_log_likelihood_objective(self, data: RegressionData) -> tf.Tensor:  # type: ignore[override]
         return self.elbo(data)
 
-    @check_shapes("return: []")
-    def elbo(self, data: RegressionData) -> tf.Tensor:
-        """The augmented evidence lower bound at the optimal local parameters, scaled by num_data."""
+    @check_shapes("classes: [K]", "return: []")
+    def elbo(self, data: RegressionData, classes: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """The augmented evidence lower bound at the optimal local parameters, scaled by num_data.
+
+        With ``classes`` (a subset K of the class indices) it is the class-subsampled estimate:
+        per-class sums and the KL count C/|K| times (see :mod:`~gpflow_augmented.augmentation`).
+        Inside a replica of a ``tf.distribute`` strategy it is this replica's share: the replicas'
+        values add up to the ELBO of the global batch.
+        """
         X, Y = data
         if tf.executing_eagerly():
             check_data(X, Y, self.num_classes, self.input_dim)
         X = tf.convert_to_tensor(X, dtype=default_float())
-        L, A, residual = self.whitened_projection(X)
-        q_mu, q_sqrt = self.whitened_q(L)
-        Fmu, Fvar = self.marginals(A, residual, q_mu, q_sqrt)
-        local_elbo = self.local_elbo(Fmu, Fvar, Y)
-        return tf.reduce_sum(local_elbo) * self.minibatch_scale(X) - gauss_kl(q_mu, q_sqrt)
+        _, q_mu, q_sqrt, Fmu, Fvar, _ = self._batch_geometry(X, classes)
+        local_elbo = self.local_elbo(Fmu, Fvar, Y, classes)
+        kl = self.class_weight(classes) * gauss_kl(q_mu, q_sqrt)
+        return tf.reduce_sum(local_elbo) * self.minibatch_scale(X) - kl / num_replicas()
 
     # -- the closed-form update (computed here, assigned by CAVI) --------------------------------
 
@@ -192,32 +279,43 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         "X: [N, D]",
         "Y: [N, 1]",
         "step_size: []",
-        "return[0]: [M, C]",
-        "return[1]: [C, M, M]",
+        "classes: [K]",
+        "return[0]: [M, K]",
+        "return[1]: [K, M, M]",
         "return[2]: []",
     )
     def natural_update(
-        self, X: tf.Tensor, Y: tf.Tensor, step_size: tf.Tensor
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        step_size: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(q_mu, q_sqrt) after one CAVI/SVI step on the batch, and the batch ELBO before it.
 
-        Nothing is assigned: :class:`~gpflow_augmented.CAVI` does that once the result is checked.
+        With ``classes`` only those latent GPs are updated (paper, Algorithm 2), and the results
+        are their columns. Under a ``tf.distribute`` strategy the batch's statistics are summed
+        over the replicas' shards first, so every replica returns the same. Nothing is assigned: :class:`~gpflow_augmented.CAVI` does that once the
+        result is checked.
         """
         X = tf.convert_to_tensor(X, dtype=default_float())
-        L, A, residual = self.whitened_projection(X)
-        q_mu, q_sqrt = self.whitened_q(L)
-        Fmu, Fvar = self.marginals(A, residual, q_mu, q_sqrt)
-        local_elbo, linear, quadratic = self.conjugate_terms(Fmu, Fvar, Y)
+        L, q_mu, q_sqrt, Fmu, Fvar, A = self._batch_geometry(X, classes)
+        local_elbo, linear, quadratic = self.conjugate_terms(Fmu, Fvar, Y, classes)
+        local_sum, statistics = replica_sum(
+            (tf.reduce_sum(local_elbo), conjugate_statistics(A, linear, quadratic))
+        )
         scale = self.minibatch_scale(X)
-        elbo = tf.reduce_sum(local_elbo) * scale - gauss_kl(q_mu, q_sqrt)
+        kl = self.class_weight(classes) * gauss_kl(q_mu, q_sqrt)
+        elbo = local_sum * scale - kl
         new_mu, new_sqrt = natural_parameter_step(
             q_mu,
             q_sqrt,
-            A,
-            linear=linear,
-            quadratic=quadratic,
+            statistics,
             scale=scale,
-            step_size=tf.cast(step_size, default_float()),
+            # dtype_hint: a Python float must not pass through float32 on its way to float64.
+            step_size=tf.cast(
+                tf.convert_to_tensor(step_size, dtype_hint=default_float()), default_float()
+            ),
         )
         new_mu, new_sqrt = self.unwhitened_q(L, new_mu, new_sqrt)
         return new_mu, new_sqrt, elbo
@@ -293,35 +391,45 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
 
     # -- local parameters and the ELBO ----------------------------------------------------------
 
-    @check_shapes("Y: [N, 1]", "return: [N, C]")
-    def one_hot(self, Y: tf.Tensor) -> tf.Tensor:
-        return tf.one_hot(tf.cast(Y[:, 0], tf.int32), self.num_classes, dtype=default_float())
+    @check_shapes("Y: [N, 1]", "classes: [K]", "return: [N, K]")
+    def one_hot(self, Y: tf.Tensor, classes: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """y'_ic for all classes, or for the columns ``classes``."""
+        if classes is None:
+            return tf.one_hot(tf.cast(Y[:, 0], tf.int32), self.num_classes, dtype=default_float())
+        labels = tf.cast(Y, tf.int64)
+        return tf.cast(tf.equal(labels, tf.cast(classes, tf.int64)[None, :]), default_float())
 
-    @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y_onehot: [N, C]")
+    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y_onehot: [N, K]")
     def local_parameters(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor
     ) -> augmentation.LocalParameters:
-        """The optimal local parameters (paper scheme: after ``inner_iterations`` alternations)."""
+        """The optimal local parameters (paper scheme: after ``inner_iterations`` alternations);
+        if the columns are a subset of the classes, the class coupling is estimated from it."""
         if self.scheme == "collapsed":
-            return augmentation.collapsed_local_parameters(Fmu, Fvar, Y_onehot)
-        return augmentation.paper_local_parameters(Fmu, Fvar, Y_onehot, self.inner_iterations)
+            return augmentation.collapsed_local_parameters(Fmu, Fvar, Y_onehot, self.num_classes)
+        return augmentation.paper_local_parameters(
+            Fmu, Fvar, Y_onehot, self.inner_iterations, self.num_classes
+        )
 
-    @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y: [N, 1]", "return: [N]")
-    def local_elbo(self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-        return self._local_elbo(Fmu, Fvar, self.one_hot(Y))
+    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
+    def local_elbo(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
+        return self._local_elbo(Fmu, Fvar, self.one_hot(Y, classes))
 
     @check_shapes(
-        "Fmu: [N, C]",
-        "Fvar: [N, C]",
+        "Fmu: [N, K]",
+        "Fvar: [N, K]",
         "Y: [N, 1]",
+        "classes: [K]",
         "return[0]: [N]",
-        "return[1]: [N, C]",
-        "return[2]: [N, C]",
+        "return[1]: [N, K]",
+        "return[2]: [N, K]",
     )
     def conjugate_terms(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        Y_onehot = self.one_hot(Y)
+        Y_onehot = self.one_hot(Y, classes)
         local = self.local_parameters(Fmu, Fvar, Y_onehot)
         local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local)
         return local_elbo, (Y_onehot - local.gamma) / 2, local.theta
@@ -340,10 +448,10 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         the collapsed scheme the closed form is differentiated directly).
         """
         if self.scheme == "collapsed":
-            return augmentation.collapsed_local_elbo(Fmu, Fvar, Y_onehot)
+            return augmentation.collapsed_local_elbo(Fmu, Fvar, Y_onehot, self.num_classes)
         if local is None:
             local = self.local_parameters(Fmu, Fvar, Y_onehot)
         local = tf.nest.map_structure(tf.stop_gradient, local)
         return augmentation.polya_gamma_terms(
-            Fmu, Fvar, Y_onehot, local
-        ) + augmentation.paper_count_terms(local)
+            Fmu, Fvar, Y_onehot, local, self.num_classes
+        ) + augmentation.paper_count_terms(local, self.num_classes)

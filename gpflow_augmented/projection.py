@@ -37,14 +37,21 @@ def kuu_cholesky(kernel: Kernel, inducing_variable: InducingVariables) -> tf.Ten
 
 @check_shapes(
     "X: [N, D]",
-    "return[0]: [C, M, M]",
-    "return[1]: [C, M, N]",
-    "return[2]: [N, C]",
+    "return[0]: [P, M, M]",
+    "return[1]: [P, M, N]",
+    "return[2]: [N, P]",
 )
 def whitened_projection(
-    kernel: Kernel, inducing_variable: InducingVariables, X: InputData, num_classes: int
+    kernel: Kernel,
+    inducing_variable: InducingVariables,
+    X: InputData,
+    num_classes: int,
+    broadcast: bool = True,
 ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """(L, A, r): L Lᵀ = K_zz + jitter, A = L⁻¹ K_zx and r = diag(K_xx - AᵀA), per class."""
+    """(L, A, r): L Lᵀ = K_zz + jitter, A = L⁻¹ K_zx and r = diag(K_xx - AᵀA), per class.
+
+    With ``broadcast=False`` a prior shared by all classes is returned once (P = 1) rather than
+    copied C times (P = C), for callers whose operations broadcast."""
     L = kuu_cholesky(kernel, inducing_variable)  # [1 or C, M, M]
     Kmn = covariances.Kuf(inducing_variable, kernel, X)
     if isinstance(kernel, MultioutputKernel):
@@ -55,6 +62,8 @@ def whitened_projection(
         Kmn = Kmn[None]  # [1, M, N]: shared by all classes
     A = tf.linalg.triangular_solve(L, Kmn, lower=True)
     residual = Knn - tf.reduce_sum(tf.square(A), axis=-2)  # [1 or C, N]
+    if not broadcast:
+        return L, A, tf.transpose(residual)
     M, N = tf.shape(A)[1], tf.shape(A)[2]
     L = tf.broadcast_to(L, [num_classes, M, M])
     A = tf.broadcast_to(A, [num_classes, M, N])

@@ -7,16 +7,17 @@ points), a progress bar and a monitoring callback.
 ``tf.train.Checkpoint(model=model, trainer=trainer)`` saves everything needed to resume);
 :func:`fit` is the loop.
 """
-from typing import Callable, NamedTuple, Optional, Sequence, Tuple, Union
+import contextlib
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.keras import tf_keras
-from gpflow.utilities import set_trainable
 
 from .cavi import CAVI, numerical_errors
 from .convergence import GlobalParameterConvergence
+from .distributed import num_replicas, replica_sum, set_trainable
 from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
 from .validation import OK, NumericalError, check_data, raise_for_status
@@ -31,10 +32,29 @@ def adam_step_if_finite(
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """One Adam step, skipped (every variable and Adam's state untouched) when the loss or a
     gradient is not finite. Traceable; returns (loss, applied)."""
+    loss, gradients = loss_and_gradients(loss_fn, variables)
+    return loss, apply_if_finite(adam, loss, gradients, variables)
+
+
+def loss_and_gradients(
+    loss_fn: Callable[[], tf.Tensor], variables: Sequence[tf.Variable]
+) -> Tuple[tf.Tensor, List[tf.Tensor]]:
+    """The loss and its gradients, summed over the replicas under a ``tf.distribute`` strategy
+    (where ``loss_fn`` gives each replica's share)."""
     with tf.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch(variables)
         loss = loss_fn()
-    gradients = tape.gradient(loss, variables)
+    return replica_sum((loss, tape.gradient(loss, variables)))
+
+
+def apply_if_finite(
+    adam: tf_keras.optimizers.Optimizer,
+    loss: tf.Tensor,
+    gradients: Sequence[tf.Tensor],
+    variables: Sequence[tf.Variable],
+) -> tf.Tensor:
+    """Apply the gradients with Adam unless the loss or a gradient is not finite; returns whether
+    it did. In a cross-replica context the (already summed) gradients update every replica."""
     finite = tf.math.is_finite(loss)
     for gradient in gradients:
         finite &= tf.reduce_all(tf.math.is_finite(gradient))
@@ -43,7 +63,7 @@ def adam_step_if_finite(
         adam.apply_gradients(zip(gradients, variables))
         return tf.constant(True)
 
-    return loss, tf.cond(finite, apply, lambda: tf.constant(False))
+    return tf.cond(finite, apply, lambda: tf.constant(False))
 
 
 class Trainer(tf.Module):
@@ -52,6 +72,11 @@ class Trainer(tf.Module):
 
     A hyperparameter step whose loss or gradient is not finite is refused before Adam touches
     anything, so a failed step never loses what was trained.
+
+    :param strategy: a ``tf.distribute`` strategy (e.g. ``MirroredStrategy``) whose replicas
+        share each batch: the model must have been built in ``strategy.scope()``, and batches are
+        the strategy's distributed values (``fit(..., strategy=...)`` does this). See
+        :mod:`~gpflow_augmented.distributed`.
     """
 
     def __init__(
@@ -61,40 +86,76 @@ class Trainer(tf.Module):
         learning_rate: float = 0.01,
         train_hyperparameters: bool = True,
         jit_compile: bool = False,
+        class_subset_size: Optional[int] = None,
+        seed: int = 0,
+        strategy: Optional[tf.distribute.Strategy] = None,
     ) -> None:
         super().__init__(name="Trainer")
         self.model = model
-        self.cavi = CAVI(model, step_size, jit_compile=jit_compile)
-        self.adam = None
-        if train_hyperparameters:
-            self.adam = tf_keras.optimizers.Adam(learning_rate)
-            # Slots exist from the start, so a checkpoint restores into them exactly.
-            self.adam.build(model.trainable_variables)
+        self.strategy = strategy
+        if strategy is not None and not strategy.extended.variable_created_in_scope(
+            model.q_mu.unconstrained_variable
+        ):
+            raise ValueError(
+                "the model must be built inside strategy.scope() to train under a tf.distribute "
+                "strategy"
+            )
+        with self._scope():
+            self.cavi = CAVI(
+                model, step_size, class_subset_size=class_subset_size, seed=seed,
+                jit_compile=jit_compile,
+            )
+            self.adam = None
+            if train_hyperparameters:
+                self.adam = tf_keras.optimizers.Adam(learning_rate)
+                # Slots exist from the start, so a checkpoint restores into them exactly.
+                self.adam.build(model.trainable_variables)
         # CAVI and Adam in one compiled call: one dispatch and one host sync per iteration.
         self._iteration = tf.function(self._iteration_eager, jit_compile=jit_compile)
+
+    def _scope(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext() if self.strategy is None else self.strategy.scope()
 
     @property
     def iteration(self) -> tf.Variable:
         return self.cavi.iteration
 
     def _iteration_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        elbo, status = self.cavi.update(X, Y)
+        strategy = self.strategy or tf.distribute.get_strategy()
+
+        def first(value: object) -> object:
+            # Every replica computed the same value from all-reduced sums.
+            return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], value)
+
+        classes = self.cavi.sample_classes()
+        elbo, status = first(strategy.run(self.cavi.update, args=(X, Y, classes)))
         variables = self.model.trainable_variables
         if self.adam is None or not variables:
             return elbo, status, tf.constant(True)
-
-        def hyperparameter_step() -> tf.Tensor:
-            _, applied = adam_step_if_finite(
-                self.adam, lambda: self.model.training_loss((X, Y)), variables
+        # The same class subset as the CAVI step (Algorithm 2).
+        loss, gradients = first(
+            strategy.run(
+                lambda X, Y: loss_and_gradients(lambda: self.training_loss(X, Y, classes), variables),
+                args=(X, Y),
             )
-            return applied
-
-        applied = tf.cond(status == OK, hyperparameter_step, lambda: tf.constant(False))
+        )
+        applied = tf.cond(
+            status == OK,
+            lambda: apply_if_finite(self.adam, loss, gradients, variables),
+            lambda: tf.constant(False),
+        )
         return elbo, status, applied
+
+    def training_loss(
+        self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
+        """The model's training loss, -(ELBO + log prior of the hyperparameters), on the batch;
+        with ``classes``, its class-subsampled estimate; in a replica, this replica's share."""
+        return -(self.model.elbo((X, Y), classes) + self.model.log_prior_density() / num_replicas())
 
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         """One CAVI step then one Adam step; returns the batch ELBO before the CAVI step."""
-        X, Y = self.cavi.prepare(data)
+        X, Y = data if self.strategy is not None else self.cavi.prepare(data)
         with numerical_errors("the training step"):
             elbo, status, applied = self._iteration(X, Y)
         raise_for_status(status, self.model.num_classes)
@@ -116,7 +177,10 @@ def minibatches(
     X: np.ndarray, Y: np.ndarray, batch_size: int, seed: int, skip: int = 0
 ) -> tf.data.Dataset:
     """An endless, seeded stream of shuffled minibatches of a fixed size (static shapes, so the
-    compiled step is traced once); ``skip`` resumes the same stream after that many batches."""
+    compiled step is traced once); ``skip`` resumes the same stream after that many batches.
+
+    It shuffles arrays held in memory; for data that does not fit, pass ``fit`` a
+    ``tf.data.Dataset`` of batches instead."""
     dataset = tf.data.Dataset.from_tensor_slices((X, Y))
     dataset = dataset.shuffle(len(X), seed=seed, reshuffle_each_iteration=True).repeat()
     return dataset.batch(batch_size, drop_remainder=True).skip(skip).prefetch(2)
@@ -124,7 +188,7 @@ def minibatches(
 
 def fit(
     model: AugmentedSVGP,
-    data: Tuple[np.ndarray, np.ndarray],
+    data: Union[Tuple[np.ndarray, np.ndarray], tf.data.Dataset],
     *,
     iterations: int = 1000,
     batch_size: Optional[int] = 200,
@@ -135,11 +199,17 @@ def fit(
     trainer: Optional[Trainer] = None,
     callback: Optional[Callable[..., None]] = None,
     stop_rule: Optional[GlobalParameterConvergence] = None,
+    class_subset_size: Optional[int] = None,
     seed: int = 0,
     progress: bool = True,
     jit_compile: bool = False,
+    strategy: Optional[tf.distribute.Strategy] = None,
 ) -> FitResult:
     """Train ``model`` on ``data = (X [N, D], Y [N, 1])`` for ``iterations`` steps.
+
+    ``data`` may instead be a ``tf.data.Dataset`` of batches ``(X [B, D], Y [B, 1])`` (repeated
+    when it ends), for data streamed from disk or generated: nothing then depends on N but
+    ``model.num_data``, which must be set. Batches are validated on the device as they arrive.
 
     :param batch_size: minibatch size B; ``None`` or ≥ N means full-batch CAVI.
     :param step_size: ρ; default 1 (exact CAVI) for full batches, else ``RobbinsMonro()``.
@@ -149,28 +219,54 @@ def fit(
         minibatch stream resumes where its iteration counter says.
     :param stop_rule: e.g. :class:`~gpflow_augmented.GlobalParameterConvergence` (the X-GPC rule):
         stop before ``iterations`` once it reports convergence.
+    :param class_subset_size: update only this many randomly drawn classes per step (paper,
+        Algorithm 2), for many classes sharing one kernel; the hyperparameter step uses the same
+        subset.
+    :param seed: seeds the minibatch order and the class subsets.
+    :param strategy: a ``tf.distribute`` strategy whose replicas split every batch (the model must
+        be built in its ``scope()``); ``MirroredStrategy`` for one machine's devices,
+        ``MultiWorkerMirroredStrategy`` for several machines.
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a
         :class:`gpflow.monitor.Monitor` fits here.
     """
-    X, Y = data
-    check_data(X, Y, model.num_classes, model.input_dim)
-    X = np.asarray(X, dtype=default_float())
-    Y = np.asarray(Y).astype(np.int64)
-    num_data = len(X)
-    if model.num_data is not None and model.num_data != num_data:
-        raise ValueError(f"model.num_data is {model.num_data} but the data has {num_data} points")
-    full_batch = batch_size is None or batch_size >= num_data
-    if not full_batch and model.num_data is None:
-        raise ValueError("minibatch training needs model.num_data to scale the minibatch ELBO")
+    if isinstance(data, tf.data.Dataset):
+        if model.num_data is None:
+            raise ValueError("training from a tf.data.Dataset needs model.num_data (the number of "
+                             "training points) to scale the minibatch ELBO")
+        full_batch = False
+        batches = data.map(lambda X, Y: (tf.cast(X, default_float()), Y)).repeat()
+    else:
+        X, Y = data
+        check_data(X, Y, model.num_classes, model.input_dim)
+        X = np.asarray(X, dtype=default_float())
+        Y = np.asarray(Y).astype(np.int64)
+        num_data = len(X)
+        if model.num_data is not None and model.num_data != num_data:
+            raise ValueError(
+                f"model.num_data is {model.num_data} but the data has {num_data} points"
+            )
+        full_batch = batch_size is None or batch_size >= num_data
+        if not full_batch and model.num_data is None:
+            raise ValueError("minibatch training needs model.num_data to scale the minibatch ELBO")
+        if full_batch:
+            batches = tf.data.Dataset.from_tensors((X, Y)).repeat()
+        else:
+            batches = minibatches(X, Y, batch_size, seed)
     set_trainable(model.inducing_variable, train_inducing_points)
     if trainer is None:
         if step_size is None:
             step_size = 1.0 if full_batch else RobbinsMonro()
-        trainer = Trainer(model, step_size, learning_rate, train_hyperparameters, jit_compile)
-    if full_batch:
-        stream = iter(tf.data.Dataset.from_tensors((X, Y)).repeat())
-    else:
-        stream = iter(minibatches(X, Y, batch_size, seed, skip=int(trainer.iteration)))
+        trainer = Trainer(
+            model, step_size, learning_rate, train_hyperparameters, jit_compile,
+            class_subset_size=class_subset_size, seed=seed, strategy=strategy,
+        )
+    elif strategy is not trainer.strategy:
+        raise ValueError("pass the strategy to the Trainer that fit continues")
+    if not full_batch:
+        batches = batches.skip(int(trainer.iteration.numpy()))  # resume the same stream
+    if strategy is not None:
+        batches = strategy.experimental_distribute_dataset(batches)
+    stream = iter(batches)
 
     steps = range(iterations)
     if progress:
@@ -183,7 +279,7 @@ def fit(
         elbo = trainer.step(next(stream))
         elbos.append(elbo)
         if callback is not None:
-            callback(int(trainer.iteration), model=model, elbo=elbo)
+            callback(int(trainer.iteration.numpy()), model=model, elbo=elbo)
         if stop_rule is not None and stop_rule.update(model):
             converged = True
             break

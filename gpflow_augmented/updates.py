@@ -15,15 +15,35 @@ import tensorflow as tf
 from check_shapes import check_shapes
 from gpflow.optimizers.natgrad import meanvarsqrt_to_natural, natural_to_meanvarsqrt
 
-__all__ = ["natural_parameter_step"]
+__all__ = ["conjugate_statistics", "natural_parameter_step"]
+
+
+@check_shapes(
+    "A: [broadcast C, M, N]",
+    "linear: [N, C]",
+    "quadratic: [N, C]",
+    "return[0]: [C, M, M]",
+    "return[1]: [M, C]",
+)
+def conjugate_statistics(A: tf.Tensor, linear: tf.Tensor, quadratic: tf.Tensor) -> tuple:
+    """The batch's sums that the update needs, (A diag(θ^c) Aᵀ, A linear^c) per class: sums over
+    points, so replicas holding shards of a batch add theirs (:mod:`~gpflow_augmented.distributed`).
+
+    :param A: the whitened projection L⁻¹ K_mn, one per class or one shared by all.
+    :param linear: the coefficient of f in the augmented log-likelihood, (y - γ) / 2.
+    :param quadratic: the coefficient of -f²/2, θ = E[ω].
+    """
+    weighted_A = A * tf.transpose(quadratic)[:, None, :]  # [C, M, N]
+    precision = tf.linalg.matmul(weighted_A, A, transpose_b=True)  # [C, M, M]
+    nat1 = tf.transpose(tf.linalg.matvec(A, tf.transpose(linear)))  # [M, C]
+    return precision, nat1
 
 
 @check_shapes(
     "q_mu: [M, C]",
     "q_sqrt: [C, M, M]",
-    "A: [C, M, N]",
-    "linear: [N, C]",
-    "quadratic: [N, C]",
+    "statistics[0]: [C, M, M]",
+    "statistics[1]: [M, C]",
     "scale: []",
     "step_size: []",
     "return[0]: [M, C]",
@@ -32,28 +52,21 @@ __all__ = ["natural_parameter_step"]
 def natural_parameter_step(
     q_mu: tf.Tensor,
     q_sqrt: tf.Tensor,
-    A: tf.Tensor,
-    linear: tf.Tensor,
-    quadratic: tf.Tensor,
+    statistics: tuple,
     scale: tf.Tensor,
     step_size: tf.Tensor,
 ) -> tuple:
     """One natural-parameter step of whitened q(v) = N(q_mu, q_sqrt q_sqrtᵀ).
 
-    :param A: the whitened projection L⁻¹ K_mn, one per class.
-    :param linear: the coefficient of f in the augmented log-likelihood, (y - γ) / 2.
-    :param quadratic: the coefficient of -f²/2, θ = E[ω].
+    :param statistics: the batch's :func:`conjugate_statistics`.
     :param scale: num_data / batch size.
     :param step_size: ρ in (0, 1].
     :return: the new (q_mu, q_sqrt).
     """
-    num_inducing = tf.shape(q_mu)[0]
-    eye = tf.eye(num_inducing, dtype=q_mu.dtype)
-    weighted_A = A * tf.transpose(quadratic)[:, None, :]  # [C, M, N]
-    target_precision = eye + scale * tf.linalg.matmul(weighted_A, A, transpose_b=True)  # [C, M, M]
-    target_nat1 = scale * tf.transpose(
-        tf.linalg.matvec(A, tf.transpose(linear))  # [C, M]
-    )  # [M, C]
+    precision_sum, nat1_sum = statistics
+    eye = tf.eye(tf.shape(q_mu)[0], dtype=q_mu.dtype)
+    target_precision = eye + scale * precision_sum
+    target_nat1 = scale * nat1_sum
     old_nat1, old_nat2 = meanvarsqrt_to_natural(q_mu, q_sqrt)
     nat1 = (1 - step_size) * old_nat1 + step_size * target_nat1
     nat2 = (1 - step_size) * old_nat2 - step_size * target_precision / 2

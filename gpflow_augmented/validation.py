@@ -23,6 +23,7 @@ __all__ = [
 ]
 
 OK, EMPTY_BATCH, NONFINITE_INPUTS, BAD_LABELS, NUMERICAL_FAILURE = range(5)
+NUM_STATUS_CODES = 5
 
 
 class InvalidDataError(ValueError):

@@ -157,7 +157,7 @@ def test_separate_kernels_and_inducing_points(separate_kernels, separate_inducin
     assert_monotone(elbos)
     # the algebra of the update agrees with GPflow's own conditional
     L, A, residual = model.whitened_projection(tf.constant(X))
-    mean, var = model.marginals(A, residual, *model.whitened_q(L))
+    mean, var = model.marginals(A, residual, *model.whitened_q(L, *model.variational_parameters()))
     gp_mean, gp_var = model.predict_f(X)
     np.testing.assert_allclose(mean, gp_mean, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(var, gp_var, rtol=1e-8, atol=1e-10)

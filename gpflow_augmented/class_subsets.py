@@ -1,0 +1,63 @@
+r"""
+Random subsets of the classes for the extreme-classification step (paper, appendix A.3,
+Algorithm 2): each step updates q(u^c) only for c in a uniformly drawn subset K, |K| fixed.
+
+With one kernel shared by all classes the step then costs O(|K|·B·M² + |K|·M³), whatever C is.
+What it estimates, and how (see :mod:`~gpflow_augmented.augmentation`):
+
+* Each class in K takes a step of size ρ towards its conjugate target; the others stay. A class is
+  in K with probability |K|/C, so the expected step is the full step at size ρ|K|/C, and the
+  natural-gradient estimate (C/|K|)·1[c ∈ K]·(η̂^c - η^c) is unbiased for the full one given the
+  class coupling S_i (tested by enumerating every subset).
+* The class coupling of each point, S_i = Σ_c σ̃_ic / C (collapsed scheme) or α_i (paper scheme,
+  eq. 17), is re-estimated from K at every step: the quantities that are global with respect to
+  the classes become stochastic. Its estimate is unbiased, but γ depends on it nonlinearly, so the
+  targets η̂^c carry an O(1/|K|) bias, which vanishes when K is all classes.
+* The hyperparameter gradient uses the same K: the ELBO's per-class sums and the KL are C/|K|
+  times their sums over K.
+"""
+import tensorflow as tf
+
+__all__ = ["ClassSubsetSampler", "sample_without_replacement"]
+
+
+def sample_without_replacement(seed: tf.Tensor, population: int, size: int) -> tf.Tensor:
+    """A uniformly random subset of ``size`` distinct integers from 0..population-1 [size].
+
+    Floyd's algorithm: for j = P-k, ..., P-1 draw t uniform in 0..j and take t, or j if t is
+    taken already. Every subset is equally likely, and the work is O(size²) whatever the population,
+    so a step's cost does not grow with the number of classes.
+
+    :param seed: the stateless random seed, an int64 pair.
+    """
+    uniforms = tf.random.stateless_uniform([size], seed=seed, dtype=tf.float64)
+    chosen = tf.zeros([0], tf.int32)
+    for offset, j in enumerate(range(population - size, population)):
+        t = tf.minimum(tf.cast(uniforms[offset] * (j + 1), tf.int32), j)
+        t = tf.where(tf.reduce_any(tf.equal(chosen, t)), j, t)
+        chosen = tf.concat([chosen, t[None]], axis=0)
+    return chosen
+
+
+class ClassSubsetSampler:
+    """Draws the class subset K of a step as a stateless function of (seed, iteration): a resumed
+    run draws the same subsets, and a refused step is retried on the same subset.
+
+    (XLA's random bits differ from the CPU kernels', so a compiled and an uncompiled run draw
+    different subsets from the same seed.)"""
+
+    def __init__(self, num_classes: int, subset_size: int, seed: int = 0) -> None:
+        if isinstance(subset_size, bool) or int(subset_size) != subset_size:
+            raise ValueError(f"class_subset_size must be an integer, got {subset_size!r}")
+        if not 1 <= subset_size <= num_classes:
+            raise ValueError(
+                f"class_subset_size must be in 1..{num_classes} (the number of classes), "
+                f"got {subset_size}"
+            )
+        self.num_classes = int(num_classes)
+        self.subset_size = int(subset_size)
+        self.seed = int(seed)
+
+    def __call__(self, iteration: tf.Tensor) -> tf.Tensor:
+        seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(iteration, tf.int64)])
+        return sample_without_replacement(seed, self.num_classes, self.subset_size)

@@ -1,0 +1,83 @@
+r"""
+Data-parallel CAVI on ``tf.distribute``.
+
+The conjugate update needs the batch only through sums over its points: the statistics
+Σ_i θ_i a_i a_iᵀ and Σ_i (y_i - γ_i)/2 a_i (a_i: the i-th column of the whitened projection), the
+local ELBO and the batch size. Under a ``tf.distribute`` strategy (``MirroredStrategy`` on one
+machine's devices, ``MultiWorkerMirroredStrategy`` across machines) each replica computes these
+sums on its shard of the global batch and :func:`replica_sum` all-reduces them before the M×M
+solves, which every replica then repeats identically. Without a strategy every function here is the
+identity, so the single-device code path is the same code.
+
+q(u) and the CAVI counter are created with ``ONLY_FIRST_REPLICA`` aggregation (see
+:func:`replicated_by_first`): every replica computes the same new value from the same all-reduced
+statistics, and the first replica's is stored. Hyperparameter gradients are all-reduced by Keras'
+optimizer, so each replica's loss is its share: its points' ELBO terms scaled by N / (global batch)
+and 1/R of the global terms (KL, priors).
+"""
+import contextlib
+from typing import Iterator
+
+import tensorflow as tf
+from gpflow.utilities import set_trainable as gpflow_set_trainable
+
+__all__ = [
+    "num_replicas",
+    "replica_sum",
+    "replica_max_code",
+    "replicated_by_first",
+    "set_trainable",
+]
+
+
+def _replica_context() -> "tf.distribute.ReplicaContext | None":
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return None
+    return context
+
+
+def num_replicas() -> int:
+    """R: the number of replicas computing the current step in sync (1 without a strategy)."""
+    context = _replica_context()
+    return 1 if context is None else context.num_replicas_in_sync
+
+
+def replica_sum(value: tf.Tensor) -> tf.Tensor:
+    """The sum of ``value`` over the replicas (``value`` itself without a strategy)."""
+    context = _replica_context()
+    return value if context is None else context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def replica_max_code(code: tf.Tensor, num_codes: int) -> tf.Tensor:
+    """The largest of the replicas' status codes (0..num_codes-1), so that they all accept or all
+    refuse a step. (All-reduce offers only sums and means: the codes are counted, one-hot.)"""
+    context = _replica_context()
+    if context is None:
+        return code
+    counts = replica_sum(tf.one_hot(code, num_codes, dtype=tf.float32))
+    present = tf.where(counts > 0, tf.range(num_codes, dtype=code.dtype), tf.zeros_like(code))
+    return tf.reduce_max(present)
+
+
+@contextlib.contextmanager
+def replicated_by_first() -> Iterator[None]:
+    """Variables created inside take the first replica's value when assigned in a replica context
+    (the value is the same on every replica)."""
+
+    def creator(next_creator, **kwargs):  # type: ignore[no-untyped-def]
+        kwargs["aggregation"] = tf.VariableAggregation.ONLY_FIRST_REPLICA
+        return next_creator(**kwargs)
+
+    with tf.variable_creator_scope(creator):
+        yield
+
+
+def set_trainable(module: tf.Module, flag: bool) -> None:
+    """``gpflow.utilities.set_trainable`` that also reaches variables mirrored by a strategy,
+    whose ``trainable`` is their components' (GPflow's sets only the wrapper's)."""
+    gpflow_set_trainable(module, flag)
+    for variable in module.variables:
+        if isinstance(variable, tf.distribute.DistributedValues):
+            for component in variable.values:
+                component._trainable = flag

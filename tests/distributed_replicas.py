@@ -1,0 +1,59 @@
+"""Run in a subprocess by test_distributed.py: the devices must be split into two logical CPUs
+before TensorFlow initialises them, which a pytest process that already ran TF cannot do.
+
+Trains the same model for a few steps on one device and under MirroredStrategy on two logical CPU
+devices, and prints the largest relative difference of every variable as JSON."""
+import json
+import sys
+
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+import gpflow  # noqa: E402
+import numpy as np  # noqa: E402
+
+import gpflow_augmented as ga  # noqa: E402
+
+
+def problem(strategy, scheme, dtype):
+    gpflow.config.set_default_float(dtype)
+    rng = np.random.default_rng(0)
+    num_classes, num_data = 6, 240
+    centres = rng.normal(scale=2.0, size=(num_classes, 3))
+    y = rng.integers(0, num_classes, num_data)
+    X = centres[y] + rng.normal(size=(num_data, 3))
+    with strategy.scope() if strategy else tf.distribute.get_strategy().scope():
+        kernel = gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.5, 2.0])
+        model = ga.LogisticSoftmaxSVGP(kernel, X[:20].copy(), num_classes, num_data=num_data,
+                                       scheme=scheme)
+    return model, (X, y[:, None])
+
+
+def run(strategy, steps, batch_size, class_subset_size, scheme, dtype):
+    model, data = problem(strategy, scheme, dtype)
+    result = ga.fit(model, data, iterations=steps, batch_size=batch_size, learning_rate=0.05,
+                    class_subset_size=class_subset_size, seed=3, progress=False,
+                    strategy=strategy)
+    return model, result
+
+
+def compare(strategy, config):
+    dtype = {"float64": np.float64, "float32": np.float32}[config.pop("dtype", "float64")]
+    single, single_result = run(None, dtype=dtype, **config)
+    replicated, replicated_result = run(strategy, dtype=dtype, **config)
+    differences = {"elbo": float(np.max(np.abs(single_result.elbo - replicated_result.elbo)
+                                        / np.abs(single_result.elbo)))}
+    for a, b in zip(single.variables, replicated.variables):
+        a, b = a.numpy(), b.numpy()
+        differences[a.dtype.name + ":" + str(a.shape)] = float(
+            np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-300))
+    moved = float(np.max(np.abs(single.q_mu.numpy())))
+    return {"replicas": strategy.num_replicas_in_sync, "differences": differences, "moved": moved,
+            "iteration": int(replicated_result.trainer.iteration.numpy())}
+
+
+if __name__ == "__main__":
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    print(json.dumps([compare(strategy, config) for config in json.loads(sys.argv[1])]))

@@ -1,0 +1,183 @@
+"""Class subsampling (paper, Algorithm 2): the subset sampler, the estimator's unbiasedness by
+enumerating every subset, and the subset step's bookkeeping (scatter, XLA, checkpoints)."""
+import itertools
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+from gpflow.optimizers.natgrad import meanvarsqrt_to_natural
+
+import gpflow_augmented as ga
+from gpflow_augmented.class_subsets import sample_without_replacement
+
+from conftest import make_problem
+
+
+def test_subsets_are_distinct_in_range_and_uniform():
+    C, K, draws = 6, 3, 12000
+    draw = tf.function(lambda i: sample_without_replacement(tf.stack([tf.constant(3, tf.int64), i]), C, K))
+    counts = {}
+    for i in range(draws):
+        subset = draw(tf.constant(i, tf.int64)).numpy()
+        assert len(set(subset)) == K and subset.min() >= 0 and subset.max() < C
+        key = tuple(sorted(subset))
+        counts[key] = counts.get(key, 0) + 1
+    assert len(counts) == 20  # every one of the C-choose-K subsets appears
+    expected = draws / 20
+    chi2 = sum((n - expected) ** 2 / expected for n in counts.values())
+    # 19 degrees of freedom: P(χ² > 43.8) = 0.001.
+    assert chi2 < 43.8, chi2
+
+
+def _randomise_q(model, seed, identical_classes):
+    rng = np.random.default_rng(seed)
+    M, C = model.q_mu.shape
+    mu = rng.normal(size=(M, 1 if identical_classes else C))
+    sqrt = np.tril(rng.normal(scale=0.3, size=(1 if identical_classes else C, M, M)))
+    sqrt[:, np.arange(M), np.arange(M)] = np.abs(sqrt[:, np.arange(M), np.arange(M)]) + 0.5
+    model.q_mu.assign(np.broadcast_to(mu, (M, C)))
+    model.q_sqrt.assign(np.broadcast_to(sqrt, (C, M, M)))
+
+
+def _natural(q_mu, q_sqrt):
+    nat1, nat2 = meanvarsqrt_to_natural(tf.constant(q_mu), tf.constant(q_sqrt))
+    return nat1.numpy(), nat2.numpy()
+
+
+@pytest.mark.parametrize("scheme", ["collapsed", "paper"])
+@pytest.mark.parametrize("whiten", [True, False])
+def test_subset_update_is_unbiased_given_the_class_coupling(scheme, whiten):
+    """With every q(u^c) equal, the class coupling S_i is the same on every subset, so the estimator
+    must be exactly unbiased: averaged over all subsets, the natural parameters after a subset step
+    equal those after the full step of size ρ|K|/C, and the subset ELBO and its kernel gradient
+    equal the full ones. A missing C/|K| weight or a wrong log C breaks these equalities."""
+    C, K, rho = 5, 2, 0.7
+    model, (X, Y) = make_problem(40, C, num_inducing=7, seed=1, scheme=scheme, whiten=whiten)
+    _randomise_q(model, seed=2, identical_classes=True)
+    X, Y = tf.constant(X), tf.constant(Y)
+    old_nat1, old_nat2 = _natural(*[p.numpy() for p in (model.q_mu, model.q_sqrt)])
+    subsets = list(itertools.combinations(range(C), K))
+
+    mean_nat1, mean_nat2 = np.zeros_like(old_nat1), np.zeros_like(old_nat2)
+    elbos, gradients = [], []
+    lengthscale = model.kernel.lengthscales.unconstrained_variable
+    for subset in subsets:
+        classes = tf.constant(subset, tf.int32)
+        new_mu, new_sqrt, _ = model.natural_update(X, Y, rho, classes)
+        nat1, nat2 = old_nat1.copy(), old_nat2.copy()
+        nat1[:, subset], nat2[list(subset)] = _natural(new_mu.numpy(), new_sqrt.numpy())
+        mean_nat1 += nat1 / len(subsets)
+        mean_nat2 += nat2 / len(subsets)
+        with tf.GradientTape() as tape:
+            elbo = model.elbo((X, Y), classes)
+        elbos.append(float(elbo))
+        gradients.append(float(tape.gradient(elbo, lengthscale)))
+
+    full_mu, full_sqrt, _ = model.natural_update(X, Y, rho * K / C)
+    full_nat1, full_nat2 = _natural(full_mu.numpy(), full_sqrt.numpy())
+    np.testing.assert_allclose(mean_nat1, full_nat1, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(mean_nat2, full_nat2, rtol=1e-9, atol=1e-9)
+    with tf.GradientTape() as tape:
+        full_elbo = model.elbo((X, Y))
+    full_gradient = float(tape.gradient(full_elbo, lengthscale))
+    np.testing.assert_allclose(np.mean(elbos), float(full_elbo), rtol=1e-10)
+    np.testing.assert_allclose(np.mean(gradients), full_gradient, rtol=1e-9)
+    # ... and the estimate does vary between subsets (the test is not vacuous).
+    assert np.std(elbos) > 1e-3 * abs(np.mean(elbos))
+
+
+@pytest.mark.parametrize("scheme", ["collapsed", "paper"])
+def test_subset_coupling_bias_vanishes_with_all_classes(scheme):
+    """With distinct classes the coupling is estimated from the subset; with K = all classes (in a
+    shuffled order) the estimator is the full update itself, column for column."""
+    C = 5
+    model, (X, Y) = make_problem(40, C, num_inducing=7, seed=1, scheme=scheme)
+    _randomise_q(model, seed=4, identical_classes=False)
+    X, Y = tf.constant(X), tf.constant(Y)
+    order = np.array([3, 0, 4, 1, 2])
+    mu, sqrt, elbo = model.natural_update(X, Y, 0.7, tf.constant(order, tf.int32))
+    full_mu, full_sqrt, full_elbo = model.natural_update(X, Y, 0.7)
+    np.testing.assert_allclose(mu, full_mu.numpy()[:, order], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sqrt, full_sqrt.numpy()[order], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(float(elbo), float(full_elbo), rtol=1e-12)
+
+
+def test_step_updates_only_the_subset_and_scatters_it_in_place():
+    C = 6
+    model, (X, Y) = make_problem(40, C, num_inducing=7, seed=1)
+    _randomise_q(model, seed=5, identical_classes=False)
+    before_mu, before_sqrt = model.q_mu.numpy().copy(), model.q_sqrt.numpy().copy()
+    classes = tf.constant([4, 1], tf.int32)
+    expected_mu, expected_sqrt, _ = model.natural_update(tf.constant(X), tf.constant(Y), 1.0, classes)
+    cavi = ga.CAVI(model, 1.0, class_subset_size=2)
+    cavi.update(tf.constant(X), tf.constant(Y), classes)
+    untouched = [0, 2, 3, 5]
+    np.testing.assert_array_equal(model.q_mu.numpy()[:, untouched], before_mu[:, untouched])
+    np.testing.assert_array_equal(model.q_sqrt.numpy()[untouched], before_sqrt[untouched])
+    np.testing.assert_allclose(model.q_mu.numpy()[:, [4, 1]], expected_mu, rtol=1e-12)
+    np.testing.assert_allclose(model.q_sqrt.numpy()[[4, 1]], expected_sqrt, rtol=1e-12, atol=1e-14)
+
+
+def test_xla_subset_step_equals_eager():
+    """Given the same subsets (XLA draws different random bits from the CPU kernels), the XLA step
+    computes the same update; its own draws are valid subsets."""
+    subsets = [[2, 5, 0], [7, 2, 3], [1, 6, 4], [5, 0, 7]]
+    results = []
+    for jit_compile in (False, True):
+        model, (X, Y) = make_problem(60, 8, num_inducing=10, seed=3)
+        cavi = ga.CAVI(model, 0.5, class_subset_size=3, seed=11)
+        update = tf.function(cavi.update, jit_compile=True) if jit_compile else cavi.update
+        for subset in subsets:
+            update(tf.constant(X), tf.constant(Y), tf.constant(subset, tf.int32))
+        results.append((model.q_mu.numpy(), model.q_sqrt.numpy()))
+        drawn = tf.function(cavi.sample_classes, jit_compile=jit_compile)().numpy()
+        assert len(set(drawn)) == 3 and 0 <= drawn.min() and drawn.max() < 8
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-9, atol=1e-12)
+
+
+def test_resumed_subset_training_equals_uninterrupted(tmp_path):
+    def run(steps, restore_from=None, save_to=None):
+        model, data = make_problem(80, 7, num_inducing=8, seed=6)
+        trainer = ga.Trainer(model, ga.RobbinsMonro(), 0.01, class_subset_size=3, seed=2)
+        checkpoint = tf.train.Checkpoint(model=model, trainer=trainer)
+        if restore_from:
+            checkpoint.restore(restore_from).assert_consumed()
+        for _ in range(steps):
+            trainer.step(data)
+        return model, (checkpoint.save(str(save_to)) if save_to else None)
+
+    uninterrupted, _ = run(10)
+    _, path = run(4, save_to=tmp_path / "ckpt")
+    resumed, _ = run(6, restore_from=path)
+    for a, b in zip(uninterrupted.trainable_variables + (uninterrupted.q_mu, uninterrupted.q_sqrt),
+                    resumed.trainable_variables + (resumed.q_mu, resumed.q_sqrt)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
+
+
+def test_subset_training_approaches_the_full_fixed_point():
+    """Full-batch CAVI with |K| = 4 of C = 8 classes and a decaying ρ ends near the full CAVI
+    fixed point: the coupling's O(1/|K|) bias moves predictions by little."""
+    C = 8
+    full, data = make_problem(120, C, num_inducing=15, seed=9)
+    ga.CAVI(full, 1.0).minimize(data, iterations=60)
+    subset, _ = make_problem(120, C, num_inducing=15, seed=9)
+    cavi = ga.CAVI(subset, ga.RobbinsMonro(tau=1.0, kappa=0.6), class_subset_size=4, seed=0)
+    cavi.minimize(data, iterations=400)
+    X = data[0]
+    p_full = full.predict_y(X)[0].numpy()
+    p_subset = subset.predict_y(X)[0].numpy()
+    difference = np.abs(p_full - p_subset).max()
+    print(f"max |Δp| subset vs full fixed point: {difference:.4f}")
+    assert difference < 0.02
+
+
+def test_bad_subset_sizes_are_refused():
+    model, _ = make_problem(20, 4, num_inducing=5)
+    for size in (0, 5, 2.5, True):
+        with pytest.raises(ValueError, match="class_subset_size"):
+            ga.CAVI(model, class_subset_size=size)
+    binary = ga.BinaryLogisticSVGP(gpflow.kernels.SquaredExponential(), np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="multi-class"):
+        ga.CAVI(binary, class_subset_size=1)
