@@ -3,7 +3,7 @@
 The logistic-softmax likelihood σ(f_k) / Σ_c σ(f_c), made conditionally conjugate by Gamma, Poisson
 and Pólya-Gamma augmentation, so that q(u) is updated in closed form by a compiled CAVI step.
 """
-from . import baselines, comparison, datasets, ground_truth, metrics, monitoring, plots
+from . import baselines, comparison, datasets, ground_truth, metrics, monitoring, plots, updates
 from .augmentation import LocalParameters
 from .binary import BinaryLogisticSVGP
 from .cavi import CAVI

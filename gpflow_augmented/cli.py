@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 PROG = "gpflow-augmented"
-COMMANDS = ("compare", "benchmark", "ground-truth")
+COMMANDS = ("compare", "benchmark", "ground-truth", "scale")
 
 
 def _methods(text: str) -> List[str]:
@@ -108,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     truth.add_argument("--test-fraction", type=float, default=0.2,
                        help="test share of a dataset without a test split (default 0.2)")
     _add_progress_options(truth)
+
+    scale = commands.add_parser(
+        "scale", help="step time against C (class subsets), N (streamed), M, precision; roofline")
+    scale.add_argument("--output", default="gpflow-augmented-results/scale",
+                       help="folder for scale.json and scale.md")
+    scale.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     return parser
 
 
@@ -301,6 +307,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.command == "ground-truth":
             print(run_ground_truth(args))
+            return 0
+        if args.command == "scale":
+            from .scaling import run_scaling, scaling_report
+
+            print(scaling_report(run_scaling(args.output, quick=args.quick)))
+            print(f"written to {args.output}/ (scale.json, scale.md)")
             return 0
         _check_options(args)
         if args.command == "benchmark":

@@ -13,7 +13,6 @@ well-conditioned whatever the kernel.
 """
 import tensorflow as tf
 from check_shapes import check_shapes
-from gpflow.optimizers.natgrad import meanvarsqrt_to_natural, natural_to_meanvarsqrt
 
 __all__ = ["conjugate_statistics", "natural_parameter_step"]
 
@@ -64,10 +63,18 @@ def natural_parameter_step(
     :return: the new (q_mu, q_sqrt).
     """
     precision_sum, nat1_sum = statistics
-    eye = tf.eye(tf.shape(q_mu)[0], dtype=q_mu.dtype)
-    target_precision = eye + scale * precision_sum
-    target_nat1 = scale * nat1_sum
-    old_nat1, old_nat2 = meanvarsqrt_to_natural(q_mu, q_sqrt)
-    nat1 = (1 - step_size) * old_nat1 + step_size * target_nat1
-    nat2 = (1 - step_size) * old_nat2 - step_size * target_precision / 2
-    return natural_to_meanvarsqrt(nat1, nat2)
+    eye = tf.eye(tf.shape(q_mu)[0], batch_shape=tf.shape(q_sqrt)[:1], dtype=q_mu.dtype)
+    # Current natural parameters: Λ = S⁻¹ = L⁻ᵀ L⁻¹ (L = q_sqrt) and η₁ = Λ μ.
+    sqrt_inverse = tf.linalg.triangular_solve(q_sqrt, eye, lower=True)
+    old_precision = tf.linalg.matmul(sqrt_inverse, sqrt_inverse, transpose_a=True)
+    old_nat1 = tf.linalg.matvec(old_precision, tf.transpose(q_mu))  # [C, M]
+    precision = (1 - step_size) * old_precision + step_size * (eye + scale * precision_sum)
+    nat1 = (1 - step_size) * old_nat1 + step_size * scale * tf.transpose(nat1_sum)
+    # The lower-triangular square root of Λ⁻¹ from one Cholesky factorisation (GPflow's
+    # natural_to_meanvarsqrt needs two and an M³ product): with P the exchange matrix,
+    # PΛP = R Rᵀ gives Λ⁻¹ = (P R⁻ᵀ P)(P R⁻ᵀ P)ᵀ, and P R⁻ᵀ P is lower triangular.
+    reversed_factor = tf.linalg.cholesky(tf.reverse(precision, axis=[-2, -1]))
+    reversed_inverse = tf.linalg.triangular_solve(reversed_factor, eye, lower=True)
+    new_sqrt = tf.reverse(tf.linalg.matrix_transpose(reversed_inverse), axis=[-2, -1])
+    new_mu = tf.linalg.matvec(new_sqrt, tf.linalg.matvec(new_sqrt, nat1, transpose_a=True))
+    return tf.transpose(new_mu), new_sqrt

@@ -164,3 +164,27 @@ def test_separate_kernels_and_inducing_points(separate_kernels, separate_inducin
     p, _ = model.predict_y(X)
     assert p.shape == (30, C)
     np.testing.assert_allclose(p.numpy().sum(1), 1.0, rtol=1e-10)
+
+
+def test_natural_step_equals_gpflow_natural_parameter_conversions():
+    """The one-Cholesky step agrees with the same mixture computed through GPflow's
+    meanvarsqrt_to_natural / natural_to_meanvarsqrt."""
+    from gpflow.optimizers.natgrad import meanvarsqrt_to_natural, natural_to_meanvarsqrt
+
+    rng = np.random.default_rng(12)
+    C, M, N = 3, 9, 40
+    q_mu = rng.normal(size=(M, C))
+    q_sqrt = np.tril(rng.normal(scale=0.4, size=(C, M, M)))
+    q_sqrt[:, np.arange(M), np.arange(M)] = np.abs(q_sqrt[:, np.arange(M), np.arange(M)]) + 0.3
+    A = rng.normal(size=(1, M, N))
+    linear, quadratic = rng.normal(size=(N, C)), rng.uniform(0.01, 0.3, size=(N, C))
+    statistics = ga.updates.conjugate_statistics(A, linear, quadratic)
+    scale, rho = 2.5, 0.3
+    mu, sqrt = ga.updates.natural_parameter_step(q_mu, q_sqrt, statistics, scale, rho)
+    old1, old2 = meanvarsqrt_to_natural(tf.constant(q_mu), tf.constant(q_sqrt))
+    nat1 = (1 - rho) * old1 + rho * scale * statistics[1]
+    nat2 = (1 - rho) * old2 - rho * (np.eye(M) + scale * statistics[0]) / 2
+    want_mu, want_sqrt = natural_to_meanvarsqrt(nat1, nat2)
+    np.testing.assert_allclose(mu, want_mu, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(sqrt, want_sqrt, rtol=1e-9, atol=1e-11)
+    assert np.allclose(np.triu(sqrt.numpy(), 1), 0.0)

@@ -13,6 +13,7 @@ from typing import NamedTuple, Optional, Tuple, Union
 import numpy as np
 
 from ..validation import InvalidDataError
+from .synthetic import synthetic_stream
 
 __all__ = [
     "Dataset",
@@ -21,6 +22,7 @@ __all__ = [
     "load_dataset",
     "load_file",
     "one_vs_rest",
+    "synthetic_stream",
     "train_test_split",
 ]
 
