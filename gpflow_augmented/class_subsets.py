@@ -2,7 +2,8 @@ r"""
 Random subsets of the classes for the extreme-classification step (paper, appendix A.3,
 Algorithm 2): each step updates q(u^c) only for c in a uniformly drawn subset K, |K| fixed.
 
-With one kernel shared by all classes the step then costs O(|K|·B·M² + |K|·M³), whatever C is.
+With one kernel shared by all classes the step then costs O(|K|·B·M² + |K|·M³) whatever C is,
+besides an O(M·C) copy of ``q_mu`` (a MirroredVariable cannot scatter columns in place).
 What it estimates, and how (see :mod:`~gpflow_augmented.augmentation`):
 
 * Each class in K takes a step of size ρ towards its conjugate target; the others stay. A class is

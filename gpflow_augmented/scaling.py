@@ -254,11 +254,11 @@ def run_scaling(output: Optional[str] = None, quick: bool = False) -> Dict:
     if quick:
         results = {
             "classes": class_scaling((10, 20), subset_size=5, batch_size=50, num_inducing=20),
-            "data": data_scaling((10**3, 10**4), steps=5, batch_size=100, num_inducing=10),
+            "data": data_scaling((10**3,), steps=3, batch_size=100, num_inducing=10),
             "inducing": inducing_scaling((10, 20), num_classes=3, batch_size=50),
-            "precision": precision_comparison("wine", iterations=20, batch_size=50,
-                                              num_inducing=20),
-            "roofline": roofline(((3, 50, 20),)),
+            "precision": precision_comparison("wine", iterations=10, batch_size=50,
+                                              num_inducing=10),
+            "roofline": roofline(((3, 50, 10),)),
         }
     else:
         results = {
