@@ -297,9 +297,13 @@ def collapsed_local_elbo(
     the subset, and log Σ_c (1 - σ̃_c) is :func:`log_sum_complement`'s estimate. The gradient with
     respect to a class's marginals is then that of the full bound with S replaced by its estimate.
     """
-    c = tilt(Fmu, Fvar)
     _, weight = class_weight(Fmu, num_classes)
-    jaakkola_jordan = Y_onehot * (Fmu / 2 - np.log(2.0) - log_cosh_half(c))
-    return weight * tf.reduce_sum(jaakkola_jordan, axis=-1) - log_sum_complement(
+    # The observed class's marginals, gathered by the one-hot row (all zero when it is not in the
+    # subset, which zeroes the term): log cosh is then evaluated once per point, not per class.
+    labelled = tf.reduce_sum(Y_onehot, axis=-1)
+    m_y = tf.reduce_sum(Y_onehot * Fmu, axis=-1)
+    c_y = tf.reduce_sum(Y_onehot * tilt(Fmu, Fvar), axis=-1)
+    jaakkola_jordan = labelled * (m_y / 2 - np.log(2.0) - log_cosh_half(c_y))
+    return weight * jaakkola_jordan - log_sum_complement(
         Fmu, Fvar, num_classes
     )[:, 0]

@@ -40,12 +40,15 @@ __all__ = [
 def median_time(function: Callable[[], object], repeats: int = 20, warmup: int = 3) -> float:
     """Median wall time of ``function()`` in seconds; its result is read back to the host, so
     asynchronous work is counted."""
-    for _ in range(warmup):
+    def run_to_host() -> None:
         tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, function())
+
+    for _ in range(warmup):
+        run_to_host()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, function())
+        run_to_host()
         times.append(time.perf_counter() - start)
     return float(np.median(times))
 
