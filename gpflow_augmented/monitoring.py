@@ -13,7 +13,9 @@ SVGP baselines too); ``optimizer`` may be a :class:`~gpflow_augmented.Trainer`,
 :class:`~gpflow_augmented.CAVI`, a comparison :class:`~gpflow_augmented.baselines.Method`, or a
 callable returning the step size.
 """
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -32,6 +34,7 @@ __all__ = [
     "TestMetricsToTensorBoard",
     "ReliabilityDiagramToTensorBoard",
     "TensorBoardTasks",
+    "read_event_files",
     "tensorboard_monitor",
     "tensorboard_tasks",
 ]
@@ -177,3 +180,24 @@ def tensorboard_monitor(
         groups.append(MonitorTaskGroup(tasks.test_metrics, period=test_period))
         groups.append(MonitorTaskGroup(tasks.reliability, period=image_period))
     return Monitor(*groups)
+
+
+class EventFileContents(NamedTuple):
+    scalars: Dict[str, Dict[int, float]]  # tag → step → value
+    images: Dict[str, Dict[int, np.ndarray]]  # tag → step → [width, height, PNG bytes]
+
+
+def read_event_files(log_dir: Union[str, Path]) -> EventFileContents:
+    """What a run wrote to ``log_dir``, read back without TensorBoard (e.g. to plot it in a
+    notebook). Scalars are float32, as ``tf.summary.scalar`` stores them."""
+    scalars: Dict[str, Dict[int, float]] = defaultdict(dict)
+    images: Dict[str, Dict[int, np.ndarray]] = defaultdict(dict)
+    for path in sorted(Path(log_dir).glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                tensor = tf.make_ndarray(value.tensor)
+                if value.metadata.plugin_data.plugin_name == "images":
+                    images[value.tag][event.step] = tensor
+                else:
+                    scalars[value.tag][event.step] = float(tensor)
+    return EventFileContents(dict(scalars), dict(images))

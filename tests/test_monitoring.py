@@ -7,29 +7,15 @@ import sys
 import time
 import urllib.request
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
 from gpflow_augmented.comparison import Evaluator
-from gpflow_augmented.monitoring import tensorboard_monitor
+from gpflow_augmented.monitoring import read_event_files, tensorboard_monitor
 
 STEPS = 6
-
-
-def read_events(log_dir: Path):
-    scalars, images = defaultdict(dict), defaultdict(dict)
-    for path in sorted(log_dir.glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                tensor = tf.make_ndarray(value.tensor)
-                if value.metadata.plugin_data.plugin_name == "images":
-                    images[value.tag][event.step] = tensor
-                else:
-                    scalars[value.tag][event.step] = float(tensor)
-    return scalars, images
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +43,7 @@ def monitored_run(tmp_path_factory):
 
 def test_event_files_hold_the_logged_values(monitored_run):
     log_dir, recorded, final_metrics = monitored_run
-    scalars, images = read_events(log_dir)
+    scalars, images = read_event_files(log_dir)
     for tag in ("elbo", "step_size", "kernel.variance"):
         assert sorted(scalars[tag]) == list(range(STEPS)), tag
         for step, value in recorded[tag].items():
