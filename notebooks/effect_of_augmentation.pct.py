@@ -30,9 +30,31 @@
 #   with our collapsed bound and with the paper's Gamma-Poisson scheme;
 # * `vi`: GPflow's `SVGP` with the non-augmented `LogisticSoftmax`, q(u) optimised by L-BFGS.
 #
-# **What we measured** (full mode, 2026-11-22; the cells below print the numbers of your run):
+# **What we measured** (full mode, 2026-11-22, 2 CPU cores, 2 minutes; the cells below print the
+# numbers of your run):
 #
-# * TO BE FILLED FROM THE FULL RUN
+# | against Gibbs | max \|Δp\| | mean μ − μ(Gibbs) | σ² below Gibbs | test accuracy |
+# |---|---|---|---|---|
+# | NUTS (exact, non-augmented) | 0.0048 | +0.011 | 42 % of entries | 1.000 |
+# | non-augmented VI | 0.0037 | +0.022 | 100 % | 1.000 |
+# | augmented, collapsed bound (our default) | 0.0211 | +0.381 | 100 % | 1.000 |
+# | augmented, the paper's scheme | 0.2835 | +2.223 | 89 % | 0.972 |
+#
+# * **The ground truth holds.** NUTS on the original model agrees with Gibbs to 0.005 in every
+#   predictive probability. Gibbs has split R-hat ≤ 1.0044 and ESS ≥ 1642.
+# * **Confirmed: predictions close to the ground truth and to VI.** The collapsed augmented model
+#   predicts within 0.021 of Gibbs and within 0.020 of non-augmented VI.
+# * **Confirmed in direction: means over-, variances underestimated**, by both variational
+#   methods, at every test point and class.
+# * **Differs in degree.** The augmented posterior is not "very close" to the VI posterior in μ
+#   and σ². The collapsed bound shifts every latent mean up by about 0.38 (VI by 0.02) and
+#   shrinks the variances by up to 0.23 (VI by up to 0.09). A shift common to all classes barely
+#   moves logistic-softmax probabilities, which is why p stays close.
+# * **Differs: the paper's own scheme is far off here.** Its mean-field q(λ) q(n, ω) (a looser
+#   bound, see `tests/test_bounds.py`) shifts the means up by 2.2 and makes the predictions
+#   under-confident, off by up to 0.28.
+# * **Accuracy.** On our split (36 test points) Gibbs, VI and the collapsed model are all right
+#   every time; the paper reports 0.98 for Gibbs and 0.96 for both VI methods on its split.
 #
 # Set `GPFLOW_AUGMENTED_FAST=1` for a short run (short chains; what the test suite does).
 
@@ -67,9 +89,9 @@ figure
 # ## The claims, checked on this run
 #
 # *Close to VI*: the largest difference between augmented and non-augmented VI, next to their
-# differences from Gibbs. *Overestimated means*: the slope of a least-squares line through the
-# origin of μ(method) on μ(Gibbs) (above 1: the method's means are larger in magnitude).
-# *Underestimated variances*: the share of test points and classes where σ²(method) < σ²(Gibbs).
+# differences from Gibbs. *Overestimated means*: the mean of μ(method) − μ(Gibbs) over test points
+# and classes, and the share of them where it is positive. *Underestimated variances*: the share
+# of test points and classes where σ²(method) < σ²(Gibbs).
 # *Accuracy*: test accuracy of each posterior's predictive probabilities.
 
 # %%
@@ -77,11 +99,12 @@ summaries, y_test = comparison.summaries, comparison.dataset.Y_test
 truth = summaries["gibbs"]
 for name in ["nuts", "vi", "collapsed", "paper"]:
     summary = summaries[name]
-    slope = np.sum(summary.latent_mean * truth.latent_mean) / np.sum(truth.latent_mean ** 2)
+    mean_shift = summary.latent_mean - truth.latent_mean
     below = np.mean(summary.latent_variance < truth.latent_variance)
     accuracy = 1 - metrics.error_rate(summary.probabilities, y_test)
     print(f"{name:10s} max |Δp| vs Gibbs {np.max(np.abs(summary.probabilities - truth.probabilities)):.4f}"
-          f"  μ slope {slope:.3f}  σ² below Gibbs {below:.2f}  accuracy {accuracy:.3f}")
+          f"  μ − μ(Gibbs) {mean_shift.mean():+.3f} (> 0 for {np.mean(mean_shift > 0):.2f})"
+          f"  σ² below Gibbs for {below:.2f}  accuracy {accuracy:.3f}")
 print(f"{'gibbs':10s} accuracy {1 - metrics.error_rate(truth.probabilities, y_test):.3f}")
 for quantity in QUANTITIES:
     gap = np.max(np.abs(getattr(summaries["collapsed"], quantity) - getattr(summaries["vi"], quantity)))

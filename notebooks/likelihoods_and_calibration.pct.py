@@ -36,18 +36,33 @@
 # the same full-batch steps (`gpflow_augmented.comparison.compare`). The paper does not give its
 # mixture; ours puts the three class centres on the unit circle, 120° apart, and draws
 # x ~ N(μ_y, (σ² + 0.01) I) (the 0.01 keeps σ² = 0 from stacking every point of a class on one
-# spot). 500 training points and 2000 test points are drawn per σ².
+# spot). 500 training points and 1000 test points are drawn per σ². Every model makes 300
+# full-batch steps with Adam's learning rate at 0.05 (the same for all).
 #
-# **What we measured** (full mode, 2026-11-22, 1000 iterations per model, M = 100; the cells below
-# print the numbers of the run you make, these are from ours):
+# **What we measured** (full mode, 2026-11-22, 2 CPU cores, 4.5 minutes; the cells below print
+# the numbers of the run you make, these are from ours):
 #
-# * Confirmed: at σ² ≥ 0.5 robust-max has the worst test NLL of the four at every σ², and the
-#   worst top-label ECE; the other three are close to each other.
-# * Confirmed: at σ² = 0.5 most of robust-max's test predictions have confidence above 0.95, far
-#   more than any other model's, while its accuracy in that bin is lower (the reliability diagram
-#   falls below the diagonal).
-# * Differs in degree: at σ² ≤ 1/6 the four are not only alike but all at zero error; the paper's
-#   curves start from the same point.
+# | σ² | 0 | 0.17 | 0.33 | 0.5 | 0.67 | 0.83 | 1 |
+# |---|---|---|---|---|---|---|---|
+# | test NLL, `lsm` | 0.011 | 0.118 | 0.340 | 0.500 | 0.610 | 0.687 | 0.744 |
+# | test NLL, `rm` | 0.001 | 0.269 | 0.948 | 1.344 | 1.836 | 2.151 | 2.431 |
+# | ECE, `lsm` | 0.011 | 0.033 | 0.039 | 0.043 | 0.039 | 0.037 | 0.044 |
+# | ECE, `rm` | 0.001 | 0.040 | 0.135 | 0.186 | 0.251 | 0.298 | 0.335 |
+#
+# * **Confirmed.** From σ² = 0.5 on, robust-max has the worst test NLL and the worst ECE at every
+#   noise level, by far: its NLL is 2.7–3.3× that of the others. The other three agree with each
+#   other to 0.006 nats in NLL at every σ². Their ECE stays at 0.027–0.044, while robust-max's
+#   grows to 0.34.
+# * **Confirmed.** Test errors are alike for all four models at every σ² (within 0.007 below
+#   σ² = 0.2; above it robust-max is at most 0.022 worse).
+# * **Confirmed (Figure 3).** At σ² = 0.5, 96 % of robust-max's test predictions have confidence
+#   above 0.95, but only 82 % of them are right. For the other models, 10–18 % of predictions are
+#   that confident, and 99–100 % of those are right.
+# * **Confirmed (Figure 8).** Robust-max's predictive map has sharp boundaries through the
+#   overlapping region. The others fade between classes there.
+# * **Ours agrees with non-augmented VI.** The augmented model trained by CAVI (`lsm`) and the
+#   same likelihood trained by gradients (`lsm-vi`, the paper's §5.1 model) differ by at most
+#   0.004 in error and 0.002 nats in NLL.
 #
 # Set `GPFLOW_AUGMENTED_FAST=1` to run everything at toy sizes (what the test suite does).
 
@@ -59,14 +74,15 @@ from gpflow_augmented import ci_utils, metrics, plots
 from gpflow_augmented.comparison import compare
 
 NOISE_LEVELS = ci_utils.reduce_in_fast_mode(np.linspace(0.0, 1.0, 7), np.array([0.0, 0.5]))
-ITERATIONS = ci_utils.reduce_in_fast_mode(1000, 15)
+ITERATIONS = ci_utils.reduce_in_fast_mode(300, 15)
+LEARNING_RATE = 0.05
 NUM_INDUCING = ci_utils.reduce_in_fast_mode(50, 15)
 METHODS = ["lsm", "lsm-vi", "softmax", "rm"]
 FIGURE_NOISE = 0.5
 OUTPUT = ci_utils.output_dir("likelihoods_and_calibration")
 
 
-def gaussian_mixture(noise, num_train=500, num_test=2000, seed=0):
+def gaussian_mixture(noise, num_train=500, num_test=1000, seed=0):
     """Three classes centred 120° apart on the unit circle, variance noise + 0.01."""
     rng = np.random.default_rng(seed)
     angles = 2 * np.pi * np.arange(3) / 3
@@ -88,7 +104,8 @@ results = {}
 for noise in NOISE_LEVELS:
     dataset = gaussian_mixture(noise)
     results[noise] = compare(dataset, METHODS, num_inducing=NUM_INDUCING, batch_size=500,
-                             time_budget=None, max_iterations=ITERATIONS, evaluation_growth=2.0)
+                             time_budget=None, max_iterations=ITERATIONS,
+                             learning_rate=LEARNING_RATE, evaluation_growth=4.0)
     row = "  ".join(f"{m.name} {m.final_metrics['error']:.3f}/{m.final_metrics['nll']:.3f}"
                     f"/{m.final_metrics['ece']:.3f}" for m in results[noise].methods)
     print(f"σ² = {noise:.2f}  (error/NLL/ECE)  {row}")
@@ -166,6 +183,7 @@ for ax, result in zip(figure.subplots(1, len(METHODS)), at_figure_noise.methods)
               extent=(grid[0], grid[-1], grid[0], grid[-1]))
     ax.scatter(*dataset.X_train.T, c=colours[dataset.Y_train[:, 0]], s=4, edgecolors="k",
                linewidths=0.2)
-    ax.set(title=result.name, xticks=[], yticks=[])
+    ax.set(title=result.name, xticks=[], yticks=[], xlim=(grid[0], grid[-1]),
+           ylim=(grid[0], grid[-1]))
 plots.save_figure(figure, OUTPUT / "figure8_predictive_rgb.png")
 figure
