@@ -28,6 +28,17 @@
 # and inducing points as GPflow's natural-gradient robust-max baseline, and at least as fast per
 # step. The last cells print what this run measured.
 #
+# **What we measured** (full mode, 2026-11-22, 2 CPU cores, about 3 minutes):
+#
+# * After 1500 steps (68 epochs of B = 200) the model has test error 0.139, NLL 0.329 and ECE 0.034
+#   on satimage's official test set.
+# * Beside GPflow's robust-max SVGP, both run for 500 steps from the same start: ours has the
+#   better NLL (0.340 against 0.527) and ECE (0.040 against 0.081), and each step takes 13.5 ms
+#   against 33.0 ms (2.4× faster).
+# * Robust-max has the lower error: 0.112 against ours at 0.143. The README's benchmark shows the
+#   same on satimage and explains it: our hyperparameters are learned from a looser bound.
+# * A checkpoint restores the predictions exactly (largest change 0).
+#
 # Set `GPFLOW_AUGMENTED_FAST=1` for a short run (what the test suite does).
 
 # %%
@@ -49,7 +60,8 @@ print(f"{d.name}: X_train {d.X_train.shape}, Y_train {d.Y_train.shape} (integer 
 #
 # The paper's initial state: an SE-ARD kernel with variance 1 and lengthscales at the median
 # pairwise distance, and inducing points at k-means centres seeded by k-means++. `q_mu` [M, C] and
-# `q_sqrt` [C, M, M] are GPflow `Parameter`s, not trainable, because CAVI owns them.
+# `q_sqrt` [C, M, M] are GPflow `Parameter`s, not trainable, because CAVI owns them. `fit` also
+# fixes the inducing inputs Z, as the paper does (`train_inducing_points=True` lets Adam move them).
 
 # %%
 kernel = ga.initial_kernel(d.X_train)
@@ -87,7 +99,7 @@ from matplotlib.figure import Figure
 from gpflow_augmented import plots
 
 logged = ga.monitoring.read_event_files(log_dir).scalars
-print("logged:", ", ".join(sorted(logged)[:12]), "…")
+print("logged:", ", ".join(sorted({tag.split("[")[0] for tag in logged})))
 figure = Figure(figsize=(11, 3.4), layout="constrained")
 for ax, tag in zip(figure.subplots(1, 3), ["elbo", "step_size", "test/nll"]):
     steps = sorted(logged[tag])
