@@ -45,9 +45,28 @@
 # Each model is built and compiled once and restored to its initial state from a checkpoint before
 # every data set.
 #
-# **What we measured** (full mode, 2026-11-22; the cells below print the numbers of your run):
+# **What we measured** (full mode, 2026-11-22, 2 CPU cores, 7 minutes; the cells below print the
+# numbers of your run). Test error in %, mean ± std over 20 data sets per scenario:
 #
-# * TO BE FILLED FROM THE FULL RUN
+# | scenario | `lsm` | `lsm-vi` | `softmax` | `rm` | `rm-ε` | paper: RMGPC | paper: SMGPC |
+# |---|---|---|---|---|---|---|---|
+# | 1 | 18.7 ± 3.4 | 16.4 ± 3.4 | 12.6 ± 3.2 | 15.8 ± 3.8 | 15.8 ± 3.7 | 15.2 ± 2.8 | 13.4 ± 2.4 |
+# | 2 | 28.1 ± 5.3 | 25.5 ± 5.1 | 19.4 ± 4.1 | 12.8 ± 3.5 | 12.1 ± 2.7 | 13.6 ± 3.1 | 22.1 ± 4.1 |
+# | 3 | 27.8 ± 5.6 | 25.3 ± 4.9 | 19.3 ± 3.5 | 19.1 ± 3.7 | 18.4 ± 3.9 | 19.4 ± 3.7 | 24.6 ± 4.4 |
+#
+# * **GPflow's robust-max reproduces RMGPC** to within 1.5 points in every scenario, and its
+#   learned ε follows the noise (0.03, 0.09 and 0.14 in scenarios 1, 2 and 3).
+# * **The claim, against softmax: confirmed in scenarios 1 and 2.** Softmax beats robust-max
+#   under latent noise (on 16 of 20 data sets, sign test p = 0.012) and loses on all 20 when
+#   labels are flipped at random (p = 2e-6). In scenario 3 robust-max is better on 12 of 19, which
+#   is not significant (p = 0.36); our softmax does better there than the paper's SMGPC.
+# * **Logistic-softmax is the least robust model here, in every scenario.** `lsm` has 18.7, 28.1
+#   and 27.8 % error. Trained without augmentation (`lsm-vi`), the same likelihood has 2.3–2.6
+#   points less, still 4–6 points worse than softmax. Most of the gap is the likelihood, and the
+#   looser augmented bound adds the rest. Our reading of why (not proven here): the labels come
+#   from an argmax of linear functions, which only their differences decide. Softmax sees exactly
+#   those differences; σ(f_k) saturates at 1 for every class far on the positive side, so the
+#   logistic-softmax cannot rank such classes against each other.
 #
 # 20 data sets per scenario rather than the supplement's 100 keep the run to about five minutes;
 # the comparison is paired (every model sees the same data sets), and a sign test says whether 20
