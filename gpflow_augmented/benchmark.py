@@ -84,21 +84,19 @@ def _ratio(numerator: Any, denominator: Any) -> str:
 def _speedups(name: str, methods: List[Dict[str, Any]]) -> str:
     """t(RM)/t(LSM) to each one's own best NLL (+0.01), and to a common target: the worse of
     the two best NLLs + 0.01, which both reached."""
-    from .comparison import best_nll, time_to_reach
+    from .comparison import time_to_common_nll
 
     by_name = {m["name"]: m for m in methods}
     if "rm" not in by_name:
         return ""
     rm = by_name["rm"]
-    best_rm = best_nll(rm["trace"])
     parts = []
     for lsm_name in ("lsm", "lsm-paper"):
         if lsm_name not in by_name:
             continue
         lsm = by_name[lsm_name]
-        best_lsm = best_nll(lsm["trace"])
-        target = max(best_rm, best_lsm) + 0.01
-        common = _ratio(time_to_reach(rm["trace"], target), time_to_reach(lsm["trace"], target))
+        target, t_rm, t_lsm = time_to_common_nll(rm["trace"], lsm["trace"])
+        common = _ratio(t_rm, t_lsm)
         own = _ratio(rm["time_to_converge"], lsm["time_to_converge"])
         d_nll = lsm["final"]["nll"] - rm["final"]["nll"]
         d_ece = lsm["final"]["ece"] - rm["final"]["ece"]

@@ -10,7 +10,7 @@ evenly spaced points on the log-time axis of the paper's Figure 7.
 """
 import hashlib
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -158,6 +158,15 @@ def time_to_reach(trace: Sequence[Dict[str, float]], nll: float) -> Optional[flo
         if entry["nll"] is not None and entry["nll"] <= nll:
             return float(entry["time"])
     return None
+
+
+def time_to_common_nll(
+    trace: Sequence[Dict[str, float]], other: Sequence[Dict[str, float]], tolerance: float = 0.01
+) -> Tuple[float, Optional[float], Optional[float]]:
+    """The common target of two methods, the worse of their best test NLLs + ``tolerance``, and
+    the training time at which each trace first reached it: ``(target, t(trace), t(other))``."""
+    target = max(best_nll(trace), best_nll(other)) + tolerance
+    return target, time_to_reach(trace, target), time_to_reach(other, target)
 
 
 def time_to_converge(trace: Sequence[Dict[str, float]], tolerance: float = 0.01) -> Optional[float]:

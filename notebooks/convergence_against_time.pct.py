@@ -68,7 +68,7 @@ import numpy as np
 
 import gpflow_augmented as ga
 from gpflow_augmented import ci_utils, plots
-from gpflow_augmented.comparison import best_nll, compare, time_to_reach
+from gpflow_augmented.comparison import compare, time_to_common_nll
 
 OUTPUT = ci_utils.output_dir("convergence_against_time")
 METHODS = ["lsm", "rm"]
@@ -145,8 +145,7 @@ for name, result in results.items():
     if not {"lsm", "rm"} <= set(by_name):
         continue
     lsm, rm = by_name["lsm"], by_name["rm"]
-    target = max(best_nll(lsm.trace), best_nll(rm.trace)) + 0.01
-    t_lsm, t_rm = time_to_reach(lsm.trace, target), time_to_reach(rm.trace, target)
+    target, t_lsm, t_rm = time_to_common_nll(lsm.trace, rm.trace)
     ratio = f"{t_rm / t_lsm:.1f}×" if t_lsm and t_rm else "n/a"
     seconds = lambda t: "never" if t is None else f"{t:.2f} s"
     print(f"{name:9s} to NLL {target:.3f}: LSM {seconds(t_lsm)}, RM {seconds(t_rm)}, RM/LSM {ratio}; "

@@ -131,9 +131,6 @@ checkpoint_dir = tempfile.mkdtemp()
 SOFTMAX_TYPE, ROBUST = ["lsm", "lsm-vi", "softmax"], ["rm", "rm-ε"]
 methods = {name: linear_method(name) for name in SOFTMAX_TYPE + ROBUST}
 initial_state = {name: m.checkpoint().write(f"{checkpoint_dir}/{name}") for name, m in methods.items()}
-# Adam has nothing to train in "rm", so that method makes natural-gradient steps only
-step_functions = {name: method.step for name, method in methods.items()}
-step_functions["rm"] = methods["rm"].natural_step
 steps = {"lsm": CAVI_STEPS, "lsm-vi": ADAM_STEPS, "softmax": ADAM_STEPS,
          "rm": NATURAL_GRADIENT_STEPS, "rm-ε": NATURAL_GRADIENT_STEPS}
 
@@ -151,7 +148,7 @@ for scenario in SCENARIOS:
         for name, method in methods.items():
             method.checkpoint().read(initial_state[name]).assert_consumed()
             for _ in range(steps[name]):
-                step_functions[name](X, Y)
+                method.step(X, Y)
             probabilities, _ = method.model.predict_y(X_test)
             errors[scenario][name].append(metrics.error_rate(probabilities.numpy(), Y_test))
         epsilons[scenario].append(float(methods["rm-ε"].model.likelihood.invlink.epsilon.numpy()))
