@@ -3,7 +3,7 @@
 The logistic-softmax likelihood σ(f_k) / Σ_c σ(f_c), made conditionally conjugate by Gamma, Poisson
 and Pólya-Gamma augmentation, so that q(u) is updated in closed form by a compiled CAVI step.
 """
-from . import baselines, comparison, datasets, ground_truth, metrics, monitoring, plots, updates
+from . import baselines, comparison, datasets, expectations, ground_truth, metrics, monitoring, plots, updates
 from .augmentation import LocalParameters
 from .binary import BinaryLogisticSVGP
 from .cavi import CAVI
@@ -12,7 +12,7 @@ from .gibbs import GibbsSampler
 from .mcmc import NutsSampler
 from .posterior import PosteriorSamples
 from .likelihoods import LogisticSoftmax
-from .models import SCHEMES, AugmentedSVGP, LogisticSoftmaxSVGP
+from .models import AUGMENTED_SCHEMES, SCHEMES, AugmentedSVGP, LogisticSoftmaxSVGP
 from .initialisation import inducing_points, initial_kernel, median_lengthscale
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from .training import FitResult, Trainer, fit, minibatches
@@ -21,6 +21,7 @@ from .validation import InvalidDataError, NumericalError
 __version__ = "0.1.0"
 
 __all__ = [
+    "AUGMENTED_SCHEMES",
     "AugmentedSVGP",
     "BinaryLogisticSVGP",
     "CAVI",

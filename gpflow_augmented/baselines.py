@@ -59,6 +59,7 @@ __all__ = [
 METHODS: Dict[str, str] = {
     "lsm": "logistic-softmax, augmented (collapsed bound): CAVI + Adam",
     "lsm-paper": "logistic-softmax, augmented (paper's Gamma-Poisson scheme): CAVI + Adam",
+    "lsm-exact": "logistic-softmax, exact bound: closed-form natural step on exact sites + Adam",
     "rm": "SVGP + robust-max (gpflow MultiClass): NaturalGradient with γ warm-up + Adam",
     "softmax": "SVGP + softmax (gpflow Softmax, Monte Carlo): Adam",
     "lsm-vi": "SVGP + logistic-softmax, not augmented: Adam",
@@ -264,8 +265,8 @@ def build_method(
         model = BinaryLogisticSVGP(kernel, Z, num_data=num_data)
         set_trainable(model.inducing_variable, train_inducing_points)
         return AugmentedMethod(name, model, learning_rate, full_batch)
-    if name in ("lsm", "lsm-paper"):
-        scheme = "collapsed" if name == "lsm" else "paper"
+    if name in ("lsm", "lsm-paper", "lsm-exact"):
+        scheme = {"lsm": "collapsed", "lsm-paper": "paper", "lsm-exact": "exact"}[name]
         model = LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme)
         set_trainable(model.inducing_variable, train_inducing_points)
         return AugmentedMethod(name, model, learning_rate, full_batch)

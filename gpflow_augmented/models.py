@@ -26,6 +26,7 @@ from gpflow.models.util import inducingpoint_wrapper
 from gpflow.utilities import triangular
 
 from . import augmentation
+from .expectations import exact_sites, expected_log_logistic_softmax
 from .likelihoods import LogisticSoftmax
 from .projection import (
     canonical_kernel_and_inducing,
@@ -34,12 +35,15 @@ from .projection import (
     whitened_projection,
 )
 from .distributed import num_replicas, replica_sum, replicated_by_first
-from .updates import conjugate_statistics, natural_parameter_step
+from .updates import conjugate_statistics, natural_parameter_step_with_backoff
 from .validation import check_data, check_num_classes
 
-__all__ = ["AugmentedSVGP", "LogisticSoftmaxSVGP", "SCHEMES"]
+__all__ = ["AUGMENTED_SCHEMES", "AugmentedSVGP", "LogisticSoftmaxSVGP", "SCHEMES"]
 
-SCHEMES = ("collapsed", "paper")
+# The schemes whose step is exact coordinate ascent on a conjugate (augmented) bound, and the
+# natural-gradient step on the exact, non-augmented ELBO.
+AUGMENTED_SCHEMES = ("collapsed", "paper")
+SCHEMES = AUGMENTED_SCHEMES + ("exact",)
 
 
 class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
@@ -290,24 +294,31 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         Y: tf.Tensor,
         step_size: tf.Tensor,
         classes: Optional[tf.Tensor] = None,
+        augmented_sites: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(q_mu, q_sqrt) after one CAVI/SVI step on the batch, and the batch ELBO before it.
 
         With ``classes`` only those latent GPs are updated (paper, Algorithm 2), and the results
-        are their columns. Under a ``tf.distribute`` strategy the batch's statistics are summed
+        are their columns. ``augmented_sites`` (a boolean tensor) makes a model on the exact bound
+        take this step with its augmented bound's sites instead. Under a ``tf.distribute`` strategy the batch's statistics are summed
         over the replicas' shards first, so every replica returns the same. Nothing is assigned: :class:`~gpflow_augmented.CAVI` does that once the
         result is checked.
         """
         X = tf.convert_to_tensor(X, dtype=default_float())
         L, q_mu, q_sqrt, Fmu, Fvar, A = self._batch_geometry(X, classes)
-        local_elbo, linear, quadratic = self.conjugate_terms(Fmu, Fvar, Y, classes)
+        if augmented_sites is None:
+            local_elbo, linear, quadratic = self.conjugate_terms(Fmu, Fvar, Y, classes)
+        else:
+            local_elbo, linear, quadratic = self.conjugate_terms(
+                Fmu, Fvar, Y, classes, augmented_sites
+            )
         local_sum, statistics = replica_sum(
             (tf.reduce_sum(local_elbo), conjugate_statistics(A, linear, quadratic))
         )
         scale = self.minibatch_scale(X)
         kl = self.class_weight(classes) * gauss_kl(q_mu, q_sqrt)
         elbo = local_sum * scale - kl
-        new_mu, new_sqrt = natural_parameter_step(
+        new_mu, new_sqrt, _ = natural_parameter_step_with_backoff(
             q_mu,
             q_sqrt,
             statistics,
@@ -348,8 +359,11 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
     :param num_classes: C ≥ 2; labels are integers 0..C-1 in a column ``Y`` [N, 1].
     :param num_data: the training-set size N, which scales minibatch ELBOs and updates.
     :param scheme: ``"collapsed"`` (default: λ integrated out exactly, q(n) negative-multinomial,
-        no inner loop; closest to the exact posterior) or ``"paper"`` (the paper's mean-field
-        q(λ) q(n, ω) with γ and α alternated ``inner_iterations`` times).
+        no inner loop; closest to the exact posterior), ``"paper"`` (the paper's mean-field
+        q(λ) q(n, ω) with γ and α alternated ``inner_iterations`` times), or ``"exact"``: no
+        augmentation, the ELBO is the exact one (:mod:`~gpflow_augmented.expectations`) and
+        :class:`~gpflow_augmented.CAVI` takes closed-form natural-gradient steps on it, whose fixed
+        point is the exact variational optimum.
     :param inner_iterations: γ ↔ α alternations of the paper scheme (default 5, as in the paper).
     :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
     :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
@@ -417,6 +431,12 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
     ) -> tf.Tensor:
         return self._local_elbo(Fmu, Fvar, self.one_hot(Y, classes))
 
+    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
+    def exact_local_elbo(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
+        return expected_log_logistic_softmax(Fmu, Fvar, self.one_hot(Y, classes), self.num_classes)
+
     @check_shapes(
         "Fmu: [N, K]",
         "Fvar: [N, K]",
@@ -427,9 +447,33 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         "return[2]: [N, K]",
     )
     def conjugate_terms(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+        augmented_sites: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """With ``scheme="exact"``: the exact expected log-likelihood and the natural-gradient
+        sites of :func:`~gpflow_augmented.expectations.exact_sites`; if ``augmented_sites`` is
+        true, the collapsed bound's coefficients with the exact expected log-likelihood."""
         Y_onehot = self.one_hot(Y, classes)
+        if self.scheme == "exact":
+            if augmented_sites is None:
+                return exact_sites(Fmu, Fvar, Y_onehot, self.num_classes)
+
+            def collapsed_sites() -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+                local = augmentation.collapsed_local_parameters(
+                    Fmu, Fvar, Y_onehot, self.num_classes
+                )
+                expected = expected_log_logistic_softmax(Fmu, Fvar, Y_onehot, self.num_classes)
+                return expected, (Y_onehot - local.gamma) / 2, local.theta
+
+            return tf.cond(
+                augmented_sites,
+                collapsed_sites,
+                lambda: exact_sites(Fmu, Fvar, Y_onehot, self.num_classes),
+            )
         local = self.local_parameters(Fmu, Fvar, Y_onehot)
         local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local)
         return local_elbo, (Y_onehot - local.gamma) / 2, local.theta
@@ -449,6 +493,8 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         """
         if self.scheme == "collapsed":
             return augmentation.collapsed_local_elbo(Fmu, Fvar, Y_onehot, self.num_classes)
+        if self.scheme == "exact":
+            return expected_log_logistic_softmax(Fmu, Fvar, Y_onehot, self.num_classes)
         if local is None:
             local = self.local_parameters(Fmu, Fvar, Y_onehot)
         local = tf.nest.map_structure(tf.stop_gradient, local)

@@ -10,11 +10,19 @@ scale s = N / B, the optimal q(v^c) has
 and the stochastic-variational step mixes natural parameters, η ← (1 - ρ) η + ρ η̂ (Hoffman et al.
 2013). ρ = 1 on the full data is exact coordinate ascent. Because Λ̂ ⪰ I, the precision stays
 well-conditioned whatever the kernel.
+
+The exact-bound sites (:mod:`~gpflow_augmented.expectations`) have coefficients θ that can be
+negative, so Λ̂ need not be positive definite away from the fixed point (at a maximum of the ELBO
+it is: it is the inverse covariance there). :func:`natural_parameter_step_with_backoff` halves ρ of
+each class whose new precision has no Cholesky factor until it has one: (1 - ρ)Λ + ρΛ̂ tends to the
+current, positive definite Λ as ρ → 0, and the step's fixed points, where Λ̂ = Λ, are unchanged.
 """
 import tensorflow as tf
 from check_shapes import check_shapes
 
-__all__ = ["conjugate_statistics", "natural_parameter_step"]
+__all__ = ["conjugate_statistics", "natural_parameter_step", "natural_parameter_step_with_backoff"]
+
+MAX_BACKOFFS = 12
 
 
 @check_shapes(
@@ -44,7 +52,7 @@ def conjugate_statistics(A: tf.Tensor, linear: tf.Tensor, quadratic: tf.Tensor) 
     "statistics[0]: [C, M, M]",
     "statistics[1]: [M, C]",
     "scale: []",
-    "step_size: []",
+    "step_size: [broadcast C]",
     "return[0]: [M, C]",
     "return[1]: [C, M, M]",
 )
@@ -59,17 +67,19 @@ def natural_parameter_step(
 
     :param statistics: the batch's :func:`conjugate_statistics`.
     :param scale: num_data / batch size.
-    :param step_size: ρ in (0, 1].
-    :return: the new (q_mu, q_sqrt).
+    :param step_size: ρ in (0, 1], for all classes or one per class.
+    :return: the new (q_mu, q_sqrt); NaN in the classes whose new precision has no Cholesky factor.
     """
     precision_sum, nat1_sum = statistics
+    rho = tf.broadcast_to(step_size, tf.shape(q_sqrt)[:1])
+    step_size = rho[:, None, None]
     eye = tf.eye(tf.shape(q_mu)[0], batch_shape=tf.shape(q_sqrt)[:1], dtype=q_mu.dtype)
     # Current natural parameters: Λ = S⁻¹ = L⁻ᵀ L⁻¹ (L = q_sqrt) and η₁ = Λ μ.
     sqrt_inverse = tf.linalg.triangular_solve(q_sqrt, eye, lower=True)
     old_precision = tf.linalg.matmul(sqrt_inverse, sqrt_inverse, transpose_a=True)
     old_nat1 = tf.linalg.matvec(old_precision, tf.transpose(q_mu))  # [C, M]
     precision = (1 - step_size) * old_precision + step_size * (eye + scale * precision_sum)
-    nat1 = (1 - step_size) * old_nat1 + step_size * scale * tf.transpose(nat1_sum)
+    nat1 = (1 - rho[:, None]) * old_nat1 + rho[:, None] * scale * tf.transpose(nat1_sum)
     # The lower-triangular square root of Λ⁻¹ from one Cholesky factorisation (GPflow's
     # natural_to_meanvarsqrt needs two and an M³ product): with P the exchange matrix,
     # PΛP = R Rᵀ gives Λ⁻¹ = (P R⁻ᵀ P)(P R⁻ᵀ P)ᵀ, and P R⁻ᵀ P is lower triangular.
@@ -78,3 +88,54 @@ def natural_parameter_step(
     new_sqrt = tf.reverse(tf.linalg.matrix_transpose(reversed_inverse), axis=[-2, -1])
     new_mu = tf.linalg.matvec(new_sqrt, tf.linalg.matvec(new_sqrt, nat1, transpose_a=True))
     return tf.transpose(new_mu), new_sqrt
+
+
+@check_shapes(
+    "q_mu: [M, C]",
+    "q_sqrt: [C, M, M]",
+    "statistics[0]: [C, M, M]",
+    "statistics[1]: [M, C]",
+    "scale: []",
+    "step_size: []",
+    "return[0]: [M, C]",
+    "return[1]: [C, M, M]",
+    "return[2]: [C]",
+)
+def natural_parameter_step_with_backoff(
+    q_mu: tf.Tensor,
+    q_sqrt: tf.Tensor,
+    statistics: tuple,
+    scale: tf.Tensor,
+    step_size: tf.Tensor,
+    max_backoffs: int = MAX_BACKOFFS,
+) -> tuple:
+    """:func:`natural_parameter_step`, with ρ halved (up to ``max_backoffs`` times) in each class
+    whose new precision is not positive definite.
+
+    :return: the new (q_mu, q_sqrt) and each class's ρ as taken; a class that still fails after
+        the last halving is NaN, which the caller refuses.
+    """
+
+    def failed(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
+        return ~(
+            tf.reduce_all(tf.math.is_finite(mu), axis=0)
+            & tf.reduce_all(tf.math.is_finite(sqrt), axis=[-2, -1])
+        )
+
+    rho = tf.broadcast_to(step_size, tf.shape(q_sqrt)[:1])
+    mu, sqrt = natural_parameter_step(q_mu, q_sqrt, statistics, scale, rho)
+
+    def retry(tries, rho, mu, sqrt):  # type: ignore[no-untyped-def]
+        retrying = failed(mu, sqrt)
+        rho = tf.where(retrying, rho / 2, rho)
+        retry_mu, retry_sqrt = natural_parameter_step(q_mu, q_sqrt, statistics, scale, rho)
+        mu = tf.where(retrying[None, :], retry_mu, mu)
+        sqrt = tf.where(retrying[:, None, None], retry_sqrt, sqrt)
+        return tries + 1, rho, mu, sqrt
+
+    _, rho, mu, sqrt = tf.while_loop(
+        lambda tries, rho, mu, sqrt: (tries < max_backoffs) & tf.reduce_any(failed(mu, sqrt)),
+        retry,
+        (tf.constant(0), rho, mu, sqrt),
+    )
+    return mu, sqrt, rho

@@ -48,7 +48,7 @@ def vi_elbo(model, X, y):
 def test_bound_ordering(num_data, num_classes, seed):
     rng = np.random.default_rng(seed)
     models = {}
-    for scheme in ga.SCHEMES:
+    for scheme in ga.AUGMENTED_SCHEMES:
         models[scheme], (X, Y) = make_problem(num_data, num_classes, seed=seed, variance=2.0,
                                               scheme=scheme)
     q_mu = rng.normal(size=(num_data, num_classes))

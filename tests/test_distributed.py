@@ -14,6 +14,8 @@ CONFIGS = [
     {"steps": 6, "batch_size": 40, "class_subset_size": 3, "scheme": "paper"},
     # full-batch CAVI (ρ = 1) split over the replicas
     {"steps": 3, "batch_size": None, "class_subset_size": None, "scheme": "collapsed"},
+    # the exact-bound step: its sites are per point, its statistics summed like the augmented ones
+    {"steps": 6, "batch_size": 40, "class_subset_size": 3, "scheme": "exact"},
 ]
 
 

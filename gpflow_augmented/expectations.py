@@ -1,0 +1,166 @@
+r"""
+Accurate, deterministic Gaussian expectations of the logistic-softmax log-likelihood, and the
+exact-bound sites built from them.
+
+For independent f_c ~ N(m_c, v_c) (the marginals of a mean-field q(u)) the expected log-likelihood
+is ``E log σ(f_y) - E log Z`` with Z = Σ_c σ(f_c). The first term is one-dimensional and
+Gauss–Hermite integrates it. The second is C-dimensional, but it factorises once the logarithm is
+written as a Laplace transform (Frullani's integral, with t = eˢ):
+
+    log x = ∫ (exp(-eˢ) - exp(-x eˢ)) ds        (x > 0, s over the real line)
+
+so with κ = E[Z] (Gauss–Hermite, class by class)
+
+    E log Z = log κ + ∫ (exp(-eˢ) - Π_c φ_c(eˢ / κ)) ds,    φ_c(t) = E exp(-t σ(f_c)),
+
+and every φ_c is again a one-dimensional Gauss–Hermite integral. The s-integral is a smooth
+integrand that decays double-exponentially to the right and like e^{2s} to the left (the first
+order cancels because Z/κ has mean one), so the trapezoidal rule on a fixed grid is spectrally
+accurate. Nothing is random: the expectation is a smooth deterministic function of (m, v), so an
+optimiser converges to one point and its derivatives are exact derivatives of one objective.
+
+Accuracy (README, "Accurate expectation"): with the defaults (20 Hermite nodes, grid step 0.5 on
+[-8, 25]) the error of E log Z is below 1e-4 nats per point against a 2¹⁸-point scrambled-Sobol
+reference, for C = 6, 10 and 26, latent means N(-2, 2.5²) and standard deviations up to 4.
+
+The exact-bound sites. By Bonnet's and Price's theorems the gradient of E log p(y|f) with respect to
+the marginal mean is g = E[∂ log p/∂f] and with respect to the variance ½E[∂² log p/∂f²]. A
+natural-gradient (conjugate-computation, Khan & Lin 2017) step on the exact ELBO is therefore the
+conjugate step with the augmented coefficients replaced by
+
+    quadratic = -2 ∂ℓ/∂v,    linear = ∂ℓ/∂m + quadratic · m,
+
+taken here as exact derivatives of the expectation above, so that the fixed point of the step is a
+stationary point of that very objective. ``quadratic`` can be negative (log Z is not convex in
+f_c where σ(f_c) < ½); the step then backs off its size until the new precision is positive
+definite (:mod:`~gpflow_augmented.updates`), which leaves the fixed point where it is.
+"""
+from typing import Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+from check_shapes import check_shapes
+from gpflow.quadrature import hermgauss
+
+__all__ = [
+    "DEFAULT_NUM_HERMITE",
+    "expected_log_normaliser",
+    "expected_log_sigmoid",
+    "expected_log_logistic_softmax",
+    "exact_sites",
+]
+
+DEFAULT_NUM_HERMITE = 20
+# The s-grid of Frullani's integral: below -8 the integrand is O(e^{2s} Var(Z)/κ²) < 1e-7, above 25
+# Z/κ would have to be below e^{-25}·(a few) for exp(-Z eˢ/κ) not to have vanished.
+S_MIN, S_MAX, S_STEP = -8.0, 25.0, 0.5
+
+
+def _hermite(num: int, dtype: tf.DType) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Nodes and weights for E over a standard normal: E h(z) ≈ Σ w h(√2 x)."""
+    x, w = hermgauss(num)
+    return tf.constant(np.sqrt(2.0) * x, dtype), tf.constant(w / np.sqrt(np.pi), dtype)
+
+
+def _safe_std(Fvar: tf.Tensor) -> tf.Tensor:
+    # A floor keeps d sqrt(v)/dv finite at v = 0; below it the expectation is constant in v.
+    floor = 1e-12 if Fvar.dtype == tf.float64 else 1e-6
+    return tf.sqrt(tf.maximum(Fvar, floor))
+
+
+@check_shapes("Fmu: [batch...]", "Fvar: [batch...]", "return: [batch...]")
+def expected_log_sigmoid(
+    Fmu: tf.Tensor, Fvar: tf.Tensor, num_hermite: int = 40
+) -> tf.Tensor:
+    """E log σ(f) for f ~ N(Fmu, Fvar), by Gauss–Hermite."""
+    z, w = _hermite(num_hermite, Fmu.dtype)
+    f = Fmu[..., None] + _safe_std(Fvar)[..., None] * z
+    return tf.reduce_sum(-tf.math.softplus(-f) * w, axis=-1)
+
+
+@check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "return: [N]")
+def expected_log_normaliser(
+    Fmu: tf.Tensor,
+    Fvar: tf.Tensor,
+    num_classes: Optional[int] = None,
+    num_hermite: int = DEFAULT_NUM_HERMITE,
+) -> tf.Tensor:
+    """E log Σ_c σ(f_c) for independent f_c ~ N(Fmu_c, Fvar_c), by Frullani's integral.
+
+    When the last axis holds a subset of ``num_classes`` classes, the class sums inside (κ and
+    Σ_c log φ_c) are estimated by C/|K| times the subset's sums: unbiased for each, so the estimate of
+    E log Z is consistent with an O(1/|K|) bias, as for the augmented bound's class coupling.
+    """
+    dtype = Fmu.dtype
+    z, w = _hermite(num_hermite, dtype)
+    f = Fmu[..., None] + _safe_std(Fvar)[..., None] * z  # [N, K, H]
+    log_sigma = -tf.math.softplus(-f)
+    subset_size = tf.cast(tf.shape(Fmu)[-1], dtype)
+    weight = (
+        tf.ones([], dtype) if num_classes is None else tf.cast(num_classes, dtype) / subset_size
+    )
+    log_w = tf.math.log(w)
+    # log κ = log(weight · Σ_c Σ_h w_h σ_h), in log space: κ is tiny when every latent is very negative.
+    log_kappa = tf.math.log(weight) + tf.reduce_logsumexp(log_w + log_sigma, axis=[-2, -1])  # [N]
+    s = tf.range(S_MIN, S_MAX + S_STEP / 2, S_STEP, dtype=dtype)  # [T]
+    log_t = s[None, :] - log_kappa[:, None]  # [N, T]
+    # log φ_c(t) = log Σ_h w_h exp(-t σ_h)
+    exponent = -tf.exp(log_t[:, None, None, :] + log_sigma[..., None])  # [N, K, H, T]
+    log_phi = tf.reduce_logsumexp(log_w[:, None] + exponent, axis=-2)  # [N, K, T]
+    log_product = weight * tf.reduce_sum(log_phi, axis=-2)  # [N, T]
+    integrand = tf.exp(-tf.exp(s)) - tf.exp(log_product)
+    return log_kappa + S_STEP * tf.reduce_sum(integrand, axis=-1)
+
+
+@check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y_onehot: [N, K]", "return: [N]")
+def expected_log_logistic_softmax(
+    Fmu: tf.Tensor,
+    Fvar: tf.Tensor,
+    Y_onehot: tf.Tensor,
+    num_classes: Optional[int] = None,
+    num_hermite: int = DEFAULT_NUM_HERMITE,
+) -> tf.Tensor:
+    """E log p(y | f) = E log σ(f_y) - E log Σ_c σ(f_c) for each point.
+
+    On a class subset (``num_classes`` > the last axis) the observed class's term counts C/|K| times
+    when the label is in the subset (and not at all otherwise), an unbiased estimate of it."""
+    labelled = tf.reduce_sum(Y_onehot, axis=-1)
+    m_y = tf.reduce_sum(Y_onehot * Fmu, axis=-1)
+    v_y = tf.reduce_sum(Y_onehot * Fvar, axis=-1)
+    weight = 1.0
+    if num_classes is not None:
+        weight = tf.cast(num_classes, Fmu.dtype) / tf.cast(tf.shape(Fmu)[-1], Fmu.dtype)
+    return weight * labelled * expected_log_sigmoid(m_y, v_y) - expected_log_normaliser(
+        Fmu, Fvar, num_classes, num_hermite
+    )
+
+
+@check_shapes(
+    "Fmu: [N, K]",
+    "Fvar: [N, K]",
+    "Y_onehot: [N, K]",
+    "return[0]: [N]",
+    "return[1]: [N, K]",
+    "return[2]: [N, K]",
+)
+def exact_sites(
+    Fmu: tf.Tensor,
+    Fvar: tf.Tensor,
+    Y_onehot: tf.Tensor,
+    num_classes: Optional[int] = None,
+    num_hermite: int = DEFAULT_NUM_HERMITE,
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(E log p(y|f) [N], linear [N, K], quadratic [N, K]): the exact expected log-likelihood and
+    the coefficients of f and -f²/2 of its natural-gradient site (module docstring).
+
+    The marginals are treated as constants (the sites are what the natural step consumes); use
+    :func:`expected_log_logistic_softmax` where the expectation must be differentiated."""
+    Fmu, Fvar = tf.stop_gradient(Fmu), tf.stop_gradient(Fvar)
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch([Fmu, Fvar])
+        expected = expected_log_logistic_softmax(Fmu, Fvar, Y_onehot, num_classes, num_hermite)
+        # Points are independent, so the gradient of the sum holds each point's own derivatives.
+        total = tf.reduce_sum(expected)
+    d_mean, d_var = tape.gradient(total, [Fmu, Fvar])
+    quadratic = -2.0 * d_var
+    return expected, d_mean + quadratic * Fmu, quadratic
