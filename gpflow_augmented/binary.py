@@ -27,6 +27,7 @@ from gpflow.config import default_float
 from gpflow.kernels import Kernel
 from gpflow.likelihoods import Bernoulli
 
+from .expectations import expected_log_sigmoid
 from .augmentation import log_cosh_half, polya_gamma_mean, tilt
 from .models import AugmentedSVGP
 
@@ -98,6 +99,13 @@ class BinaryLogisticSVGP(AugmentedSVGP):
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
         return self.conjugate_terms(Fmu, Fvar, Y)[0]
+
+    @check_shapes("Fmu: [N, 1]", "Fvar: [N, 1]", "Y: [N, 1]", "return: [N]")
+    def exact_local_elbo(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
+        sign = self.label_sign(Y)
+        return expected_log_sigmoid(sign[:, 0] * Fmu[:, 0], Fvar[:, 0])
 
     @check_shapes(
         "Fmu: [N, 1]",

@@ -228,6 +228,12 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         from the columns of ``classes`` when given)."""
         raise NotImplementedError
 
+    def exact_local_elbo(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
+        """Each point's exact expected log-likelihood E_q log p(y | f) [N]."""
+        raise NotImplementedError
+
     def conjugate_terms(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -261,19 +267,30 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     @check_shapes("classes: [K]", "return: []")
     def elbo(self, data: RegressionData, classes: Optional[tf.Tensor] = None) -> tf.Tensor:
-        """The augmented evidence lower bound at the optimal local parameters, scaled by num_data.
+        """The model's evidence lower bound, scaled by num_data: the augmented bound at the optimal
+        local parameters, or the exact ELBO for a model on the exact bound.
 
         With ``classes`` (a subset K of the class indices) it is the class-subsampled estimate:
         per-class sums and the KL count C/|K| times (see :mod:`~gpflow_augmented.augmentation`).
         Inside a replica of a ``tf.distribute`` strategy it is this replica's share: the replicas'
         values add up to the ELBO of the global batch.
         """
+        return self._elbo(data, classes, self.local_elbo)
+
+    @check_shapes("classes: [K]", "return: []")
+    def exact_elbo(self, data: RegressionData, classes: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """The exact (non-augmented) ELBO, E_q log p(y | f) - KL, with the accurate expectation of
+        :mod:`~gpflow_augmented.expectations`; otherwise as :meth:`elbo`. It is never below the
+        augmented bound."""
+        return self._elbo(data, classes, self.exact_local_elbo)
+
+    def _elbo(self, data: RegressionData, classes: Optional[tf.Tensor], local_elbo_fn) -> tf.Tensor:  # type: ignore[no-untyped-def]
         X, Y = data
         if tf.executing_eagerly():
             check_data(X, Y, self.num_classes, self.input_dim)
         X = tf.convert_to_tensor(X, dtype=default_float())
         _, q_mu, q_sqrt, Fmu, Fvar, _ = self._batch_geometry(X, classes)
-        local_elbo = self.local_elbo(Fmu, Fvar, Y, classes)
+        local_elbo = local_elbo_fn(Fmu, Fvar, Y, classes)
         kl = self.class_weight(classes) * gauss_kl(q_mu, q_sqrt)
         return tf.reduce_sum(local_elbo) * self.minibatch_scale(X) - kl / num_replicas()
 

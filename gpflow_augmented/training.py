@@ -22,7 +22,10 @@ from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
 from .validation import OK, NumericalError, check_data, raise_for_status
 
-__all__ = ["Trainer", "FitResult", "adam_step_if_finite", "fit", "minibatches"]
+__all__ = ["HYPERPARAMETER_BOUNDS", "Trainer", "FitResult", "adam_step_if_finite", "fit",
+           "minibatches"]
+
+HYPERPARAMETER_BOUNDS = ("model", "exact")
 
 
 def adam_step_if_finite(
@@ -77,6 +80,11 @@ class Trainer(tf.Module):
         share each batch: the model must have been built in ``strategy.scope()``, and batches are
         the strategy's distributed values (``fit(..., strategy=...)`` does this). See
         :mod:`~gpflow_augmented.distributed`.
+    :param hyperparameter_bound: the bound Adam maximises over the hyperparameters: ``"model"``
+        (the model's own, augmented or exact) or ``"exact"`` (the exact ELBO, also for an
+        augmented q(u) step: the augmented bound's gap depends on the kernel, so maximising it
+        biases the hyperparameters).
+    :param warm_start_iterations: see :class:`~gpflow_augmented.CAVI`.
     """
 
     def __init__(
@@ -89,8 +97,14 @@ class Trainer(tf.Module):
         class_subset_size: Optional[int] = None,
         seed: int = 0,
         strategy: Optional[tf.distribute.Strategy] = None,
+        hyperparameter_bound: str = "model",
+        warm_start_iterations: int = 0,
     ) -> None:
         super().__init__(name="Trainer")
+        if hyperparameter_bound not in HYPERPARAMETER_BOUNDS:
+            raise ValueError(f"hyperparameter_bound must be one of {HYPERPARAMETER_BOUNDS}, "
+                             f"got {hyperparameter_bound!r}")
+        self.hyperparameter_bound = hyperparameter_bound
         self.model = model
         self.strategy = strategy
         if strategy is not None and not strategy.extended.variable_created_in_scope(
@@ -103,7 +117,7 @@ class Trainer(tf.Module):
         with self._scope():
             self.cavi = CAVI(
                 model, step_size, class_subset_size=class_subset_size, seed=seed,
-                jit_compile=jit_compile,
+                warm_start_iterations=warm_start_iterations, jit_compile=jit_compile,
             )
             self.adam = None
             if train_hyperparameters:
@@ -151,7 +165,8 @@ class Trainer(tf.Module):
     ) -> tf.Tensor:
         """The model's training loss, -(ELBO + log prior of the hyperparameters), on the batch;
         with ``classes``, its class-subsampled estimate; in a replica, this replica's share."""
-        return -(self.model.elbo((X, Y), classes) + self.model.log_prior_density() / num_replicas())
+        bound = self.model.exact_elbo if self.hyperparameter_bound == "exact" else self.model.elbo
+        return -(bound((X, Y), classes) + self.model.log_prior_density() / num_replicas())
 
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         """One CAVI step then one Adam step; returns the batch ELBO before the CAVI step."""
@@ -204,6 +219,8 @@ def fit(
     progress: bool = True,
     jit_compile: bool = False,
     strategy: Optional[tf.distribute.Strategy] = None,
+    hyperparameter_bound: str = "model",
+    warm_start_iterations: int = 0,
 ) -> FitResult:
     """Train ``model`` on ``data = (X [N, D], Y [N, 1])`` for ``iterations`` steps.
 
@@ -226,6 +243,10 @@ def fit(
     :param strategy: a ``tf.distribute`` strategy whose replicas split every batch (the model must
         be built in its ``scope()``); ``MirroredStrategy`` for one machine's devices,
         ``MultiWorkerMirroredStrategy`` for several machines.
+    :param hyperparameter_bound: ``"model"`` or ``"exact"``: the bound Adam maximises (see
+        :class:`Trainer`).
+    :param warm_start_iterations: a model on the exact bound takes this many first steps with the
+        augmented bound's sites (see :class:`~gpflow_augmented.CAVI`).
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a
         :class:`gpflow.monitor.Monitor` fits here.
     """
@@ -259,6 +280,7 @@ def fit(
         trainer = Trainer(
             model, step_size, learning_rate, train_hyperparameters, jit_compile,
             class_subset_size=class_subset_size, seed=seed, strategy=strategy,
+            hyperparameter_bound=hyperparameter_bound, warm_start_iterations=warm_start_iterations,
         )
     elif strategy is not trainer.strategy:
         raise ValueError("pass the strategy to the Trainer that fit continues")

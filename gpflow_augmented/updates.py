@@ -71,6 +71,9 @@ def natural_parameter_step(
     :return: the new (q_mu, q_sqrt); NaN in the classes whose new precision has no Cholesky factor.
     """
     precision_sum, nat1_sum = statistics
+    q_mu, q_sqrt = tf.convert_to_tensor(q_mu), tf.convert_to_tensor(q_sqrt)
+    # dtype_hint: a Python float must not pass through float32 on its way to float64.
+    step_size = tf.cast(tf.convert_to_tensor(step_size, dtype_hint=q_mu.dtype), q_mu.dtype)
     rho = tf.broadcast_to(step_size, tf.shape(q_sqrt)[:1])
     step_size = rho[:, None, None]
     eye = tf.eye(tf.shape(q_mu)[0], batch_shape=tf.shape(q_sqrt)[:1], dtype=q_mu.dtype)
