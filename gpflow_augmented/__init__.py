@@ -3,10 +3,11 @@
 The logistic-softmax likelihood σ(f_k) / Σ_c σ(f_c), made conditionally conjugate by Gamma, Poisson
 and Pólya-Gamma augmentation, so that q(u) is updated in closed form by a compiled CAVI step.
 """
-from . import baselines, comparison, datasets, expectations, ground_truth, metrics, monitoring, plots, updates
+from . import baselines, certificate, comparison, datasets, expectations, ground_truth, metrics, monitoring, plots, updates
 from .augmentation import LocalParameters
 from .binary import BinaryLogisticSVGP
 from .cavi import CAVI
+from .certificate import BoundCertificate, bound_certificate
 from .convergence import GlobalParameterConvergence
 from .gibbs import GibbsSampler
 from .mcmc import NutsSampler
@@ -24,6 +25,10 @@ __all__ = [
     "AUGMENTED_SCHEMES",
     "AugmentedSVGP",
     "BinaryLogisticSVGP",
+    "BoundCertificate",
+    "bound_certificate",
+    "certificate",
+    "expectations",
     "CAVI",
     "GlobalParameterConvergence",
     "FitResult",

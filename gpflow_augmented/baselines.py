@@ -69,7 +69,7 @@ METHODS: Dict[str, str] = {
 }
 BINARY_METHODS = ("xgpc", "bernoulli")
 # lsm-exact's first steps use the collapsed bound's sites (see CAVI); measured in the README.
-EXACT_WARM_START = 0
+EXACT_WARM_START = 50
 MULTICLASS_METHODS = tuple(name for name in METHODS if name not in BINARY_METHODS)
 
 

@@ -19,7 +19,7 @@ order cancels because Z/κ has mean one), so the trapezoidal rule on a fixed gri
 accurate. Nothing is random: the expectation is a smooth deterministic function of (m, v), so an
 optimiser converges to one point and its derivatives are exact derivatives of one objective.
 
-Accuracy (README, "Accurate expectation"): with the defaults (20 Hermite nodes, grid step 0.5 on
+Accuracy (README, "Accurate expectation"): with the defaults (20 Hermite nodes, grid step 0.7 on
 [-8, 25]) the error of E log Z is below 1e-4 nats per point against a 2¹⁸-point scrambled-Sobol
 reference, for C = 6, 10 and 26, latent means N(-2, 2.5²) and standard deviations up to 4.
 
@@ -53,7 +53,7 @@ __all__ = [
 DEFAULT_NUM_HERMITE = 20
 # The s-grid of Frullani's integral: below -8 the integrand is O(e^{2s} Var(Z)/κ²) < 1e-7, above 25
 # Z/κ would have to be below e^{-25}·(a few) for exp(-Z eˢ/κ) not to have vanished.
-S_MIN, S_MAX, S_STEP = -8.0, 25.0, 0.5
+S_MIN, S_MAX, S_STEP = -8.0, 25.0, 0.7
 
 
 def _hermite(num: int, dtype: tf.DType) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -104,9 +104,11 @@ def expected_log_normaliser(
     log_kappa = tf.math.log(weight) + tf.reduce_logsumexp(log_w + log_sigma, axis=[-2, -1])  # [N]
     s = tf.range(S_MIN, S_MAX + S_STEP / 2, S_STEP, dtype=dtype)  # [T]
     log_t = s[None, :] - log_kappa[:, None]  # [N, T]
-    # log φ_c(t) = log Σ_h w_h exp(-t σ_h)
-    exponent = -tf.exp(log_t[:, None, None, :] + log_sigma[..., None])  # [N, K, H, T]
-    log_phi = tf.reduce_logsumexp(log_w[:, None] + exponent, axis=-2)  # [N, K, T]
+    # φ_c(t) = Σ_h w_h exp(-t σ_h) ≤ 1 cannot overflow. Where it underflows, Π_c φ_c is zero
+    # anyway: the floor only keeps log and its gradient finite there.
+    decay = tf.exp(-tf.exp(log_t[:, None, None, :] + log_sigma[..., None]))  # [N, K, H, T]
+    phi = tf.reduce_sum(w[:, None] * decay, axis=-2)  # [N, K, T]
+    log_phi = tf.math.log(tf.maximum(phi, np.finfo(dtype.as_numpy_dtype).tiny))
     log_product = weight * tf.reduce_sum(log_phi, axis=-2)  # [N, T]
     integrand = tf.exp(-tf.exp(s)) - tf.exp(log_product)
     return log_kappa + S_STEP * tf.reduce_sum(integrand, axis=-1)

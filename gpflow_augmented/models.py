@@ -234,6 +234,13 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         """Each point's exact expected log-likelihood E_q log p(y | f) [N]."""
         raise NotImplementedError
 
+    def augmented_local_elbo(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
+        """Each point's augmented bound [N] at its optimal local parameters (for a model on the
+        exact bound, that of the augmentation it would otherwise use)."""
+        return self.local_elbo(Fmu, Fvar, Y, classes)
+
     def conjugate_terms(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -447,6 +454,16 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
         return self._local_elbo(Fmu, Fvar, self.one_hot(Y, classes))
+
+    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
+    def augmented_local_elbo(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
+        if self.scheme != "exact":
+            return self.local_elbo(Fmu, Fvar, Y, classes)
+        return augmentation.collapsed_local_elbo(
+            Fmu, Fvar, self.one_hot(Y, classes), self.num_classes
+        )
 
     @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
     def exact_local_elbo(

@@ -29,6 +29,7 @@ from gpflow.monitor import (
 )
 
 __all__ = [
+    "BoundCertificateToTensorBoard",
     "ElboToTensorBoard",
     "StepSizeToTensorBoard",
     "TestMetricsToTensorBoard",
@@ -47,6 +48,22 @@ class ElboToTensorBoard(ToTensorBoard):
     def run(self, elbo: Optional[Any] = None, **unused_kwargs: Any) -> None:
         if elbo is not None:
             tf.summary.scalar("elbo", tf.cast(elbo, tf.float64), step=self.current_step)
+
+
+class BoundCertificateToTensorBoard(ToTensorBoard):
+    """Writes the :func:`~gpflow_augmented.certificate.bound_certificate` of the model on the
+    training data as ``certificate/augmented``, ``certificate/exact``, ``certificate/gap`` and
+    ``certificate/quadrature_error``: how far the closed-form bound is from the exact ELBO."""
+
+    def __init__(self, log_dir: str, model: Any, train_data: Tuple[np.ndarray, np.ndarray]) -> None:
+        super().__init__(log_dir)
+        self.model, self.train_data = model, train_data
+
+    def run(self, **unused_kwargs: Any) -> None:
+        from .certificate import bound_certificate
+
+        for name, value in bound_certificate(self.model, self.train_data).as_dict().items():
+            tf.summary.scalar(f"certificate/{name}", value, step=self.current_step)
 
 
 class StepSizeToTensorBoard(ToTensorBoard):
@@ -135,6 +152,7 @@ class TensorBoardTasks(NamedTuple):
     every_step: List[MonitorTask]  # ELBO, hyperparameters and (with an optimizer) step size
     test_metrics: Optional[TestMetricsToTensorBoard]
     reliability: Optional[ReliabilityDiagramToTensorBoard]
+    certificate: Optional[BoundCertificateToTensorBoard] = None
 
 
 def tensorboard_tasks(
@@ -143,8 +161,15 @@ def tensorboard_tasks(
     optimizer: Any = None,
     *,
     test_data: Optional[Tuple[np.ndarray, np.ndarray]] = None,
+    train_data: Optional[Tuple[np.ndarray, np.ndarray]] = None,
     max_size: int = 32,
 ) -> TensorBoardTasks:
+    certificate = None
+    if train_data is not None:
+        from .models import AugmentedSVGP
+
+        if isinstance(model, AugmentedSVGP):
+            certificate = BoundCertificateToTensorBoard(log_dir, model, train_data)
     every_step: List[MonitorTask] = [
         ElboToTensorBoard(log_dir), ModelToTensorBoard(log_dir, model, max_size=max_size)
     ]
@@ -152,10 +177,11 @@ def tensorboard_tasks(
     if step_size is not None:
         every_step.append(StepSizeToTensorBoard(log_dir, step_size))
     if test_data is None:
-        return TensorBoardTasks(every_step, None, None)
+        return TensorBoardTasks(every_step, None, None, certificate)
     metrics_task = TestMetricsToTensorBoard(log_dir, model, test_data)
     return TensorBoardTasks(
-        every_step, metrics_task, ReliabilityDiagramToTensorBoard(log_dir, metrics_task)
+        every_step, metrics_task, ReliabilityDiagramToTensorBoard(log_dir, metrics_task),
+        certificate,
     )
 
 
@@ -165,17 +191,23 @@ def tensorboard_monitor(
     optimizer: Any = None,
     *,
     test_data: Optional[Tuple[np.ndarray, np.ndarray]] = None,
+    train_data: Optional[Tuple[np.ndarray, np.ndarray]] = None,
     period: int = 1,
     test_period: int = 10,
     image_period: int = 100,
+    certificate_period: int = 100,
     max_size: int = 32,
 ) -> Monitor:
     """A :class:`gpflow.monitor.Monitor` writing to ``log_dir``: ELBO, step size and the
     hyperparameters (kernel and likelihood, vectors up to ``max_size`` entries) every ``period``
     calls; test metrics every ``test_period`` and the reliability diagram every ``image_period``
-    (both only with ``test_data``)."""
-    tasks = tensorboard_tasks(log_dir, model, optimizer, test_data=test_data, max_size=max_size)
+    (both only with ``test_data``); the bound certificate every ``certificate_period`` (only with
+    ``train_data``, for this package's models)."""
+    tasks = tensorboard_tasks(log_dir, model, optimizer, test_data=test_data,
+                              train_data=train_data, max_size=max_size)
     groups = [MonitorTaskGroup(tasks.every_step, period=period)]
+    if tasks.certificate is not None:
+        groups.append(MonitorTaskGroup(tasks.certificate, period=certificate_period))
     if tasks.test_metrics is not None:
         groups.append(MonitorTaskGroup(tasks.test_metrics, period=test_period))
         groups.append(MonitorTaskGroup(tasks.reliability, period=image_period))

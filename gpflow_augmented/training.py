@@ -16,6 +16,7 @@ from gpflow.config import default_float
 from gpflow.keras import tf_keras
 
 from .cavi import CAVI, numerical_errors
+from .certificate import BoundCertificate, bound_certificate
 from .convergence import GlobalParameterConvergence
 from .distributed import num_replicas, replica_sum, set_trainable
 from .models import AugmentedSVGP
@@ -186,6 +187,9 @@ class FitResult(NamedTuple):
     trainer: Trainer
     elbo: np.ndarray  # the minibatch ELBO before each step
     converged: bool = False  # the stopping rule ended training before ``iterations``
+    # augmented bound, exact ELBO and their gap on the training data at the end (None when the
+    # data were a stream or training ran under a strategy)
+    certificate: Optional[BoundCertificate] = None
 
 
 def minibatches(
@@ -305,4 +309,7 @@ def fit(
         if stop_rule is not None and stop_rule.update(model):
             converged = True
             break
-    return FitResult(trainer, np.array([float(e) for e in elbos]), converged)
+    certificate = None
+    if not isinstance(data, tf.data.Dataset) and strategy is None:
+        certificate = bound_certificate(model, (X, Y))
+    return FitResult(trainer, np.array([float(e) for e in elbos]), converged, certificate)

@@ -67,3 +67,16 @@ def test_bound_ordering(num_data, num_classes, seed):
     # each gap must exceed the quadrature's own error, or the ordering would prove nothing
     gaps = np.diff([paper, collapsed, vi, log_py])
     assert np.all(gaps > 10 * quadrature_error), (paper, collapsed, vi, log_py)
+
+    # The certificate users see: its exact ELBO is the quadrature's, its augmented bound the
+    # collapsed one, and so augmented ≤ exact ≤ log p(y), for both kinds of model.
+    exact_model, _ = make_problem(num_data, num_classes, seed=seed, variance=2.0, scheme="exact")
+    exact_model.q_mu.assign(q_mu)
+    exact_model.q_sqrt.assign(q_sqrt)
+    for model in (models["collapsed"], exact_model):
+        certificate = ga.certificate.bound_certificate(model, (X, Y))
+        np.testing.assert_allclose(certificate.exact, vi, rtol=1e-6)
+        np.testing.assert_allclose(certificate.augmented, collapsed, rtol=1e-9)
+        assert certificate.quadrature_error < 1e-5
+        assert certificate.augmented < certificate.exact < log_py
+        np.testing.assert_allclose(float(model.exact_elbo((X, Y))), vi, rtol=1e-6)

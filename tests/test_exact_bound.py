@@ -204,3 +204,25 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     for got, want in zip(model.variables, before):
         np.testing.assert_array_equal(got.numpy(), want)
     assert int(cavi.iteration) == 0
+
+
+def test_fit_returns_the_certificate_and_trains_hyperparameters_on_the_exact_bound():
+    model, data = make_problem(60, 3, num_inducing=10, seed=9, scheme="collapsed")
+    twin, _ = make_problem(60, 3, num_inducing=10, seed=9, scheme="collapsed")
+    result = ga.fit(model, data, iterations=1, batch_size=None, learning_rate=0.1,
+                    hyperparameter_bound="exact", progress=False)
+    # The same iteration by hand: the CAVI step, then one Adam step on the exact ELBO.
+    ga.CAVI(twin).step(data)
+    adam = gpflow.keras.tf_keras.optimizers.Adam(0.1)
+    with tf.GradientTape() as tape:
+        loss = -(twin.exact_elbo(data) + twin.log_prior_density())
+    adam.apply_gradients(zip(tape.gradient(loss, twin.trainable_variables), twin.trainable_variables))
+    np.testing.assert_allclose(model.kernel.variance.numpy(), twin.kernel.variance.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(model.kernel.lengthscales.numpy(), twin.kernel.lengthscales.numpy(),
+                               rtol=1e-12)
+    certificate = result.certificate
+    assert certificate.augmented < certificate.exact and certificate.gap > 0
+    np.testing.assert_allclose(certificate.exact, float(model.exact_elbo(data)), rtol=1e-10)
+    np.testing.assert_allclose(certificate.augmented, float(model.elbo(data)), rtol=1e-10)
+    with pytest.raises(ValueError, match="hyperparameter_bound"):
+        ga.Trainer(model, hyperparameter_bound="augmented-ish")

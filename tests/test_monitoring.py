@@ -29,7 +29,8 @@ def monitored_run(tmp_path_factory):
     batches = iter(ga.minibatches(d.X_train, d.Y_train, 40, seed=0))
 
     monitor = tensorboard_monitor(str(log_dir), model, trainer, test_data=(d.X_test, d.Y_test),
-                                  test_period=STEPS - 1, image_period=STEPS - 1)
+                                  train_data=(d.X_train, d.Y_train), test_period=STEPS - 1,
+                                  image_period=STEPS - 1, certificate_period=STEPS - 1)
     recorded = defaultdict(dict)
     for step in range(STEPS):
         elbo = trainer.step(next(batches))
@@ -38,6 +39,7 @@ def monitored_run(tmp_path_factory):
         recorded["step_size"][step] = float(ga.RobbinsMonro()(trainer.iteration))
         recorded["kernel.variance"][step] = float(model.kernel.variance.numpy())
     final_metrics = Evaluator(d.X_test, d.Y_test)(model)
+    final_metrics["certificate"] = ga.bound_certificate(model, (d.X_train, d.Y_train)).as_dict()
     return log_dir, recorded, final_metrics
 
 
@@ -55,6 +57,13 @@ def test_event_files_hold_the_logged_values(monitored_run):
     for name in ("error", "nll", "ece", "classwise_ece", "brier"):
         assert sorted(scalars[f"test/{name}"]) == [0, STEPS - 1], name
         assert scalars[f"test/{name}"][STEPS - 1] == pytest.approx(final_metrics[name], rel=1e-6)
+    # the bound certificate at steps 0 and 5; the gap is positive and is exact - augmented
+    certificate = final_metrics["certificate"]
+    for name, value in certificate.items():
+        assert sorted(scalars[f"certificate/{name}"]) == [0, STEPS - 1], name
+        assert scalars[f"certificate/{name}"][STEPS - 1] == pytest.approx(value, rel=1e-6, abs=1e-9)
+    assert certificate["gap"] > 0
+    assert certificate["gap"] == pytest.approx(certificate["exact"] - certificate["augmented"])
     # the reliability diagram: a PNG image summary (width, height, encoded bytes)
     assert sorted(images["reliability"]) == [0, STEPS - 1]
     width, height, png = images["reliability"][STEPS - 1]
