@@ -64,11 +64,15 @@ def test_fewer_than_two_classes_rejected(num_classes):
 def test_bad_constructor_arguments():
     k, Z = gpflow.kernels.SquaredExponential(), np.zeros((3, 1))
     with pytest.raises(ValueError, match="scheme"):
-        ga.LogisticSoftmaxSVGP(k, Z, 3, scheme="exact")
+        ga.LogisticSoftmaxSVGP(k, Z, 3, scheme="laplace")
     with pytest.raises(ValueError, match="kernels"):
         ga.LogisticSoftmaxSVGP(gpflow.kernels.SeparateIndependent([k, k]), Z, 3)
     with pytest.raises(ValueError, match="step_size"):
         ga.CAVI(ga.LogisticSoftmaxSVGP(k, Z, 3), step_size=1.5)
+    with pytest.raises(ValueError, match="exact bound"):
+        ga.CAVI(ga.LogisticSoftmaxSVGP(k, Z, 3), warm_start_iterations=5)
+    with pytest.raises(ValueError, match="warm_start_iterations"):
+        ga.CAVI(ga.LogisticSoftmaxSVGP(k, Z, 3, scheme="exact"), warm_start_iterations=-1)
 
 
 def test_failed_cholesky_is_a_clear_error_and_keeps_parameters():
