@@ -3,7 +3,18 @@
 The logistic-softmax likelihood σ(f_k) / Σ_c σ(f_c), made conditionally conjugate by Gamma, Poisson
 and Pólya-Gamma augmentation, so that q(u) is updated in closed form by a compiled CAVI step.
 """
-from . import baselines, certificate, comparison, datasets, expectations, ground_truth, metrics, monitoring, plots, updates
+from . import (
+    baselines,
+    certificate,
+    comparison,
+    datasets,
+    expectations,
+    ground_truth,
+    metrics,
+    monitoring,
+    plots,
+    updates,
+)
 from .augmentation import LocalParameters
 from .binary import BinaryLogisticSVGP
 from .cavi import CAVI

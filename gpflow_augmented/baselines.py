@@ -272,9 +272,10 @@ def build_method(
         scheme = {"lsm-paper": "paper", "lsm-exact": "exact"}.get(name, "collapsed")
         model = LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme)
         set_trainable(model.inducing_variable, train_inducing_points)
-        options = {"hyperparameter_bound": "exact"} if name == "lsm-hyp-exact" else {}
-        if name == "lsm-exact":
-            options = {"warm_start_iterations": EXACT_WARM_START}
+        options = {
+            "lsm-exact": {"warm_start_iterations": EXACT_WARM_START},
+            "lsm-hyp-exact": {"hyperparameter_bound": "exact"},
+        }.get(name, {})
         return AugmentedMethod(name, model, learning_rate, full_batch, **options)
 
     likelihood = {

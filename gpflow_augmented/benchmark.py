@@ -158,7 +158,7 @@ def run_benchmark(args: argparse.Namespace) -> str:
         *rows,
         "",
         "Speed-up over RM, t(RM)/t(LSM): to come within 0.01 nats of each one's own best test "
-        "NLL (the issue's measure), and to reach a common NLL (the worse of the two bests + "
+        "NLL, and to reach a common NLL (the worse of the two bests + "
         "0.01); then final differences LSM − RM (negative: LSM better):",
         "",
         *[s for s in speedups if s],

@@ -116,10 +116,16 @@ class BinaryLogisticSVGP(AugmentedSVGP):
         "return[2]: [N, 1]",
     )
     def conjugate_terms(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+        augmented_sites: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """The optimal q(ω) = PG(1, c) is held fixed while differentiating: at the optimum its
-        derivative vanishes, so this is the gradient of the optimised bound."""
+        derivative vanishes, so this is the gradient of the optimised bound. (The sites are always
+        the augmented ones: this model has no exact-bound step.)"""
         sign = self.label_sign(Y)
         c = tf.stop_gradient(tilt(Fmu, Fvar))
         theta = polya_gamma_mean(tf.ones_like(c), c)

@@ -38,13 +38,13 @@ def _local_sums(
         Yc = tf.constant(Y[start : start + chunk_size])
         _, _, _, Fmu, Fvar, _ = model._batch_geometry(Xc, None)
         augmented += float(tf.reduce_sum(model.augmented_local_elbo(Fmu, Fvar, Yc)))
-        exact += float(tf.reduce_sum(model.exact_local_elbo(Fmu, Fvar, Yc)))
+        exact_chunk = float(tf.reduce_sum(model.exact_local_elbo(Fmu, Fvar, Yc)))
+        exact += exact_chunk
         if model.num_latent_gps > 1:
-            onehot = tf.one_hot(tf.cast(Yc[:, 0], tf.int32), model.num_classes, dtype=Fmu.dtype)
             refined += float(tf.reduce_sum(expected_log_logistic_softmax(
-                Fmu, Fvar, onehot, num_hermite=2 * DEFAULT_NUM_HERMITE)))
+                Fmu, Fvar, model.one_hot(Yc), num_hermite=2 * DEFAULT_NUM_HERMITE)))
         else:  # the binary expectation is one-dimensional Gauss–Hermite to machine precision
-            refined = exact
+            refined += exact_chunk
     return augmented, exact, refined
 
 

@@ -8,7 +8,7 @@ They are shaped like :class:`gpflow.models.SVGP` (``q_mu`` [M, C], ``q_sqrt`` [C
 checkpoints, monitoring, the same predictions) works on it. The model only computes; the CAVI
 optimizer is the one place that assigns to ``q_mu`` and ``q_sqrt``.
 """
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -242,7 +242,12 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         return self.local_elbo(Fmu, Fvar, Y, classes)
 
     def conjugate_terms(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+        augmented_sites: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(local ELBO [N], linear [N, L], quadratic [N, L]) at the optimal local parameters:
         given them, the augmented log-likelihood of f is ``linear·f - quadratic·f²/2`` + const.
@@ -291,7 +296,12 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         augmented bound."""
         return self._elbo(data, classes, self.exact_local_elbo)
 
-    def _elbo(self, data: RegressionData, classes: Optional[tf.Tensor], local_elbo_fn) -> tf.Tensor:  # type: ignore[no-untyped-def]
+    def _elbo(
+        self,
+        data: RegressionData,
+        classes: Optional[tf.Tensor],
+        local_elbo_fn: Callable[..., tf.Tensor],
+    ) -> tf.Tensor:
         X, Y = data
         if tf.executing_eagerly():
             check_data(X, Y, self.num_classes, self.input_dim)
@@ -324,18 +334,14 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
         With ``classes`` only those latent GPs are updated (paper, Algorithm 2), and the results
         are their columns. ``augmented_sites`` (a boolean tensor) makes a model on the exact bound
-        take this step with its augmented bound's sites instead. Under a ``tf.distribute`` strategy the batch's statistics are summed
-        over the replicas' shards first, so every replica returns the same. Nothing is assigned: :class:`~gpflow_augmented.CAVI` does that once the
-        result is checked.
+        take this step with its augmented bound's sites instead. Under a ``tf.distribute``
+        strategy the batch's statistics are summed over the replicas' shards first, so every
+        replica returns the same. Nothing is assigned: :class:`~gpflow_augmented.CAVI` does that
+        once the result is checked.
         """
         X = tf.convert_to_tensor(X, dtype=default_float())
         L, q_mu, q_sqrt, Fmu, Fvar, A = self._batch_geometry(X, classes)
-        if augmented_sites is None:
-            local_elbo, linear, quadratic = self.conjugate_terms(Fmu, Fvar, Y, classes)
-        else:
-            local_elbo, linear, quadratic = self.conjugate_terms(
-                Fmu, Fvar, Y, classes, augmented_sites
-            )
+        local_elbo, linear, quadratic = self.conjugate_terms(Fmu, Fvar, Y, classes, augmented_sites)
         local_sum, statistics = replica_sum(
             (tf.reduce_sum(local_elbo), conjugate_statistics(A, linear, quadratic))
         )
@@ -453,6 +459,8 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
     def local_elbo(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
+        if self.scheme == "exact":
+            return self.exact_local_elbo(Fmu, Fvar, Y, classes)
         return self._local_elbo(Fmu, Fvar, self.one_hot(Y, classes))
 
     @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
@@ -527,8 +535,6 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         """
         if self.scheme == "collapsed":
             return augmentation.collapsed_local_elbo(Fmu, Fvar, Y_onehot, self.num_classes)
-        if self.scheme == "exact":
-            return expected_log_logistic_softmax(Fmu, Fvar, Y_onehot, self.num_classes)
         if local is None:
             local = self.local_parameters(Fmu, Fvar, Y_onehot)
         local = tf.nest.map_structure(tf.stop_gradient, local)
