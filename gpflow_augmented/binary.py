@@ -26,6 +26,7 @@ from check_shapes import check_shapes
 from gpflow.config import default_float
 from gpflow.kernels import Kernel
 from gpflow.likelihoods import Bernoulli
+from gpflow.mean_functions import MeanFunction
 
 from .expectations import expected_log_sigmoid
 from .augmentation import log_cosh_half, polya_gamma_mean, tilt
@@ -63,6 +64,7 @@ class BinaryLogisticSVGP(AugmentedSVGP):
     :param inducing_variable: inducing inputs Z [M, D] (array or ``InducingPoints``).
     :param num_data: the training-set size N, which scales minibatch ELBOs and updates.
     :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
+    :param mean_function: the prior mean of f, as in GPflow's SVGP (default zero).
 
     ``q_mu`` is [M, 1] and ``q_sqrt`` [1, M, M], as in a single-output GPflow ``SVGP``.
     Predictions use ``Bernoulli(invlink=tf.sigmoid)``, whose expectations over the Gaussian
@@ -82,10 +84,11 @@ class BinaryLogisticSVGP(AugmentedSVGP):
         whiten: bool = True,
         q_mu: Optional[np.ndarray] = None,
         q_sqrt: Optional[np.ndarray] = None,
+        mean_function: Optional[MeanFunction] = None,
     ) -> None:
         super().__init__(
             kernel, inducing_variable, Bernoulli(invlink=tf.sigmoid), 1, 2, num_data, whiten,
-            q_mu, q_sqrt,
+            q_mu, q_sqrt, mean_function,
         )
 
     @staticmethod

@@ -104,16 +104,40 @@ class CAVI(tf.Module):
 
         ``classes``: the subset to update (drawn here if the optimizer subsamples classes and none
         is given)."""
-        model = self.model
         if classes is None:
             classes = self.sample_classes()
-        # All replicas accept or refuse together (their shards may differ in validity).
-        status = replica_max_code(data_status(X, Y, model.num_classes), NUM_STATUS_CODES)
-        rho = self.step_size(self.iteration)
-        warm = None
-        if self.warm_start_iterations:
-            warm = self.iteration < self.warm_start_iterations
-        new_mu, new_sqrt, elbo = model.natural_update(X, Y, rho, classes, warm)
+        status = self.batch_status(X, Y)
+        new_mu, new_sqrt, elbo = self.model.natural_update(
+            X, Y, self.current_step_size(), classes, self.augmented_sites()
+        )
+        return elbo, self.accept(new_mu, new_sqrt, status, classes)
+
+    def batch_status(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        """The batch's validation status, the same on every replica (they accept or refuse
+        together, though their shards may differ in validity)."""
+        return replica_max_code(data_status(X, Y, self.model.num_classes), NUM_STATUS_CODES)
+
+    def current_step_size(self) -> tf.Tensor:
+        """ρ for this iteration."""
+        return self.step_size(self.iteration)
+
+    def augmented_sites(self) -> Optional[tf.Tensor]:
+        """Whether this step of a model on the exact bound is a warm-start step (``None`` when the
+        optimizer has no warm start)."""
+        if not self.warm_start_iterations:
+            return None
+        return self.iteration < self.warm_start_iterations
+
+    def accept(
+        self,
+        new_mu: tf.Tensor,
+        new_sqrt: tf.Tensor,
+        status: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+    ) -> tf.Tensor:
+        """Assign a proposed q(u) if the batch was valid and the proposal is finite, else leave
+        q(u) as it was; count the step if taken. Returns the final status."""
+        model = self.model
         finite = tf.reduce_all(tf.math.is_finite(new_mu)) & tf.reduce_all(
             tf.math.is_finite(new_sqrt)
         )
@@ -124,7 +148,7 @@ class CAVI(tf.Module):
             tf.where(accept, new_mu, old_mu), tf.where(accept, new_sqrt, old_sqrt), classes
         )
         self.iteration.assign_add(tf.cast(accept, tf.int64))
-        return elbo, status
+        return status
 
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         """One sweep on ``data = (X [B, D], Y [B, 1])``; returns the batch ELBO before the step.

@@ -36,7 +36,8 @@ def _local_sums(
     for start in range(0, len(X), chunk_size):
         Xc = tf.constant(X[start : start + chunk_size], dtype=default_float())
         Yc = tf.constant(Y[start : start + chunk_size])
-        _, _, _, Fmu, Fvar, _ = model._batch_geometry(Xc, None)
+        geometry = model.batch_geometry(Xc)
+        Fmu, Fvar = geometry.Fmu, geometry.Fvar
         augmented += float(tf.reduce_sum(model.augmented_local_elbo(Fmu, Fvar, Yc)))
         exact_chunk = float(tf.reduce_sum(model.exact_local_elbo(Fmu, Fvar, Yc)))
         exact += exact_chunk

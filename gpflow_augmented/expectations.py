@@ -48,6 +48,7 @@ __all__ = [
     "expected_log_sigmoid",
     "expected_log_logistic_softmax",
     "exact_sites",
+    "sites_from_derivatives",
 ]
 
 DEFAULT_NUM_HERMITE = 20
@@ -164,5 +165,20 @@ def exact_sites(
         # Points are independent, so the gradient of the sum holds each point's own derivatives.
         total = tf.reduce_sum(expected)
     d_mean, d_var = tape.gradient(total, [Fmu, Fvar])
+    return (expected, *sites_from_derivatives(Fmu, d_mean, d_var))
+
+
+@check_shapes(
+    "Fmu: [N, K]",
+    "d_mean: [N, K]",
+    "d_var: [N, K]",
+    "return[0]: [N, K]",
+    "return[1]: [N, K]",
+)
+def sites_from_derivatives(
+    Fmu: tf.Tensor, d_mean: tf.Tensor, d_var: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(linear, quadratic) of the natural-gradient site from the derivatives of a point's expected
+    log-likelihood with respect to its marginal mean and variance (module docstring)."""
     quadratic = -2.0 * d_var
-    return expected, d_mean + quadratic * Fmu, quadratic
+    return d_mean + quadratic * Fmu, quadratic

@@ -8,7 +8,7 @@ They are shaped like :class:`gpflow.models.SVGP` (``q_mu`` [M, C], ``q_sqrt`` [C
 checkpoints, monitoring, the same predictions) works on it. The model only computes; the CAVI
 optimizer is the one place that assigns to ``q_mu`` and ``q_sqrt``.
 """
-from typing import Callable, Optional, Tuple
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -19,6 +19,7 @@ from gpflow.config import default_float
 from gpflow.inducing_variables import InducingVariables
 from gpflow.kernels import Kernel
 from gpflow.likelihoods import Likelihood
+from gpflow.mean_functions import MeanFunction
 from gpflow.kullback_leiblers import gauss_kl
 from gpflow.models import GPModel
 from gpflow.models.training_mixins import ExternalDataTrainingLossMixin
@@ -38,12 +39,24 @@ from .distributed import num_replicas, replica_sum, replicated_by_first
 from .updates import conjugate_statistics, natural_parameter_step_with_backoff
 from .validation import check_data, check_num_classes
 
-__all__ = ["AUGMENTED_SCHEMES", "AugmentedSVGP", "LogisticSoftmaxSVGP", "SCHEMES"]
+__all__ = ["AUGMENTED_SCHEMES", "AugmentedSVGP", "BatchGeometry", "LogisticSoftmaxSVGP", "SCHEMES"]
 
 # The schemes whose step is exact coordinate ascent on a conjugate (augmented) bound, and the
 # natural-gradient step on the exact, non-augmented ELBO.
 AUGMENTED_SCHEMES = ("collapsed", "paper")
 SCHEMES = AUGMENTED_SCHEMES + ("exact",)
+
+
+class BatchGeometry(NamedTuple):
+    """A batch's sparse-GP quantities (:meth:`AugmentedSVGP.batch_geometry`)."""
+
+    L: tf.Tensor  # Cholesky factor of K_mm + jitter [P, M, M], P = 1 if the classes share it
+    q_mu: tf.Tensor  # whitened q(v) mean [M, K]
+    q_sqrt: tf.Tensor  # whitened q(v) square root [K, M, M]
+    Fmu: tf.Tensor  # marginal means of q(f) [N, K]
+    Fvar: tf.Tensor  # marginal variances of q(f) [N, K]
+    A: tf.Tensor  # whitened projection L⁻¹ K_mn [P, M, N]
+    prior_mean: tf.Tensor  # the mean function at the batch [N, 1] (shared) or [N, K], in Fmu
 
 
 class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
@@ -66,13 +79,14 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         whiten: bool,
         q_mu: Optional[np.ndarray],
         q_sqrt: Optional[np.ndarray],
+        mean_function: Optional[MeanFunction] = None,
     ) -> None:
         if num_data is not None and int(num_data) < 1:
             raise ValueError(f"num_data must be a positive integer, got {num_data!r}")
         kernel, inducing_variable = canonical_kernel_and_inducing(
             kernel, inducingpoint_wrapper(inducing_variable), num_latent_gps
         )
-        super().__init__(kernel, likelihood, num_latent_gps=num_latent_gps)
+        super().__init__(kernel, likelihood, mean_function, num_latent_gps=num_latent_gps)
         self.num_classes = num_classes
         self.inducing_variable: InducingVariables = inducing_variable
         self.num_data = None if num_data is None else int(num_data)
@@ -201,15 +215,18 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     @check_shapes(
         "X: [N, D]",
         "classes: [K]",
-        "return[0]: [broadcast K, M, M]",
-        "return[1]: [M, K]",
-        "return[2]: [K, M, M]",
-        "return[3]: [N, K]",
-        "return[4]: [N, K]",
-        "return[5]: [broadcast K, M, N]",
+        "return.L: [broadcast K, M, M]",
+        "return.q_mu: [M, K]",
+        "return.q_sqrt: [K, M, M]",
+        "return.Fmu: [N, K]",
+        "return.Fvar: [N, K]",
+        "return.A: [broadcast K, M, N]",
+        "return.prior_mean: [N, broadcast K]",
     )
-    def _batch_geometry(self, X: tf.Tensor, classes: Optional[tf.Tensor]) -> tuple:
-        """(L, whitened q_mu, q_sqrt, Fmu, Fvar, A) on the batch, for all classes or a subset."""
+    def batch_geometry(self, X: tf.Tensor, classes: Optional[tf.Tensor] = None) -> "BatchGeometry":
+        """The batch's sparse-GP quantities, for all classes or a subset: the Cholesky factor L
+        of K_mm, whitened q(v), the marginals q(f) (the prior mean included), the whitened
+        projection A and the prior mean."""
         L, A, residual = self.whitened_projection(X)
         if classes is not None and L.shape[0] != 1:
             # One prior per class: gather the subset's (the projection itself still costs C).
@@ -217,7 +234,10 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             residual = tf.gather(residual, classes, axis=1)
         q_mu, q_sqrt = self.whitened_q(L, *self.variational_parameters(classes))
         Fmu, Fvar = self.marginals(A, residual, q_mu, q_sqrt)
-        return L, q_mu, q_sqrt, Fmu, Fvar, A
+        prior_mean = self.mean_function(X)
+        if classes is not None and prior_mean.shape[-1] != 1:
+            prior_mean = tf.gather(prior_mean, classes, axis=1)
+        return BatchGeometry(L, q_mu, q_sqrt, Fmu + prior_mean, Fvar, A, prior_mean)
 
     # -- what the likelihood contributes ------------------------------------------------------
 
@@ -306,9 +326,9 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         if tf.executing_eagerly():
             check_data(X, Y, self.num_classes, self.input_dim)
         X = tf.convert_to_tensor(X, dtype=default_float())
-        _, q_mu, q_sqrt, Fmu, Fvar, _ = self._batch_geometry(X, classes)
-        local_elbo = local_elbo_fn(Fmu, Fvar, Y, classes)
-        kl = self.class_weight(classes) * gauss_kl(q_mu, q_sqrt)
+        geometry = self.batch_geometry(X, classes)
+        local_elbo = local_elbo_fn(geometry.Fmu, geometry.Fvar, Y, classes)
+        kl = self.class_weight(classes) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
         return tf.reduce_sum(local_elbo) * self.minibatch_scale(X) - kl / num_replicas()
 
     # -- the closed-form update (computed here, assigned by CAVI) --------------------------------
@@ -340,17 +360,48 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         once the result is checked.
         """
         X = tf.convert_to_tensor(X, dtype=default_float())
-        L, q_mu, q_sqrt, Fmu, Fvar, A = self._batch_geometry(X, classes)
-        local_elbo, linear, quadratic = self.conjugate_terms(Fmu, Fvar, Y, classes, augmented_sites)
+        geometry = self.batch_geometry(X, classes)
+        local_elbo, linear, quadratic = self.conjugate_terms(
+            geometry.Fmu, geometry.Fvar, Y, classes, augmented_sites
+        )
+        return self.natural_step(X, geometry, local_elbo, linear, quadratic, step_size, classes)
+
+    @check_shapes(
+        "X: [N, D]",
+        "local_elbo: [N]",
+        "linear: [N, K]",
+        "quadratic: [N, K]",
+        "step_size: []",
+        "classes: [K]",
+        "return[0]: [M, K]",
+        "return[1]: [K, M, M]",
+        "return[2]: []",
+    )
+    def natural_step(
+        self,
+        X: tf.Tensor,
+        geometry: "BatchGeometry",
+        local_elbo: tf.Tensor,
+        linear: tf.Tensor,
+        quadratic: tf.Tensor,
+        step_size: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """The second half of :meth:`natural_update`, from the batch's sites onwards:
+        (q_mu, q_sqrt) after the step and the batch ELBO before it.
+
+        The sites are coefficients of f; q(u) is over f minus the prior mean μ, and
+        linear·f - quadratic·f²/2 = (linear - quadratic·μ)·(f - μ) - quadratic·(f - μ)²/2 + const."""
+        linear = linear - quadratic * geometry.prior_mean
         local_sum, statistics = replica_sum(
-            (tf.reduce_sum(local_elbo), conjugate_statistics(A, linear, quadratic))
+            (tf.reduce_sum(local_elbo), conjugate_statistics(geometry.A, linear, quadratic))
         )
         scale = self.minibatch_scale(X)
-        kl = self.class_weight(classes) * gauss_kl(q_mu, q_sqrt)
+        kl = self.class_weight(classes) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
         elbo = local_sum * scale - kl
         new_mu, new_sqrt, _ = natural_parameter_step_with_backoff(
-            q_mu,
-            q_sqrt,
+            geometry.q_mu,
+            geometry.q_sqrt,
             statistics,
             scale=scale,
             # dtype_hint: a Python float must not pass through float32 on its way to float64.
@@ -358,7 +409,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
                 tf.convert_to_tensor(step_size, dtype_hint=default_float()), default_float()
             ),
         )
-        new_mu, new_sqrt = self.unwhitened_q(L, new_mu, new_sqrt)
+        new_mu, new_sqrt = self.unwhitened_q(geometry.L, new_mu, new_sqrt)
         return new_mu, new_sqrt, elbo
 
     # -- predictions --------------------------------------------------------------------------
@@ -367,7 +418,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     def predict_f(
         self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
-        return conditional(
+        mu, var = conditional(
             Xnew,
             self.inducing_variable,
             self.kernel,
@@ -377,6 +428,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             white=self.whiten,
             full_output_cov=full_output_cov,
         )
+        return mu + self.mean_function(Xnew), var
 
 
 class LogisticSoftmaxSVGP(AugmentedSVGP):
@@ -397,6 +449,10 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
     :param inner_iterations: γ ↔ α alternations of the paper scheme (default 5, as in the paper).
     :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
     :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
+    :param mean_function: the prior mean of every latent, as in GPflow's SVGP (default zero).
+        ``gpflow.mean_functions.Constant()``, learned with the hyperparameters, lets the model move
+        towards the regime where every σ(f_c) is small and the logistic-softmax approaches the
+        softmax.
     """
 
     @check_shapes(
@@ -416,6 +472,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         likelihood: Optional[LogisticSoftmax] = None,
         q_mu: Optional[np.ndarray] = None,
         q_sqrt: Optional[np.ndarray] = None,
+        mean_function: Optional[MeanFunction] = None,
     ) -> None:
         num_classes = check_num_classes(num_classes)
         if scheme not in SCHEMES:
@@ -428,7 +485,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
             raise ValueError(f"likelihood must be a LogisticSoftmax({num_classes})")
         super().__init__(
             kernel, inducing_variable, likelihood, num_classes, num_classes, num_data, whiten,
-            q_mu, q_sqrt,
+            q_mu, q_sqrt, mean_function,
         )
         self.scheme = scheme
         self.inner_iterations = int(inner_iterations)
@@ -504,21 +561,33 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
             if augmented_sites is None:
                 return exact_sites(Fmu, Fvar, Y_onehot, self.num_classes)
 
-            def collapsed_sites() -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-                local = augmentation.collapsed_local_parameters(
-                    Fmu, Fvar, Y_onehot, self.num_classes
-                )
+            def warm_start_terms() -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
                 expected = expected_log_logistic_softmax(Fmu, Fvar, Y_onehot, self.num_classes)
-                return expected, (Y_onehot - local.gamma) / 2, local.theta
+                return (expected, *self.collapsed_sites(Fmu, Fvar, Y_onehot))
 
             return tf.cond(
                 augmented_sites,
-                collapsed_sites,
+                warm_start_terms,
                 lambda: exact_sites(Fmu, Fvar, Y_onehot, self.num_classes),
             )
         local = self.local_parameters(Fmu, Fvar, Y_onehot)
         local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local)
         return local_elbo, (Y_onehot - local.gamma) / 2, local.theta
+
+    @check_shapes(
+        "Fmu: [N, K]",
+        "Fvar: [N, K]",
+        "Y_onehot: [N, K]",
+        "return[0]: [N, K]",
+        "return[1]: [N, K]",
+    )
+    def collapsed_sites(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """(linear, quadratic) of the collapsed augmented bound at its optimal local parameters:
+        the warm-start sites of a model on the exact bound."""
+        local = augmentation.collapsed_local_parameters(Fmu, Fvar, Y_onehot, self.num_classes)
+        return (Y_onehot - local.gamma) / 2, local.theta
 
     def _local_elbo(
         self,

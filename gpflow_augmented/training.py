@@ -14,11 +14,13 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.keras import tf_keras
+from gpflow.kullback_leiblers import gauss_kl
 
 from .cavi import CAVI, numerical_errors
 from .certificate import BoundCertificate, bound_certificate
 from .convergence import GlobalParameterConvergence
 from .distributed import num_replicas, replica_sum, set_trainable
+from .expectations import sites_from_derivatives
 from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
 from .validation import OK, NumericalError, check_data, raise_for_status
@@ -73,6 +75,11 @@ def apply_if_finite(
 class Trainer(tf.Module):
     """One iteration of Algorithm 1: a CAVI step on the batch, then an Adam step on the
     hyperparameters (every trainable variable of the model; q(u) is not trainable).
+
+    For an augmented model the hyperparameter gradient is taken after the CAVI step. For a model
+    on the exact bound (``scheme="exact"``) one evaluation of the expected log-likelihood gives both:
+    its derivatives with respect to the marginals are the step's sites, and the same backward pass
+    continues to the hyperparameters, so the gradient is taken at q(u) before the step.
 
     A hyperparameter step whose loss or gradient is not finite is refused before Adam touches
     anything, so a failed step never loses what was trained.
@@ -143,23 +150,77 @@ class Trainer(tf.Module):
             return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], value)
 
         classes = self.cavi.sample_classes()
-        elbo, status = first(strategy.run(self.cavi.update, args=(X, Y, classes)))
         variables = self.model.trainable_variables
         if self.adam is None or not variables:
+            elbo, status = first(strategy.run(self.cavi.update, args=(X, Y, classes)))
             return elbo, status, tf.constant(True)
-        # The same class subset as the CAVI step (Algorithm 2).
-        loss, gradients = first(
-            strategy.run(
-                lambda X, Y: loss_and_gradients(lambda: self.training_loss(X, Y, classes), variables),
-                args=(X, Y),
+        if getattr(self.model, "scheme", None) == "exact":
+            elbo, status, loss, gradients = first(
+                strategy.run(self._fused_update, args=(X, Y, classes))
             )
-        )
+        else:
+            elbo, status = first(strategy.run(self.cavi.update, args=(X, Y, classes)))
+            # The same class subset as the CAVI step (Algorithm 2).
+            loss, gradients = first(
+                strategy.run(
+                    lambda X, Y: loss_and_gradients(
+                        lambda: self.training_loss(X, Y, classes), variables
+                    ),
+                    args=(X, Y),
+                )
+            )
         applied = tf.cond(
             status == OK,
             lambda: apply_if_finite(self.adam, loss, gradients, variables),
             lambda: tf.constant(False),
         )
         return elbo, status, applied
+
+    def _fused_update(
+        self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor]
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, List[tf.Tensor]]:
+        """The exact-bound CAVI step and the hyperparameter gradient from one evaluation of the
+        expected log-likelihood: its derivatives with respect to the marginals are the sites, and
+        the same backward pass continues to the hyperparameters. Both are therefore taken at
+        q(u) before the step. Assigns q(u) (through :meth:`CAVI.accept`); returns (ELBO before,
+        status, loss, replica-summed gradients)."""
+        model, cavi = self.model, self.cavi
+        variables = model.trainable_variables
+        status = cavi.batch_status(X, Y)
+        X = tf.convert_to_tensor(X, dtype=default_float())
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(variables)
+            geometry = model.batch_geometry(X, classes)
+            tape.watch([geometry.Fmu, geometry.Fvar])
+            expected = model.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, classes)
+            scale = model.minibatch_scale(X)
+            kl = model.class_weight(classes) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
+            loss = -(
+                tf.reduce_sum(expected) * scale + (model.log_prior_density() - kl) / num_replicas()
+            )
+        *gradients, d_mean, d_var = tape.gradient(
+            loss, [*variables, geometry.Fmu, geometry.Fvar]
+        )
+
+        def exact() -> Tuple[tf.Tensor, tf.Tensor]:
+            # The loss carries each point's expectation with weight -scale.
+            return sites_from_derivatives(geometry.Fmu, -d_mean / scale, -d_var / scale)
+
+        warm_start = cavi.augmented_sites()
+        if warm_start is None:
+            linear, quadratic = exact()
+        else:
+            linear, quadratic = tf.cond(
+                warm_start,
+                lambda: model.collapsed_sites(geometry.Fmu, geometry.Fvar, model.one_hot(Y, classes)),
+                exact,
+            )
+        new_mu, new_sqrt, elbo = model.natural_step(
+            X, geometry, expected, linear, quadratic, cavi.current_step_size(), classes
+        )
+        status = cavi.accept(new_mu, new_sqrt, status, classes)
+        loss, gradients = replica_sum((loss, gradients))
+        return elbo, status, loss, gradients
 
     def training_loss(
         self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None

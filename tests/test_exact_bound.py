@@ -182,7 +182,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     # Moderately negative: Λ̂ is indefinite, a shorter step is positive definite.
     monkeypatch.setattr(ga.models, "exact_sites", negative_curvature(5.0))
     before = [v.numpy().copy() for v in model.variables]
-    L, q_mu, q_sqrt, Fmu, Fvar, A = model._batch_geometry(tf.constant(data[0]), None)
+    L, q_mu, q_sqrt, Fmu, Fvar, A = model.batch_geometry(tf.constant(data[0]), None)
     _, linear, quadratic = model.conjugate_terms(Fmu, Fvar, tf.constant(data[1]))
     statistics = ga.updates.conjugate_statistics(A, linear, quadratic)
     scale = model.minibatch_scale(tf.constant(data[0]))
@@ -226,3 +226,53 @@ def test_fit_returns_the_certificate_and_trains_hyperparameters_on_the_exact_bou
     np.testing.assert_allclose(certificate.augmented, float(model.elbo(data)), rtol=1e-10)
     with pytest.raises(ValueError, match="hyperparameter_bound"):
         ga.Trainer(model, hyperparameter_bound="augmented-ish")
+
+
+def manual_exact_iteration(model, cavi, adam, batch, gradient_after_step=False):
+    """What the fused iteration must equal: the exact ELBO's hyperparameter gradient at q(u) before
+    the CAVI step, the CAVI step, then Adam (with ``gradient_after_step`` the gradient is taken
+    after the step instead: the unfused order, which the test must tell apart)."""
+    X, Y = tf.constant(batch[0]), tf.constant(batch[1])
+    variables = model.trainable_variables
+
+    def gradient():
+        with tf.GradientTape() as tape:
+            loss = -(model.exact_elbo((X, Y)) + model.log_prior_density())
+        return tape.gradient(loss, variables)
+
+    gradients = None if gradient_after_step else gradient()
+    cavi.update(X, Y)
+    if gradient_after_step:
+        gradients = gradient()
+    adam.apply_gradients(zip(gradients, variables))
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_fused_exact_iteration_equals_gradient_before_the_step_then_cavi(whiten):
+    # Minibatches, ρ < 1, a learned constant prior mean and one warm-start step: the fused
+    # iteration takes the collapsed sites first, then the sites from its own backward pass.
+    def build():
+        model, data = make_problem(60, 3, num_inducing=12, seed=4, scheme="exact", whiten=whiten,
+                                   mean_function=gpflow.mean_functions.Constant(np.array([-1.0])))
+        model.kernel.lengthscales.assign(1.5)
+        return model, data
+
+    fused, data = build()
+    trainer = ga.Trainer(fused, 0.8, learning_rate=0.05, warm_start_iterations=1)
+    manual, _ = build()
+    cavi = ga.CAVI(manual, 0.8, warm_start_iterations=1, compile=False)
+    adam = gpflow.keras.tf_keras.optimizers.Adam(0.05)
+    unfused, _ = build()
+    unfused_cavi = ga.CAVI(unfused, 0.8, warm_start_iterations=1, compile=False)
+    unfused_adam = gpflow.keras.tf_keras.optimizers.Adam(0.05)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        index = rng.choice(60, 20, replace=False)
+        batch = (data[0][index], data[1][index])
+        trainer.step(batch)
+        manual_exact_iteration(manual, cavi, adam, batch)
+        manual_exact_iteration(unfused, unfused_cavi, unfused_adam, batch, gradient_after_step=True)
+    for got, want, other in zip(fused.variables, manual.variables, unfused.variables):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-9, atol=1e-11)
+    # The order matters by far more than the tolerance, so the comparison can tell them apart.
+    assert abs(fused.kernel.variance.numpy() - unfused.kernel.variance.numpy()) > 1e-6

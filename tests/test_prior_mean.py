@@ -1,0 +1,54 @@
+"""A prior mean function (GPflow's ``mean_function``) in the closed-form models: the marginals,
+the ELBO and the predictions include it, and the step's sites are re-expressed in f minus the mean,
+so the fixed point is still the optimum of the bound."""
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gpflow_augmented as ga
+from conftest import make_problem, variational_gradient_norm
+
+
+def with_constant_mean(scheme, c=-2.5, whiten=True):
+    return make_problem(50, 3, num_inducing=10, seed=3, variance=2.0, scheme=scheme, whiten=whiten,
+                        mean_function=gpflow.mean_functions.Constant(np.array([c])))
+
+
+def test_exact_elbo_and_predictions_equal_stock_svgp_with_the_same_mean():
+    model, data = with_constant_mean("exact")
+    ga.CAVI(model, 0.7, warm_start_iterations=3).minimize(data, 5)  # a q(u) that is not the prior
+    svgp = gpflow.models.SVGP(
+        model.kernel, ga.LogisticSoftmax(3), model.inducing_variable.Z.numpy(), num_latent_gps=3,
+        num_data=50, whiten=True, mean_function=model.mean_function,
+        q_mu=model.q_mu.numpy(), q_sqrt=model.q_sqrt.numpy(),
+    )
+    np.testing.assert_allclose(float(model.elbo(data)), float(svgp.elbo(data)), rtol=1e-10)
+    for ours, stock in zip(model.predict_f(data[0]), svgp.predict_f(data[0])):
+        np.testing.assert_allclose(ours.numpy(), stock.numpy(), rtol=1e-10, atol=1e-12)
+    geometry = model.batch_geometry(tf.constant(data[0]))
+    np.testing.assert_allclose(geometry.Fmu.numpy(), model.predict_f(data[0])[0].numpy(),
+                               rtol=1e-10, atol=1e-12)
+
+
+class ForgetsTheMean(ga.LogisticSoftmaxSVGP):
+    """A deliberately wrong step: it feeds the sites in f to q(u) over f - μ."""
+
+    def natural_step(self, X, geometry, local_elbo, linear, quadratic, step_size, classes=None):
+        return super().natural_step(X, geometry, local_elbo, linear + quadratic * geometry.prior_mean,
+                                    quadratic, step_size, classes)
+
+
+@pytest.mark.parametrize("scheme,whiten", [("exact", True), ("collapsed", True), ("exact", False)])
+def test_fixed_point_with_a_mean_has_zero_gradient_and_forgetting_it_does_not(scheme, whiten):
+    warm_start = 10 if scheme == "exact" else 0
+    model, data = with_constant_mean(scheme, whiten=whiten)
+    start = variational_gradient_norm(model, data)
+    ga.CAVI(model, 1.0, warm_start_iterations=warm_start).minimize(data, 80)
+    assert start > 1.0 and variational_gradient_norm(model, data) < 1e-8 * start
+
+    broken, _ = with_constant_mean(scheme, whiten=whiten)
+    broken.__class__ = ForgetsTheMean
+    ga.CAVI(broken, 1.0, warm_start_iterations=warm_start).minimize(data, 80)
+    assert variational_gradient_norm(broken, data) > 1e-2 * start
+
