@@ -13,6 +13,7 @@ from . import (
     metrics,
     monitoring,
     plots,
+    tuning,
     updates,
 )
 from .augmentation import LocalParameters
@@ -59,6 +60,7 @@ __all__ = [
     "minibatches",
     "monitoring",
     "plots",
+    "tuning",
     "ConstantStepSize",
     "InvalidDataError",
     "LocalParameters",

@@ -23,7 +23,7 @@ whitened q(u) starting at N(0, I), and ``tf.function`` compilation of its step. 
 same minibatches to all (:class:`~gpflow_augmented.comparison.MinibatchStream`).
 """
 import abc
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 import gpflow
 import numpy as np
@@ -38,12 +38,13 @@ from .likelihoods import LogisticSoftmax
 from .binary import BinaryLogisticSVGP
 from .models import AugmentedSVGP, LogisticSoftmaxSVGP
 from .projection import inducing_inputs
-from .schedules import RobbinsMonro
+from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from .training import Trainer, adam_step_if_finite
 from .validation import NumericalError
 
 __all__ = [
     "METHODS",
+    "AUGMENTED_METHODS",
     "BINARY_METHODS",
     "MULTICLASS_METHODS",
     "default_methods",
@@ -52,6 +53,7 @@ __all__ = [
     "NaturalGradientMethod",
     "AdamMethod",
     "NaturalGradientWarmUp",
+    "STEP_SIZE_SCHEDULES",
     "build_method",
     "hyperparameter_snapshot",
 ]
@@ -60,6 +62,7 @@ METHODS: Dict[str, str] = {
     "lsm": "logistic-softmax, augmented (collapsed bound): CAVI + Adam",
     "lsm-paper": "logistic-softmax, augmented (paper's Gamma-Poisson scheme): CAVI + Adam",
     "lsm-exact": "logistic-softmax, exact bound: closed-form natural step on exact sites + Adam on the exact ELBO",
+    "lsm-exact-mean": "as lsm-exact, with a constant prior mean learned by Adam",
     "lsm-hyp-exact": "logistic-softmax, augmented (collapsed) CAVI + Adam on the exact ELBO",
     "rm": "SVGP + robust-max (gpflow MultiClass): NaturalGradient with γ warm-up + Adam",
     "softmax": "SVGP + softmax (gpflow Softmax, Monte Carlo): Adam",
@@ -71,6 +74,14 @@ BINARY_METHODS = ("xgpc", "bernoulli")
 # lsm-exact's first steps use the collapsed bound's sites (see CAVI); measured in the README.
 EXACT_WARM_START = 50
 MULTICLASS_METHODS = tuple(name for name in METHODS if name not in BINARY_METHODS)
+AUGMENTED_METHODS = ("lsm", "lsm-paper", "lsm-exact", "lsm-exact-mean", "lsm-hyp-exact", "xgpc")
+# The ρ schedules a comparison can give the CAVI methods on minibatches, by name. The first is the
+# default; the constant ones let q(u) keep tracking hyperparameters that are still moving.
+STEP_SIZE_SCHEDULES: Dict[str, StepSizeSchedule] = {
+    "robbins-monro": RobbinsMonro(),
+    "constant-0.1": ConstantStepSize(0.1),
+    "constant-0.3": ConstantStepSize(0.3),
+}
 
 
 def default_methods(num_classes: int) -> Tuple[str, ...]:
@@ -105,9 +116,8 @@ class AugmentedMethod(Method):
     """This package's model trained by :class:`~gpflow_augmented.Trainer` (CAVI, then Adam)."""
 
     def __init__(self, name: str, model: AugmentedSVGP, learning_rate: float,
-                 full_batch: bool, **trainer_options: object) -> None:
+                 step_size: Union[float, StepSizeSchedule], **trainer_options: object) -> None:
         self.name, self.model = name, model
-        step_size = 1.0 if full_batch else RobbinsMonro()
         self.trainer = Trainer(model, step_size, learning_rate, **trainer_options)
 
     def checkpoint(self) -> tf.train.Checkpoint:
@@ -256,27 +266,43 @@ def build_method(
     learning_rate: float = 0.01,
     train_inducing_points: bool = False,
     full_batch: bool = False,
+    step_size: Optional[str] = None,
 ) -> Method:
     """Build method ``name`` (a key of :data:`METHODS`) around ``kernel`` and a copy of
-    ``inducing_points``. Pass each method its own kernel object with the same values."""
+    ``inducing_points``. Pass each method its own kernel object with the same values.
+
+    ``step_size`` names the ρ schedule (:data:`STEP_SIZE_SCHEDULES`) of a CAVI method on
+    minibatches; on the full batch ρ = 1 (exact coordinate ascent)."""
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    if step_size is not None:
+        if name not in AUGMENTED_METHODS:
+            raise ValueError(f"method {name!r} has no ρ schedule (only {', '.join(AUGMENTED_METHODS)})")
+        if step_size not in STEP_SIZE_SCHEDULES:
+            raise ValueError(f"unknown step size {step_size!r}; choose from "
+                             f"{', '.join(STEP_SIZE_SCHEDULES)}")
+    schedule = STEP_SIZE_SCHEDULES[step_size or "robbins-monro"]
+    rho: Union[float, StepSizeSchedule] = 1.0 if full_batch else schedule
     if name in BINARY_METHODS and num_classes != 2:
         raise ValueError(f"method {name!r} is for binary labels (C = 2), not C = {num_classes}")
     Z = np.array(inducing_points, dtype=default_float())
     if name == "xgpc":
         model = BinaryLogisticSVGP(kernel, Z, num_data=num_data)
         set_trainable(model.inducing_variable, train_inducing_points)
-        return AugmentedMethod(name, model, learning_rate, full_batch)
-    if name in ("lsm", "lsm-paper", "lsm-exact", "lsm-hyp-exact"):
-        scheme = {"lsm-paper": "paper", "lsm-exact": "exact"}.get(name, "collapsed")
-        model = LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme)
+        return AugmentedMethod(name, model, learning_rate, rho)
+    if name in ("lsm", "lsm-paper", "lsm-exact", "lsm-exact-mean", "lsm-hyp-exact"):
+        scheme = {"lsm-paper": "paper", "lsm-exact": "exact", "lsm-exact-mean": "exact"}.get(
+            name, "collapsed")
+        mean_function = gpflow.mean_functions.Constant() if name == "lsm-exact-mean" else None
+        model = LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme,
+                                    mean_function=mean_function)
         set_trainable(model.inducing_variable, train_inducing_points)
         options = {
             "lsm-exact": {"warm_start_iterations": EXACT_WARM_START},
+            "lsm-exact-mean": {"warm_start_iterations": EXACT_WARM_START},
             "lsm-hyp-exact": {"hyperparameter_bound": "exact"},
         }.get(name, {})
-        return AugmentedMethod(name, model, learning_rate, full_batch, **options)
+        return AugmentedMethod(name, model, learning_rate, rho, **options)
 
     likelihood = {
         "bernoulli": lambda: gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),

@@ -59,13 +59,16 @@ def step_times(batch_size: int, num_inducing: int, num_classes: int, input_dim: 
 
 
 def _dataset_rows(name: str, methods: List[Dict[str, Any]]) -> List[str]:
+    from .cli import _settings_text
+
     rows = []
     for m in methods:
         final = m["final"]
         converged = m["time_to_converge"]
         per_step = 1e3 * final["time"] / max(m["iterations"] - 1, 1)
+        settings = _settings_text(m["options"]) if m.get("options") else "–"
         rows.append(
-            f"| {name} | {m['name']} | {final['error']:.4f} | {final['nll']:.4f} | "
+            f"| {name} | {m['name']} | {settings} | {final['error']:.4f} | {final['nll']:.4f} | "
             f"{final['ece']:.4f} | {final['classwise_ece']:.4f} | {final['brier']:.4f} | "
             f"{'–' if converged is None else f'{converged:.2f}'} | {m['iterations']} | "
             f"{per_step:.1f} | {m['failed_steps']} |"
@@ -149,12 +152,16 @@ def run_benchmark(args: argparse.Namespace) -> str:
     lines = [
         _measured(args, started),
         f"Settings: M={args.num_inducing}, B={args.batch_size}, {args.time_budget:g} s of "
-        f"training per method, Adam {args.learning_rate}, inducing points "
-        f"{'trained' if args.train_inducing_points else 'fixed'}, seed {args.seed}.",
+        f"training per method, "
+        + ("learning rate and ρ schedule of each method chosen on a validation split of the "
+           "training data (column 'settings')" if getattr(args, "tune", False)
+           else f"Adam {args.learning_rate}")
+        + f", inducing points {'trained' if args.train_inducing_points else 'fixed'}, "
+        f"seed {args.seed}.",
         "",
-        "| dataset | method | error | NLL | ECE | cw-ECE | Brier | t(NLL) s | steps | ms/step | "
-        "failed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| dataset | method | settings | error | NLL | ECE | cw-ECE | Brier | t(NLL) s | steps | "
+        "ms/step | failed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         "Speed-up over RM, t(RM)/t(LSM): to come within 0.01 nats of each one's own best test "

@@ -42,6 +42,10 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
                         help="stop each method after this many steps as well")
     parser.add_argument("--learning-rate", type=float, default=0.01,
                         help="Adam's learning rate for every method (default 0.01)")
+    parser.add_argument("--tune", action="store_true",
+                        help="first choose each method's learning rate (and a CAVI method's ρ "
+                             "schedule) on a validation split of the training data, each candidate "
+                             "under the same budget; then run the chosen settings")
     parser.add_argument("--train-inducing-points", action="store_true",
                         help="let Adam move the inducing points (of every method)")
     parser.add_argument("--trace-test-points", type=int, default=2000,
@@ -193,18 +197,29 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
         count[0] += 1
 
     progress = sys.stderr.isatty() if args.progress is None else args.progress
+    shared = dict(num_inducing=args.num_inducing, batch_size=args.batch_size,
+                  time_budget=args.time_budget, max_iterations=args.max_iterations,
+                  train_inducing_points=args.train_inducing_points, seed=args.seed,
+                  trace_test_points=args.trace_test_points, progress=progress)
+    tuning = None
+    if getattr(args, "tune", False):
+        from .tuning import tune
+
+        tuning = tune(dataset, args.methods, **shared)
+        print("  chosen on the validation split: " + "; ".join(
+            f"{name} {_settings_text(settings)}" for name, settings in tuning.chosen.items()),
+            flush=True)
     result = compare(
-        dataset, args.methods, num_inducing=args.num_inducing, batch_size=args.batch_size,
-        time_budget=args.time_budget, max_iterations=args.max_iterations,
-        learning_rate=args.learning_rate, train_inducing_points=args.train_inducing_points,
-        seed=args.seed, trace_test_points=args.trace_test_points,
-        callback=log if tensorboard else None, progress=progress,
+        dataset, args.methods, learning_rate=args.learning_rate,
+        method_options=None if tuning is None else tuning.chosen,
+        callback=log if tensorboard else None, **shared,
     )
     payload = {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": [PROG, *sys.argv[1:]],
         "machine": machine(),
         **result.to_json(),
+        "tuning": None if tuning is None else tuning.to_json(),
     }
     if tensorboard:  # the final reliability diagram, whatever evaluation it fell on
         for m in result.methods:
@@ -217,6 +232,12 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
     save_figure(calibration_figure({m.name: m.probabilities for m in result.methods},
                                    dataset.Y_test), output / "figures" / "calibration.png")
     return result
+
+
+def _settings_text(settings: Dict[str, Any]) -> str:
+    """"lr 0.03, ρ constant-0.1" for a method's settings."""
+    text = f"lr {settings['learning_rate']:g}"
+    return text + (f", ρ {settings['step_size']}" if settings.get("step_size") else "")
 
 
 def _load(args: argparse.Namespace) -> Any:

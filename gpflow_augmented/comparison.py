@@ -10,7 +10,7 @@ evenly spaced points on the log-time axis of the paper's Figure 7.
 """
 import hashlib
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -114,6 +114,7 @@ class MethodResult(NamedTuple):
     batches_digest: str  # SHA-256 of the minibatch indices the method was given, in order
     method: Method
     probabilities: np.ndarray  # the final predicted probabilities of the whole test set
+    options: Optional[Dict[str, Any]] = None  # the learning rate and ρ schedule it was given
 
     def final(self) -> Dict[str, float]:
         return self.final_metrics
@@ -122,6 +123,7 @@ class MethodResult(NamedTuple):
         return {
             "name": self.name,
             "description": self.description,
+            "options": self.options,
             "compile_seconds": self.compile_seconds,
             "iterations": self.iterations,
             "failed_steps": self.failed_steps,
@@ -193,6 +195,7 @@ def compare(
     time_budget: Optional[float] = 60.0,
     max_iterations: Optional[int] = None,
     learning_rate: float = 0.01,
+    method_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
     train_inducing_points: bool = False,
     seed: int = 0,
     evaluation_growth: float = 1.25,
@@ -214,6 +217,10 @@ def compare(
 
     ``methods`` defaults to :func:`~gpflow_augmented.baselines.default_methods` of the dataset's
     number of classes: ``xgpc`` and ``bernoulli`` for binary labels, the multi-class set otherwise.
+
+    ``method_options`` gives a method its own ``learning_rate`` and (CAVI methods) ``step_size``
+    (a name in :data:`~gpflow_augmented.baselines.STEP_SIZE_SCHEDULES`), e.g. as chosen by
+    :func:`~gpflow_augmented.tuning.tune`; the others use ``learning_rate`` and the default ρ.
     """
     if methods is None:
         methods = default_methods(dataset.num_classes)
@@ -224,6 +231,16 @@ def compare(
         raise ValueError("no methods to compare")
     if time_budget is None and max_iterations is None:
         raise ValueError("give a time_budget, max_iterations or both")
+    options = {
+        name: {"learning_rate": learning_rate, "step_size": None,
+               **dict((method_options or {}).get(name, {}))}
+        for name in methods
+    }
+    for name, chosen in options.items():
+        unknown_options = set(chosen) - {"learning_rate", "step_size"}
+        if unknown_options:
+            raise ValueError(f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
+                             "(learning_rate, step_size)")
     X = np.asarray(dataset.X_train, dtype=default_float())
     Y = np.asarray(dataset.Y_train).reshape(-1, 1).astype(np.int64)
     num_inducing = min(num_inducing, len(X))
@@ -241,6 +258,7 @@ def compare(
         "num_classes": dataset.num_classes, "num_inducing": num_inducing,
         "batch_size": stream.batch_size, "time_budget": time_budget,
         "max_iterations": max_iterations, "learning_rate": learning_rate,
+        "method_options": options,
         "trace_test_points": min(len(dataset.X_test), trace_test_points or len(dataset.X_test)),
         "train_inducing_points": train_inducing_points, "seed": seed,
     }
@@ -249,11 +267,12 @@ def compare(
     for name in methods:
         method = build_method(
             name, initial_kernel(X), Z, dataset.num_classes, len(X),
-            learning_rate=learning_rate, train_inducing_points=train_inducing_points,
-            full_batch=stream.full_batch,
+            train_inducing_points=train_inducing_points, full_batch=stream.full_batch,
+            **options[name],
         )
-        results.append(_run(method, stream, X_device, Y_device, trace_evaluator, evaluator,
-                            time_budget, max_iterations, evaluation_growth, callback, progress))
+        result = _run(method, stream, X_device, Y_device, trace_evaluator, evaluator,
+                      time_budget, max_iterations, evaluation_growth, callback, progress)
+        results.append(result._replace(options=options[name]))
     return ComparisonResult(dataset.name, settings, results)
 
 

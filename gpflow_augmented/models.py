@@ -418,6 +418,8 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     def predict_f(
         self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
+        # The model's dtype, so the mean function adds up with the conditional (as data for CAVI).
+        Xnew = tf.cast(Xnew, default_float())
         mu, var = conditional(
             Xnew,
             self.inducing_variable,

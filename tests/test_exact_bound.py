@@ -182,9 +182,10 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     # Moderately negative: Λ̂ is indefinite, a shorter step is positive definite.
     monkeypatch.setattr(ga.models, "exact_sites", negative_curvature(5.0))
     before = [v.numpy().copy() for v in model.variables]
-    L, q_mu, q_sqrt, Fmu, Fvar, A = model.batch_geometry(tf.constant(data[0]), None)
-    _, linear, quadratic = model.conjugate_terms(Fmu, Fvar, tf.constant(data[1]))
-    statistics = ga.updates.conjugate_statistics(A, linear, quadratic)
+    geometry = model.batch_geometry(tf.constant(data[0]))
+    q_mu, q_sqrt = geometry.q_mu, geometry.q_sqrt
+    _, linear, quadratic = model.conjugate_terms(geometry.Fmu, geometry.Fvar, tf.constant(data[1]))
+    statistics = ga.updates.conjugate_statistics(geometry.A, linear, quadratic)
     scale = model.minibatch_scale(tf.constant(data[0]))
     eye = np.eye(8)[None] + scale.numpy() * statistics[0].numpy()
     assert np.linalg.eigvalsh(eye).min() < 0  # the full step has no Cholesky factor

@@ -1,0 +1,88 @@
+"""
+Tuned against tuned: every method's settings chosen on a validation split carved from the training
+data, never on the test set.
+
+Every method gets the same grid of Adam learning rates (:data:`LEARNING_RATES`); the CAVI methods
+also choose their ρ schedule on minibatches (:data:`~gpflow_augmented.baselines.STEP_SIZE_SCHEDULES`).
+Each candidate is one :func:`~gpflow_augmented.comparison.compare` run on the training part of the
+split, under the same budget as the final run, scored by its final validation NLL. The test set is
+not read until the chosen settings are run on the whole training set.
+"""
+import math
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from .baselines import AUGMENTED_METHODS, STEP_SIZE_SCHEDULES, default_methods
+from .comparison import compare
+from .datasets import Dataset, from_arrays, train_test_split
+
+__all__ = ["LEARNING_RATES", "TuningResult", "candidate_settings", "tune", "validation_split"]
+
+LEARNING_RATES = (0.003, 0.01, 0.03, 0.1)
+
+
+def validation_split(dataset: Dataset, fraction: float = 0.2, seed: int = 0) -> Dataset:
+    """The training data split again: a seeded ``fraction`` of it becomes the "test" set of the
+    returned dataset (re-standardised with the remaining points' statistics). The test set of
+    ``dataset`` is not part of it."""
+    is_validation = train_test_split(len(dataset.X_train), fraction, seed)
+    split = from_arrays(f"{dataset.name} (validation)", dataset.X_train, dataset.Y_train,
+                        is_validation)
+    if split.num_classes != dataset.num_classes:  # the highest label fell in neither part
+        split = split._replace(num_classes=dataset.num_classes)
+    return split
+
+
+def candidate_settings(method: str, full_batch: bool) -> List[Dict[str, Any]]:
+    """The grid a method is tuned over: every learning rate, times every ρ schedule for a CAVI
+    method on minibatches."""
+    schedules: Sequence[Optional[str]] = (None,)
+    if method in AUGMENTED_METHODS and not full_batch:
+        schedules = tuple(STEP_SIZE_SCHEDULES)
+    return [{"learning_rate": rate, "step_size": schedule}
+            for schedule in schedules for rate in LEARNING_RATES]
+
+
+class TuningResult(NamedTuple):
+    chosen: Dict[str, Dict[str, Any]]  # method -> its settings with the best validation NLL
+    candidates: List[Dict[str, Any]]  # every run: method, settings, validation error and NLL
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"chosen": self.chosen, "candidates": self.candidates}
+
+
+def tune(
+    dataset: Dataset,
+    methods: Optional[Sequence[str]] = None,
+    *,
+    validation_fraction: float = 0.2,
+    seed: int = 0,
+    batch_size: int = 200,
+    progress: bool = False,
+    **compare_options: Any,
+) -> TuningResult:
+    """Choose each method's settings by its final NLL on a validation split of the training data.
+
+    ``compare_options`` (``num_inducing``, ``time_budget``, ``max_iterations``, …) are passed to
+    every :func:`~gpflow_augmented.comparison.compare` run, so candidates are trained as the final
+    run will be. A candidate whose validation NLL is not finite is never chosen."""
+    if methods is None:
+        methods = default_methods(dataset.num_classes)
+    split = validation_split(dataset, validation_fraction, seed)
+    full_batch = batch_size >= len(split.X_train)
+    chosen: Dict[str, Dict[str, Any]] = {}
+    candidates: List[Dict[str, Any]] = []
+    for method in methods:
+        scored = []
+        for settings in candidate_settings(method, full_batch):
+            result = compare(split, [method], method_options={method: settings}, seed=seed,
+                             batch_size=batch_size, progress=progress, **compare_options)
+            final = result.methods[0].final_metrics
+            candidates.append({"method": method, **settings, "validation_error": final["error"],
+                               "validation_nll": final["nll"],
+                               "iterations": result.methods[0].iterations})
+            scored.append((final["nll"] if np.isfinite(final["nll"]) else math.inf, settings))
+        # Ties go to the earlier candidate: the smaller learning rate, the default schedule.
+        chosen[method] = dict(min(scored, key=lambda pair: pair[0])[1])
+    return TuningResult(chosen, candidates)

@@ -1,0 +1,78 @@
+"""Tuned against tuned: settings are chosen on a validation split of the training data, the test set
+is never read while choosing, and the chosen settings are the ones the final run uses."""
+import numpy as np
+import pytest
+
+import gpflow_augmented as ga
+from gpflow_augmented import tuning
+from gpflow_augmented.comparison import compare
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    d = ga.datasets.load_dataset("vehicle", seed=1)
+    return d._replace(X_train=d.X_train[:150], Y_train=d.Y_train[:150],
+                      X_test=d.X_test[:60], Y_test=d.Y_test[:60])
+
+
+def rows(X):
+    return {tuple(np.round(row, 9)) for row in X}
+
+
+def test_validation_split_is_carved_from_the_training_points_only(tiny):
+    split = tuning.validation_split(tiny, 0.2, seed=3)
+    assert len(split.X_test) == 30 and len(split.X_train) == 120
+    assert split.num_classes == tiny.num_classes
+    # Re-standardised, so compare through the affine map back to the training features.
+    train = np.concatenate([split.X_train, split.X_test])
+    labels = np.concatenate([split.Y_train, split.Y_test])
+    order_original = np.lexsort(tiny.X_train.T)
+    scale = tiny.X_train.std(0) / train.std(0)
+    back = (train - train.mean(0)) * scale + tiny.X_train.mean(0)
+    order_split = np.lexsort(back.T)
+    np.testing.assert_allclose(back[order_split], tiny.X_train[order_original], atol=1e-9)
+    np.testing.assert_array_equal(labels[order_split], tiny.Y_train[order_original])
+    again = tuning.validation_split(tiny, 0.2, seed=3)
+    np.testing.assert_array_equal(again.X_test, split.X_test)
+
+
+def test_candidate_grid():
+    assert len(tuning.candidate_settings("softmax", full_batch=False)) == 4
+    assert len(tuning.candidate_settings("lsm-exact", full_batch=False)) == 4 * 3
+    assert len(tuning.candidate_settings("lsm-exact", full_batch=True)) == 4  # ρ = 1 on full batches
+
+
+def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, monkeypatch):
+    monkeypatch.setattr(tuning, "LEARNING_RATES", (0.01, 0.1))
+    options = dict(methods=["lsm-exact", "softmax"], max_iterations=4, time_budget=None,
+                   num_inducing=10, batch_size=40, seed=2)
+    result = tuning.tune(tiny, **options)
+    # The same tuning with a poisoned test set: anything that read it would differ or fail.
+    poisoned = tiny._replace(X_test=np.full_like(tiny.X_test, np.nan), Y_test=tiny.Y_test * 0 + 99)
+    assert tuning.tune(poisoned, **options) == result
+
+    assert len(result.candidates) == 2 * 3 + 2
+    for method in ("lsm-exact", "softmax"):
+        runs = [c for c in result.candidates if c["method"] == method]
+        best = min(runs, key=lambda c: c["validation_nll"])
+        assert result.chosen[method] == {"learning_rate": best["learning_rate"],
+                                         "step_size": best["step_size"]}
+    # Different settings gave different validation scores, so the choice was not vacuous.
+    assert len({c["validation_nll"] for c in result.candidates}) > 2
+
+
+def test_compare_runs_each_method_with_its_own_settings(tiny):
+    run = compare(tiny, ["lsm-exact", "softmax"], max_iterations=2, time_budget=None,
+                  num_inducing=10, batch_size=40,
+                  method_options={"lsm-exact": {"learning_rate": 0.1, "step_size": "constant-0.3"}})
+    ours, softmax = run.methods
+    assert ours.options == {"learning_rate": 0.1, "step_size": "constant-0.3"}
+    assert softmax.options == {"learning_rate": 0.01, "step_size": None}
+    np.testing.assert_allclose(float(ours.method.trainer.adam.learning_rate), 0.1)
+    assert ours.method.step_size == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="no ρ schedule"):
+        compare(tiny, ["softmax"], max_iterations=1, time_budget=None,
+                method_options={"softmax": {"step_size": "constant-0.1"}})
+    with pytest.raises(ValueError, match="unknown option"):
+        compare(tiny, ["softmax"], max_iterations=1, time_budget=None,
+                method_options={"softmax": {"momentum": 0.9}})
