@@ -86,8 +86,10 @@ def expected_log_normaliser(
     Fvar: tf.Tensor,
     num_classes: Optional[int] = None,
     num_hermite: int = DEFAULT_NUM_HERMITE,
+    grid_step: float = S_STEP,
 ) -> tf.Tensor:
-    """E log Σ_c σ(f_c) for independent f_c ~ N(Fmu_c, Fvar_c), by Frullani's integral.
+    """E log Σ_c σ(f_c) for independent f_c ~ N(Fmu_c, Fvar_c), by Frullani's integral
+    (``num_hermite`` nodes per class, trapezoidal rule of step ``grid_step`` on [S_MIN, S_MAX]).
 
     When the last axis holds a subset of ``num_classes`` classes, the class sums inside (κ and
     Σ_c log φ_c) are estimated by C/|K| times the subset's sums: unbiased for each, so the estimate of
@@ -104,7 +106,7 @@ def expected_log_normaliser(
     log_w = tf.math.log(w)
     # log κ = log(weight · Σ_c Σ_h w_h σ_h), in log space: κ is tiny when every latent is very negative.
     log_kappa = tf.math.log(weight) + tf.reduce_logsumexp(log_w + log_sigma, axis=[-2, -1])  # [N]
-    s = tf.range(S_MIN, S_MAX + S_STEP / 2, S_STEP, dtype=dtype)  # [T]
+    s = tf.range(S_MIN, S_MAX + grid_step / 2, grid_step, dtype=dtype)  # [T]
     log_t = s[None, :] - log_kappa[:, None]  # [N, T]
     # φ_c(t) = Σ_h w_h exp(-t σ_h) ≤ 1 cannot overflow. Where it underflows, Π_c φ_c is zero
     # anyway: the floor only keeps log and its gradient finite there.
@@ -113,7 +115,7 @@ def expected_log_normaliser(
     log_phi = tf.math.log(tf.maximum(phi, np.finfo(dtype.as_numpy_dtype).tiny))
     log_product = weight * tf.reduce_sum(log_phi, axis=-2)  # [N, T]
     integrand = tf.exp(-tf.exp(s)) - tf.exp(log_product)
-    return log_kappa + S_STEP * tf.reduce_sum(integrand, axis=-1)
+    return log_kappa + grid_step * tf.reduce_sum(integrand, axis=-1)
 
 
 @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y_onehot: [N, K]", "return: [N]")
@@ -123,6 +125,7 @@ def expected_log_logistic_softmax(
     Y_onehot: tf.Tensor,
     num_classes: Optional[int] = None,
     num_hermite: int = DEFAULT_NUM_HERMITE,
+    grid_step: float = S_STEP,
 ) -> tf.Tensor:
     """E log p(y | f) = E log σ(f_y) - E log Σ_c σ(f_c) for each point.
 
@@ -135,7 +138,7 @@ def expected_log_logistic_softmax(
     if num_classes is not None:
         weight = tf.cast(num_classes, Fmu.dtype) / tf.cast(tf.shape(Fmu)[-1], Fmu.dtype)
     return weight * labelled * expected_log_sigmoid(m_y, v_y) - expected_log_normaliser(
-        Fmu, Fvar, num_classes, num_hermite
+        Fmu, Fvar, num_classes, num_hermite, grid_step
     )
 
 

@@ -13,7 +13,8 @@ from gpflow_augmented.cli import main
 TRACE_KEYS = {"time", "iteration", "elbo", "step_size", "error", "nll", "ece", "classwise_ece",
               "brier"}
 METHOD_KEYS = {"name", "description", "compile_seconds", "iterations", "failed_steps",
-               "time_to_converge", "final", "initial_hyperparameters", "batches_digest", "trace"}
+               "time_to_converge", "final", "initial_hyperparameters", "batches_digest", "trace",
+               "options"}
 
 
 @pytest.fixture(scope="module")
