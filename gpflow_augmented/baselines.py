@@ -297,11 +297,11 @@ def build_method(
         model = LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme,
                                     mean_function=mean_function)
         set_trainable(model.inducing_variable, train_inducing_points)
-        options = {
-            "lsm-exact": {"warm_start_iterations": EXACT_WARM_START},
-            "lsm-exact-mean": {"warm_start_iterations": EXACT_WARM_START},
-            "lsm-hyp-exact": {"hyperparameter_bound": "exact"},
-        }.get(name, {})
+        options: Dict[str, object] = {}
+        if scheme == "exact":
+            options["warm_start_iterations"] = EXACT_WARM_START
+        if name == "lsm-hyp-exact":
+            options["hyperparameter_bound"] = "exact"
         return AugmentedMethod(name, model, learning_rate, rho, **options)
 
     likelihood = {

@@ -12,13 +12,13 @@ import argparse
 import datetime
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["BINARY_TASKS", "DEFAULT_DATASETS", "run_benchmark", "run_binary_benchmark",
-           "step_times"]
+__all__ = ["BINARY_TASKS", "DEFAULT_DATASETS", "interleaved_medians", "run_benchmark",
+           "run_binary_benchmark", "step_times"]
 
 DEFAULT_DATASETS = ("shuttle", "satimage", "segment", "letter", "vehicle", "waveform", "pendigits")
 # ../shared/data has no binary dataset: one class against the rest, "name:class".
@@ -46,8 +46,15 @@ def step_times(batch_size: int, num_inducing: int, num_classes: int, input_dim: 
         "cavi+adam": lambda: lsm.step(Xt, Yt),
         "natgrad+adam": lambda: float(rm.step(Xt, Yt)),
     }
+    return interleaved_medians(steps, repeats)
+
+
+def interleaved_medians(steps: Dict[str, Callable[[], object]], repeats: int = 30,
+                        warmup: int = 3) -> Dict[str, float]:
+    """Median seconds of each step, called in turn (so all see the same machine load) after
+    ``warmup`` untimed rounds that trace and warm them up."""
     times: Dict[str, List[float]] = {name: [] for name in steps}
-    for _ in range(3):  # trace and warm up
+    for _ in range(warmup):
         for step in steps.values():
             step()
     for _ in range(repeats):
@@ -59,14 +66,14 @@ def step_times(batch_size: int, num_inducing: int, num_classes: int, input_dim: 
 
 
 def _dataset_rows(name: str, methods: List[Dict[str, Any]]) -> List[str]:
-    from .cli import _settings_text
+    from .tuning import settings_text
 
     rows = []
     for m in methods:
         final = m["final"]
         converged = m["time_to_converge"]
         per_step = 1e3 * final["time"] / max(m["iterations"] - 1, 1)
-        settings = _settings_text(m["options"]) if m.get("options") else "–"
+        settings = settings_text(m["options"]) if m.get("options") else "–"
         rows.append(
             f"| {name} | {m['name']} | {settings} | {final['error']:.4f} | {final['nll']:.4f} | "
             f"{final['ece']:.4f} | {final['classwise_ece']:.4f} | {final['brier']:.4f} | "

@@ -22,7 +22,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
-from check_shapes import check_shapes
+from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.config import default_float
 from gpflow.kernels import Kernel
 from gpflow.likelihoods import Bernoulli
@@ -97,27 +97,20 @@ class BinaryLogisticSVGP(AugmentedSVGP):
         """y' = 2y - 1 ∈ {-1, +1} from labels y ∈ {0, 1}."""
         return 2 * tf.cast(Y, default_float()) - 1
 
-    @check_shapes("Fmu: [N, 1]", "Fvar: [N, 1]", "Y: [N, 1]", "return: [N]")
+    @inherit_check_shapes
     def local_elbo(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
         return self.conjugate_terms(Fmu, Fvar, Y)[0]
 
-    @check_shapes("Fmu: [N, 1]", "Fvar: [N, 1]", "Y: [N, 1]", "return: [N]")
+    @inherit_check_shapes
     def exact_local_elbo(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
         sign = self.label_sign(Y)
         return expected_log_sigmoid(sign[:, 0] * Fmu[:, 0], Fvar[:, 0])
 
-    @check_shapes(
-        "Fmu: [N, 1]",
-        "Fvar: [N, 1]",
-        "Y: [N, 1]",
-        "return[0]: [N]",
-        "return[1]: [N, 1]",
-        "return[2]: [N, 1]",
-    )
+    @inherit_check_shapes
     def conjugate_terms(
         self,
         Fmu: tf.Tensor,

@@ -75,7 +75,7 @@ class CAVI(tf.Module):
             raise ValueError(
                 f"warm_start_iterations must be an integer ≥ 0, got {warm_start_iterations!r}"
             )
-        if warm_start_iterations and getattr(model, "scheme", None) != "exact":
+        if warm_start_iterations and not model.on_exact_bound:
             raise ValueError("warm_start_iterations is for a model on the exact bound "
                              "(LogisticSoftmaxSVGP(..., scheme='exact'))")
         self.warm_start_iterations = int(warm_start_iterations)

@@ -203,11 +203,11 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
                   trace_test_points=args.trace_test_points, progress=progress)
     tuning = None
     if getattr(args, "tune", False):
-        from .tuning import tune
+        from .tuning import settings_text, tune
 
         tuning = tune(dataset, args.methods, **shared)
         print("  chosen on the validation split: " + "; ".join(
-            f"{name} {_settings_text(settings)}" for name, settings in tuning.chosen.items()),
+            f"{name} {settings_text(settings)}" for name, settings in tuning.chosen.items()),
             flush=True)
     result = compare(
         dataset, args.methods, learning_rate=args.learning_rate,
@@ -232,12 +232,6 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
     save_figure(calibration_figure({m.name: m.probabilities for m in result.methods},
                                    dataset.Y_test), output / "figures" / "calibration.png")
     return result
-
-
-def _settings_text(settings: Dict[str, Any]) -> str:
-    """"lr 0.03, ρ constant-0.1" for a method's settings."""
-    text = f"lr {settings['learning_rate']:g}"
-    return text + (f", ρ {settings['step_size']}" if settings.get("step_size") else "")
 
 
 def _load(args: argparse.Namespace) -> Any:

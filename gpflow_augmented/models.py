@@ -106,6 +106,12 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             )  # [L, M, M]
 
     @property
+    def on_exact_bound(self) -> bool:
+        """Whether CAVI steps on the exact ELBO (exact-bound sites) rather than on an augmented
+        bound."""
+        return False
+
+    @property
     def input_dim(self) -> Optional[int]:
         Z = inducing_inputs(self.inducing_variable)
         return Z.shape[-1]
@@ -241,6 +247,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     # -- what the likelihood contributes ------------------------------------------------------
 
+    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
     def local_elbo(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
@@ -248,12 +255,14 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         from the columns of ``classes`` when given)."""
         raise NotImplementedError
 
+    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
     def exact_local_elbo(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
         """Each point's exact expected log-likelihood E_q log p(y | f) [N]."""
         raise NotImplementedError
 
+    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
     def augmented_local_elbo(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
@@ -261,6 +270,15 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         exact bound, that of the augmentation it would otherwise use)."""
         return self.local_elbo(Fmu, Fvar, Y, classes)
 
+    @check_shapes(
+        "Fmu: [N, K]",
+        "Fvar: [N, K]",
+        "Y: [N, 1]",
+        "classes: [K]",
+        "return[0]: [N]",
+        "return[1]: [N, K]",
+        "return[2]: [N, K]",
+    )
     def conjugate_terms(
         self,
         Fmu: tf.Tensor,
@@ -328,8 +346,20 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         X = tf.convert_to_tensor(X, dtype=default_float())
         geometry = self.batch_geometry(X, classes)
         local_elbo = local_elbo_fn(geometry.Fmu, geometry.Fvar, Y, classes)
+        return self.assemble_elbo(geometry, local_elbo, self.minibatch_scale(X), classes)
+
+    @check_shapes("local_elbo: [N]", "scale: []", "classes: [K]", "return: []")
+    def assemble_elbo(
+        self,
+        geometry: BatchGeometry,
+        local_elbo: tf.Tensor,
+        scale: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+    ) -> tf.Tensor:
+        """The ELBO from the batch's local terms: their sum times ``scale`` (N / B), minus the
+        KL (C/|K| times on a class subset); in a replica, this replica's share."""
         kl = self.class_weight(classes) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
-        return tf.reduce_sum(local_elbo) * self.minibatch_scale(X) - kl / num_replicas()
+        return tf.reduce_sum(local_elbo) * scale - kl / num_replicas()
 
     # -- the closed-form update (computed here, assigned by CAVI) --------------------------------
 
@@ -404,10 +434,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             geometry.q_sqrt,
             statistics,
             scale=scale,
-            # dtype_hint: a Python float must not pass through float32 on its way to float64.
-            step_size=tf.cast(
-                tf.convert_to_tensor(step_size, dtype_hint=default_float()), default_float()
-            ),
+            step_size=step_size,
         )
         new_mu, new_sqrt = self.unwhitened_q(geometry.L, new_mu, new_sqrt)
         return new_mu, new_sqrt, elbo
@@ -492,6 +519,10 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         self.scheme = scheme
         self.inner_iterations = int(inner_iterations)
 
+    @property
+    def on_exact_bound(self) -> bool:
+        return self.scheme == "exact"
+
     # -- local parameters and the ELBO ----------------------------------------------------------
 
     @check_shapes("Y: [N, 1]", "classes: [K]", "return: [N, K]")
@@ -514,39 +545,31 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
             Fmu, Fvar, Y_onehot, self.inner_iterations, self.num_classes
         )
 
-    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
+    @inherit_check_shapes
     def local_elbo(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
-        if self.scheme == "exact":
+        if self.on_exact_bound:
             return self.exact_local_elbo(Fmu, Fvar, Y, classes)
         return self._local_elbo(Fmu, Fvar, self.one_hot(Y, classes))
 
-    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
+    @inherit_check_shapes
     def augmented_local_elbo(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
-        if self.scheme != "exact":
+        if not self.on_exact_bound:
             return self.local_elbo(Fmu, Fvar, Y, classes)
         return augmentation.collapsed_local_elbo(
             Fmu, Fvar, self.one_hot(Y, classes), self.num_classes
         )
 
-    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
+    @inherit_check_shapes
     def exact_local_elbo(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
         return expected_log_logistic_softmax(Fmu, Fvar, self.one_hot(Y, classes), self.num_classes)
 
-    @check_shapes(
-        "Fmu: [N, K]",
-        "Fvar: [N, K]",
-        "Y: [N, 1]",
-        "classes: [K]",
-        "return[0]: [N]",
-        "return[1]: [N, K]",
-        "return[2]: [N, K]",
-    )
+    @inherit_check_shapes
     def conjugate_terms(
         self,
         Fmu: tf.Tensor,
@@ -559,7 +582,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         sites of :func:`~gpflow_augmented.expectations.exact_sites`; if ``augmented_sites`` is
         true, the collapsed bound's coefficients with the exact expected log-likelihood."""
         Y_onehot = self.one_hot(Y, classes)
-        if self.scheme == "exact":
+        if self.on_exact_bound:
             if augmented_sites is None:
                 return exact_sites(Fmu, Fvar, Y_onehot, self.num_classes)
 

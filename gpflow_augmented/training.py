@@ -14,7 +14,6 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.keras import tf_keras
-from gpflow.kullback_leiblers import gauss_kl
 
 from .cavi import CAVI, numerical_errors
 from .certificate import BoundCertificate, bound_certificate
@@ -154,7 +153,7 @@ class Trainer(tf.Module):
         if self.adam is None or not variables:
             elbo, status = first(strategy.run(self.cavi.update, args=(X, Y, classes)))
             return elbo, status, tf.constant(True)
-        if getattr(self.model, "scheme", None) == "exact":
+        if self.model.on_exact_bound:
             elbo, status, loss, gradients = first(
                 strategy.run(self._fused_update, args=(X, Y, classes))
             )
@@ -194,9 +193,9 @@ class Trainer(tf.Module):
             tape.watch([geometry.Fmu, geometry.Fvar])
             expected = model.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, classes)
             scale = model.minibatch_scale(X)
-            kl = model.class_weight(classes) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
             loss = -(
-                tf.reduce_sum(expected) * scale + (model.log_prior_density() - kl) / num_replicas()
+                model.assemble_elbo(geometry, expected, scale, classes)
+                + model.log_prior_density() / num_replicas()
             )
         *gradients, d_mean, d_var = tape.gradient(
             loss, [*variables, geometry.Fmu, geometry.Fvar]

@@ -17,7 +17,8 @@ from .baselines import AUGMENTED_METHODS, STEP_SIZE_SCHEDULES, default_methods
 from .comparison import compare
 from .datasets import Dataset, from_arrays, train_test_split
 
-__all__ = ["LEARNING_RATES", "TuningResult", "candidate_settings", "tune", "validation_split"]
+__all__ = ["LEARNING_RATES", "TuningResult", "candidate_settings", "settings_text", "tune",
+           "validation_split"]
 
 LEARNING_RATES = (0.003, 0.01, 0.03, 0.1)
 
@@ -42,6 +43,12 @@ def candidate_settings(method: str, full_batch: bool) -> List[Dict[str, Any]]:
         schedules = tuple(STEP_SIZE_SCHEDULES)
     return [{"learning_rate": rate, "step_size": schedule}
             for schedule in schedules for rate in LEARNING_RATES]
+
+
+def settings_text(settings: Dict[str, Any]) -> str:
+    """"lr 0.03, ρ constant-0.1": a method's settings as the reports print them."""
+    text = f"lr {settings['learning_rate']:g}"
+    return text + (f", ρ {settings['step_size']}" if settings.get("step_size") else "")
 
 
 class TuningResult(NamedTuple):

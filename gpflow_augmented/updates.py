@@ -72,16 +72,14 @@ def natural_parameter_step(
     """
     precision_sum, nat1_sum = statistics
     q_mu, q_sqrt = tf.convert_to_tensor(q_mu), tf.convert_to_tensor(q_sqrt)
-    # dtype_hint: a Python float must not pass through float32 on its way to float64.
-    step_size = tf.cast(tf.convert_to_tensor(step_size, dtype_hint=q_mu.dtype), q_mu.dtype)
-    rho = tf.broadcast_to(step_size, tf.shape(q_sqrt)[:1])
-    step_size = rho[:, None, None]
+    rho = tf.broadcast_to(_as_dtype_of(step_size, q_mu), tf.shape(q_sqrt)[:1])
     eye = tf.eye(tf.shape(q_mu)[0], batch_shape=tf.shape(q_sqrt)[:1], dtype=q_mu.dtype)
     # Current natural parameters: Λ = S⁻¹ = L⁻ᵀ L⁻¹ (L = q_sqrt) and η₁ = Λ μ.
     sqrt_inverse = tf.linalg.triangular_solve(q_sqrt, eye, lower=True)
     old_precision = tf.linalg.matmul(sqrt_inverse, sqrt_inverse, transpose_a=True)
     old_nat1 = tf.linalg.matvec(old_precision, tf.transpose(q_mu))  # [C, M]
-    precision = (1 - step_size) * old_precision + step_size * (eye + scale * precision_sum)
+    rho_matrix = rho[:, None, None]
+    precision = (1 - rho_matrix) * old_precision + rho_matrix * (eye + scale * precision_sum)
     nat1 = (1 - rho[:, None]) * old_nat1 + rho[:, None] * scale * tf.transpose(nat1_sum)
     # The lower-triangular square root of Λ⁻¹ from one Cholesky factorisation (GPflow's
     # natural_to_meanvarsqrt needs two and an M³ product): with P the exchange matrix,
@@ -125,7 +123,7 @@ def natural_parameter_step_with_backoff(
             & tf.reduce_all(tf.math.is_finite(sqrt), axis=[-2, -1])
         )
 
-    rho = tf.broadcast_to(step_size, tf.shape(q_sqrt)[:1])
+    rho = tf.broadcast_to(_as_dtype_of(step_size, q_mu), tf.shape(q_sqrt)[:1])
     mu, sqrt = natural_parameter_step(q_mu, q_sqrt, statistics, scale, rho)
 
     def retry(tries, rho, mu, sqrt):  # type: ignore[no-untyped-def]
@@ -142,3 +140,8 @@ def natural_parameter_step_with_backoff(
         (tf.constant(0), rho, mu, sqrt),
     )
     return mu, sqrt, rho
+
+
+def _as_dtype_of(step_size: object, like: tf.Tensor) -> tf.Tensor:
+    # dtype_hint: a Python float must not pass through float32 on its way to float64.
+    return tf.cast(tf.convert_to_tensor(step_size, dtype_hint=like.dtype), like.dtype)
