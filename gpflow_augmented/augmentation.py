@@ -32,6 +32,10 @@ Derivation (checked by the tests, which is where the paper's appendix A.2 typos 
   ``s(m_y, c_y) - log Σ_c (1 - σ̃_c)``, with ``s(m, c) = m/2 - log(2 cosh(c/2))``:
   a Jaakkola–Jordan bound on E log σ(f_y) minus a Jensen bound on E log Σ_c σ(f_c), hence below the
   non-augmented ELBO. 1 - σ̃ is computed in log space without cancellation (``log_one_minus_sigma_tilde``).
+* Class weights, p(y = k | f) = θ_k σ(f_k) / Σ_c θ_c σ(f_c). The same steps give n_c | λ ~ Po(λθ_c)
+  and, with λ integrated out, π(n) = (1/Θ) (Σn)!/Πn_c! Π_c (θ_c/Θ)^{n_c}, Θ = Σ_c θ_c. So
+  p_c = θ_c σ̃_c / Θ, γ_c = θ_c σ̃_c / Σ_j θ_j (1 - σ̃_j), and the collapsed local ELBO becomes
+  ``log θ_y + s(m_y, c_y) - log Σ_c θ_c (1 - σ̃_c)``; θ = 1 gives back the unweighted terms.
 * Class subsets (paper, appendix A.3). Both schemes couple the classes of point i only through
   S_i = Σ_c σ̃_ic / C: collapsed γ_c = σ̃_c / (C (1 - S)), paper γ_c = e^{ψ(α)} σ̃_c / C with
   α - 1 = e^{ψ(α)} S. Given S, every per-class term is independent of the other classes. When the
@@ -142,19 +146,33 @@ def class_weight(per_class: tf.Tensor, num_classes: Optional[int]) -> Tuple[tf.T
     return num_classes, num_classes / subset_size
 
 
-@check_shapes("m: [N, K]", "v: [N, K]", "return: [N, 1]")
-def log_sum_complement(m: tf.Tensor, v: tf.Tensor, num_classes: Optional[int] = None) -> tf.Tensor:
-    """log Σ_c (1 - σ̃_c) = log(C (1 - S)) over all classes, estimated from the subset given."""
+@check_shapes(
+    "m: [N, K]", "v: [N, K]", "log_weights: [K] if log_weights is not None", "return: [N, 1]"
+)
+def log_sum_complement(
+    m: tf.Tensor,
+    v: tf.Tensor,
+    num_classes: Optional[int] = None,
+    log_weights: Optional[tf.Tensor] = None,
+) -> tf.Tensor:
+    """log Σ_c θ_c (1 - σ̃_c) (= log(C (1 - S)) for θ = 1) over all classes, estimated from the
+    subset given."""
     _, weight = class_weight(m, num_classes)
-    return tf.reduce_logsumexp(
-        log_one_minus_sigma_tilde(m, v), axis=-1, keepdims=True
-    ) + tf.math.log(weight)
+    log_terms = log_one_minus_sigma_tilde(m, v)
+    if log_weights is not None:
+        log_terms += log_weights
+    return tf.reduce_logsumexp(log_terms, axis=-1, keepdims=True) + tf.math.log(weight)
 
 
-@check_shapes("m: [N, K]", "v: [N, K]", "return: [N, K]")
-def _log_gamma_collapsed(m: tf.Tensor, v: tf.Tensor, num_classes: Optional[int]) -> tf.Tensor:
-    # log γ_c = log p_c - log p_0 = log σ̃_c - log Σ_j (1 - σ̃_j)  (the 1/C factors cancel)
-    return log_sigma_tilde(m, tilt(m, v)) - log_sum_complement(m, v, num_classes)
+@check_shapes(
+    "m: [N, K]", "v: [N, K]", "log_weights: [K] if log_weights is not None", "return: [N, K]"
+)
+def _log_gamma_collapsed(
+    m: tf.Tensor, v: tf.Tensor, num_classes: Optional[int], log_weights: Optional[tf.Tensor]
+) -> tf.Tensor:
+    # log γ_c = log p_c - log p_0 = log θ_c σ̃_c - log Σ_j θ_j (1 - σ̃_j)  (the 1/Σθ factors cancel)
+    log_gamma = log_sigma_tilde(m, tilt(m, v)) - log_sum_complement(m, v, num_classes, log_weights)
+    return log_gamma if log_weights is None else log_gamma + log_weights
 
 
 @check_shapes(
@@ -166,14 +184,19 @@ def _log_gamma_collapsed(m: tf.Tensor, v: tf.Tensor, num_classes: Optional[int])
     "return.c: [N, C]",
 )
 def collapsed_local_parameters(
-    Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor, num_classes: Optional[int] = None
+    Fmu: tf.Tensor,
+    Fvar: tf.Tensor,
+    Y_onehot: tf.Tensor,
+    num_classes: Optional[int] = None,
+    log_weights: Optional[tf.Tensor] = None,
 ) -> LocalParameters:
     """Optimal local parameters with λ integrated out: q(n_i) negative-multinomial, no inner loop.
 
     ``num_classes``: the number of classes when the last axis holds only a subset of them.
+    ``log_weights``: the classes' log θ (class weights; θ = 1 if ``None``).
     """
     c = tilt(Fmu, Fvar)
-    gamma = tf.exp(_log_gamma_collapsed(Fmu, Fvar, num_classes))
+    gamma = tf.exp(_log_gamma_collapsed(Fmu, Fvar, num_classes, log_weights))
     theta = polya_gamma_mean(Y_onehot + gamma, c)
     return LocalParameters(gamma=gamma, theta=theta, c=c)
 
@@ -287,9 +310,19 @@ def paper_count_terms(local: LocalParameters, num_classes: Optional[int] = None)
     return poisson + gamma_part
 
 
-@check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y_onehot: [N, C]", "return: [N]")
+@check_shapes(
+    "Fmu: [N, C]",
+    "Fvar: [N, C]",
+    "Y_onehot: [N, C]",
+    "log_weights: [C] if log_weights is not None",
+    "return: [N]",
+)
 def collapsed_local_elbo(
-    Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor, num_classes: Optional[int] = None
+    Fmu: tf.Tensor,
+    Fvar: tf.Tensor,
+    Y_onehot: tf.Tensor,
+    num_classes: Optional[int] = None,
+    log_weights: Optional[tf.Tensor] = None,
 ) -> tf.Tensor:
     """The collapsed scheme's local ELBO of each point at its optimal q(n, ω), in closed form.
 
@@ -303,7 +336,7 @@ def collapsed_local_elbo(
     labelled = tf.reduce_sum(Y_onehot, axis=-1)
     m_y = tf.reduce_sum(Y_onehot * Fmu, axis=-1)
     c_y = tf.reduce_sum(Y_onehot * tilt(Fmu, Fvar), axis=-1)
-    jaakkola_jordan = labelled * (m_y / 2 - np.log(2.0) - log_cosh_half(c_y))
-    return weight * jaakkola_jordan - log_sum_complement(
-        Fmu, Fvar, num_classes
-    )[:, 0]
+    observed = labelled * (m_y / 2 - np.log(2.0) - log_cosh_half(c_y))
+    if log_weights is not None:
+        observed += tf.reduce_sum(Y_onehot * log_weights, axis=-1)
+    return weight * observed - log_sum_complement(Fmu, Fvar, num_classes, log_weights)[:, 0]

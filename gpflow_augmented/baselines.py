@@ -63,6 +63,7 @@ METHODS: Dict[str, str] = {
     "lsm-paper": "logistic-softmax, augmented (paper's Gamma-Poisson scheme): CAVI + Adam",
     "lsm-exact": "logistic-softmax, exact bound: closed-form natural step on exact sites + Adam on the exact ELBO",
     "lsm-exact-mean": "as lsm-exact, with a constant prior mean learned by Adam",
+    "lsm-exact-weighted": "as lsm-exact-mean, with class weights θ updated in closed form by CAVI",
     "lsm-hyp-exact": "logistic-softmax, augmented (collapsed) CAVI + Adam on the exact ELBO",
     "rm": "SVGP + robust-max (gpflow MultiClass): NaturalGradient with γ warm-up + Adam",
     "softmax": "SVGP + softmax (gpflow Softmax, Monte Carlo): Adam",
@@ -74,7 +75,8 @@ BINARY_METHODS = ("xgpc", "bernoulli")
 # lsm-exact's first steps use the collapsed bound's sites (see CAVI); measured in the README.
 EXACT_WARM_START = 50
 MULTICLASS_METHODS = tuple(name for name in METHODS if name not in BINARY_METHODS)
-AUGMENTED_METHODS = ("lsm", "lsm-paper", "lsm-exact", "lsm-exact-mean", "lsm-hyp-exact", "xgpc")
+AUGMENTED_METHODS = ("lsm", "lsm-paper", "lsm-exact", "lsm-exact-mean", "lsm-exact-weighted",
+                     "lsm-hyp-exact", "xgpc")
 # The ρ schedules a comparison can give the CAVI methods on minibatches, by name. The first is the
 # default; the constant ones let q(u) keep tracking hyperparameters that are still moving.
 STEP_SIZE_SCHEDULES: Dict[str, StepSizeSchedule] = {
@@ -290,12 +292,15 @@ def build_method(
         model = BinaryLogisticSVGP(kernel, Z, num_data=num_data)
         set_trainable(model.inducing_variable, train_inducing_points)
         return AugmentedMethod(name, model, learning_rate, rho)
-    if name in ("lsm", "lsm-paper", "lsm-exact", "lsm-exact-mean", "lsm-hyp-exact"):
-        scheme = {"lsm-paper": "paper", "lsm-exact": "exact", "lsm-exact-mean": "exact"}.get(
-            name, "collapsed")
-        mean_function = gpflow.mean_functions.Constant() if name == "lsm-exact-mean" else None
+    if name in ("lsm", "lsm-paper", "lsm-exact", "lsm-exact-mean", "lsm-exact-weighted",
+                "lsm-hyp-exact"):
+        scheme = {"lsm-paper": "paper", "lsm-exact": "exact", "lsm-exact-mean": "exact",
+                  "lsm-exact-weighted": "exact"}.get(name, "collapsed")
+        with_mean = name in ("lsm-exact-mean", "lsm-exact-weighted")
+        mean_function = gpflow.mean_functions.Constant() if with_mean else None
+        likelihood = LogisticSoftmax(num_classes, class_weights=name == "lsm-exact-weighted")
         model = LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme,
-                                    mean_function=mean_function)
+                                    mean_function=mean_function, likelihood=likelihood)
         set_trainable(model.inducing_variable, train_inducing_points)
         options: Dict[str, object] = {}
         if scheme == "exact":

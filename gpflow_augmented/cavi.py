@@ -84,6 +84,16 @@ class CAVI(tf.Module):
         with replicated_by_first():
             self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="iteration")
         self.class_sampler = None
+        self.class_weight_exposure: Optional[tf.Variable] = None
+        if model.learns_class_weights:
+            if class_subset_size is not None:
+                raise ValueError("class weights are updated from every class's statistics; they "
+                                 "cannot be learned with class_subset_size")
+            # SVI state of the class weights: the running exposure (0 until the first step).
+            self.class_weight_exposure = tf.Variable(
+                tf.zeros([model.num_classes], default_float()), trainable=False,
+                name="class_weight_exposure",
+            )
         if class_subset_size is not None:
             if model.num_latent_gps < 2:
                 raise ValueError("class subsets need a multi-class model (one latent GP per class)")
@@ -107,10 +117,21 @@ class CAVI(tf.Module):
         if classes is None:
             classes = self.sample_classes()
         status = self.batch_status(X, Y)
+        step_size = self.current_step_size()
+        log_weight_gradient = None
+        if self.class_weight_exposure is not None:
+            _refuse_strategy()
+            X = tf.convert_to_tensor(X, dtype=default_float())
+            log_weight_gradient = self.model.log_class_weight_gradient(X, Y)
         new_mu, new_sqrt, elbo = self.model.natural_update(
-            X, Y, self.current_step_size(), classes, self.augmented_sites()
+            X, Y, step_size, classes, self.augmented_sites()
         )
-        return elbo, self.accept(new_mu, new_sqrt, status, classes)
+        status = self.accept(new_mu, new_sqrt, status, classes)
+        if log_weight_gradient is not None:
+            self.update_class_weights(
+                Y, log_weight_gradient, self.model.minibatch_scale(X), step_size, status == OK
+            )
+        return elbo, status
 
     def batch_status(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """The batch's validation status, the same on every replica (they accept or refuse
@@ -150,6 +171,43 @@ class CAVI(tf.Module):
         self.iteration.assign_add(tf.cast(accept, tf.int64))
         return status
 
+    def update_class_weights(
+        self,
+        Y: tf.Tensor,
+        log_weight_gradient: tf.Tensor,
+        scale: tf.Tensor,
+        step_size: tf.Tensor,
+        accepted: tf.Tensor,
+    ) -> None:
+        """The closed-form step on the class weights θ, from the batch's counts n and exposures e
+        (:meth:`LogisticSoftmaxSVGP.class_weight_statistics`, at q(u) before the step).
+
+        With q(u) fixed, the ELBO's θ-part Σ_k n_k log θ_k - Σ_i log Σ_c θ_c σ_ic is minorised by the
+        Gamma augmentation 1/D = ∫ exp(-λD) dλ at its optimal q(λ), which is linear in θ:
+        Σ_k (n_k log θ_k - θ_k e_k). Its maximiser θ_k = n_k / e_k is the MM update (the ELBO
+        cannot decrease; θ is stationary exactly when Σ_i E p(y=k) = n_k). On minibatches the two
+        sums are SVI statistics averaged with step ρ, as q(u)'s natural parameters are:
+        b ← (1-ρ) b + ρ N/B e, a ← (1-ρ) θ b + ρ N/B n, θ ← a / b. Refused steps assign nothing."""
+        weights = self.model.likelihood.class_weights
+        counts, exposure = self.model.class_weight_statistics(Y, log_weight_gradient)
+        rho = tf.cast(step_size, exposure.dtype)
+        old_exposure = self.class_weight_exposure
+        # The first step starts the running exposure at the batch's, so that it too mixes θ by ρ.
+        old_exposure = tf.where(tf.reduce_all(old_exposure == 0.0), scale * exposure, old_exposure)
+        new_exposure = (1.0 - rho) * old_exposure + rho * scale * exposure
+        new_weights = ((1.0 - rho) * weights * old_exposure + rho * scale * counts) / new_exposure
+        # A class absent from the data would drive its θ to 0 (log θ = -inf); 1e-8 of the largest
+        # is a class the model already treats as absent.
+        new_weights = tf.maximum(new_weights, 1e-8 * tf.reduce_max(new_weights))
+        valid = (
+            accepted
+            & tf.reduce_all(tf.math.is_finite(new_weights))
+            & tf.reduce_all(new_weights > 0.0)
+            & tf.reduce_all(new_exposure > 0.0)
+        )
+        weights.assign(tf.where(valid, new_weights, weights))
+        self.class_weight_exposure.assign(tf.where(valid, new_exposure, self.class_weight_exposure))
+
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         """One sweep on ``data = (X [B, D], Y [B, 1])``; returns the batch ELBO before the step.
 
@@ -175,6 +233,11 @@ class CAVI(tf.Module):
         for _ in range(iterations):
             elbo = self.step(data)
         return elbo
+
+
+def _refuse_strategy() -> None:
+    if tf.distribute.has_strategy():
+        raise ValueError("class weights are not supported under a tf.distribute strategy")
 
 
 @contextlib.contextmanager

@@ -44,7 +44,7 @@ def _local_sums(
         if model.num_latent_gps > 1:
             refined += float(tf.reduce_sum(expected_log_logistic_softmax(
                 Fmu, Fvar, model.one_hot(Yc), num_hermite=2 * DEFAULT_NUM_HERMITE,
-                grid_step=S_STEP / 2)))
+                grid_step=S_STEP / 2, log_weights=model.log_class_weights())))
         else:  # the binary expectation is one-dimensional Gauss–Hermite to machine precision
             refined += exact_chunk
     return augmented, exact, refined

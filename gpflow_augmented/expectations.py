@@ -80,16 +80,20 @@ def expected_log_sigmoid(
     return tf.reduce_sum(-tf.math.softplus(-f) * w, axis=-1)
 
 
-@check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "return: [N]")
+@check_shapes(
+    "Fmu: [N, K]", "Fvar: [N, K]", "log_weights: [K] if log_weights is not None", "return: [N]"
+)
 def expected_log_normaliser(
     Fmu: tf.Tensor,
     Fvar: tf.Tensor,
     num_classes: Optional[int] = None,
     num_hermite: int = DEFAULT_NUM_HERMITE,
     grid_step: float = S_STEP,
+    log_weights: Optional[tf.Tensor] = None,
 ) -> tf.Tensor:
-    """E log Σ_c σ(f_c) for independent f_c ~ N(Fmu_c, Fvar_c), by Frullani's integral
+    """E log Σ_c θ_c σ(f_c) for independent f_c ~ N(Fmu_c, Fvar_c), by Frullani's integral
     (``num_hermite`` nodes per class, trapezoidal rule of step ``grid_step`` on [S_MIN, S_MAX]).
+    ``log_weights`` are the classes' log θ_c (θ = 1 if ``None``).
 
     When the last axis holds a subset of ``num_classes`` classes, the class sums inside (κ and
     Σ_c log φ_c) are estimated by C/|K| times the subset's sums: unbiased for each, so the estimate of
@@ -99,6 +103,8 @@ def expected_log_normaliser(
     z, w = _hermite(num_hermite, dtype)
     f = Fmu[..., None] + _safe_std(Fvar)[..., None] * z  # [N, K, H]
     log_sigma = -tf.math.softplus(-f)
+    if log_weights is not None:  # θ_c σ(f_c): the weights scale each class's Laplace variable
+        log_sigma += log_weights[:, None]
     subset_size = tf.cast(tf.shape(Fmu)[-1], dtype)
     weight = (
         tf.ones([], dtype) if num_classes is None else tf.cast(num_classes, dtype) / subset_size
@@ -118,7 +124,13 @@ def expected_log_normaliser(
     return log_kappa + grid_step * tf.reduce_sum(integrand, axis=-1)
 
 
-@check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y_onehot: [N, K]", "return: [N]")
+@check_shapes(
+    "Fmu: [N, K]",
+    "Fvar: [N, K]",
+    "Y_onehot: [N, K]",
+    "log_weights: [K] if log_weights is not None",
+    "return: [N]",
+)
 def expected_log_logistic_softmax(
     Fmu: tf.Tensor,
     Fvar: tf.Tensor,
@@ -126,8 +138,10 @@ def expected_log_logistic_softmax(
     num_classes: Optional[int] = None,
     num_hermite: int = DEFAULT_NUM_HERMITE,
     grid_step: float = S_STEP,
+    log_weights: Optional[tf.Tensor] = None,
 ) -> tf.Tensor:
-    """E log p(y | f) = E log σ(f_y) - E log Σ_c σ(f_c) for each point.
+    """E log p(y | f) = log θ_y + E log σ(f_y) - E log Σ_c θ_c σ(f_c) for each point (θ = 1 if
+    ``log_weights`` is ``None``).
 
     On a class subset (``num_classes`` > the last axis) the observed class's term counts C/|K| times
     when the label is in the subset (and not at all otherwise), an unbiased estimate of it."""
@@ -137,8 +151,11 @@ def expected_log_logistic_softmax(
     weight = 1.0
     if num_classes is not None:
         weight = tf.cast(num_classes, Fmu.dtype) / tf.cast(tf.shape(Fmu)[-1], Fmu.dtype)
-    return weight * labelled * expected_log_sigmoid(m_y, v_y) - expected_log_normaliser(
-        Fmu, Fvar, num_classes, num_hermite, grid_step
+    observed = labelled * expected_log_sigmoid(m_y, v_y)
+    if log_weights is not None:
+        observed += tf.reduce_sum(Y_onehot * log_weights, axis=-1)
+    return weight * observed - expected_log_normaliser(
+        Fmu, Fvar, num_classes, num_hermite, grid_step, log_weights
     )
 
 
@@ -146,6 +163,7 @@ def expected_log_logistic_softmax(
     "Fmu: [N, K]",
     "Fvar: [N, K]",
     "Y_onehot: [N, K]",
+    "log_weights: [K] if log_weights is not None",
     "return[0]: [N]",
     "return[1]: [N, K]",
     "return[2]: [N, K]",
@@ -156,6 +174,7 @@ def exact_sites(
     Y_onehot: tf.Tensor,
     num_classes: Optional[int] = None,
     num_hermite: int = DEFAULT_NUM_HERMITE,
+    log_weights: Optional[tf.Tensor] = None,
 ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """(E log p(y|f) [N], linear [N, K], quadratic [N, K]): the exact expected log-likelihood and
     the coefficients of f and -f²/2 of its natural-gradient site (module docstring).
@@ -165,7 +184,9 @@ def exact_sites(
     Fmu, Fvar = tf.stop_gradient(Fmu), tf.stop_gradient(Fvar)
     with tf.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch([Fmu, Fvar])
-        expected = expected_log_logistic_softmax(Fmu, Fvar, Y_onehot, num_classes, num_hermite)
+        expected = expected_log_logistic_softmax(
+            Fmu, Fvar, Y_onehot, num_classes, num_hermite, log_weights=log_weights
+        )
         # Points are independent, so the gradient of the sum holds each point's own derivatives.
         total = tf.reduce_sum(expected)
     d_mean, d_var = tape.gradient(total, [Fmu, Fvar])

@@ -12,13 +12,14 @@ exact-bound CAVI step converges to). Predictions are taken with randomised quasi
 sequence with a seeded random shift, mapped through the normal quantile function.
 """
 import warnings
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
 from check_shapes import inherit_check_shapes
-from gpflow.base import MeanAndVariance, TensorType
+from gpflow.base import MeanAndVariance, Parameter, TensorType
 from gpflow.likelihoods import Likelihood
+from gpflow.utilities import positive
 
 from .expectations import DEFAULT_NUM_HERMITE, expected_log_logistic_softmax
 
@@ -52,14 +53,18 @@ def quasi_normal_samples(num_samples: int, dim: int, seed: int, dtype: Any) -> n
     return ndtri(np.clip(uniform, eps, 1 - eps)).astype(dtype)
 
 
-def log_logistic_softmax(F: tf.Tensor) -> tf.Tensor:
-    """log p(y = k | f) for every k: log σ(f_k) - log Σ_c σ(f_c), stable for any finite f. [..., C]"""
-    log_sigmoid = -tf.math.softplus(-F)
-    return log_sigmoid - tf.reduce_logsumexp(log_sigmoid, axis=-1, keepdims=True)
+def log_logistic_softmax(F: tf.Tensor, log_weights: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """log p(y = k | f) for every k: log θ_k σ(f_k) - log Σ_c θ_c σ(f_c), stable for any finite f
+    (θ = 1 if ``log_weights`` [C] is ``None``). [..., C]"""
+    log_weighted = -tf.math.softplus(-F)
+    if log_weights is not None:
+        log_weighted += log_weights
+    return log_weighted - tf.reduce_logsumexp(log_weighted, axis=-1, keepdims=True)
 
 
 class LogisticSoftmax(Likelihood):
-    """The logistic-softmax multi-class likelihood for integer labels ``Y`` [N, 1] in 0..C-1.
+    """The logistic-softmax multi-class likelihood for integer labels ``Y`` [N, 1] in 0..C-1,
+    p(y = k | f) = θ_k σ(f_k) / Σ_c θ_c σ(f_c).
 
     :param num_classes: C ≥ 2.
     :param num_hermite: Gauss–Hermite nodes per class of ``variational_expectations``.
@@ -67,6 +72,11 @@ class LogisticSoftmax(Likelihood):
         ``predict_log_density`` (default 1000: the predictive probabilities' integration error is
         then well below 1e-3 on the benchmark datasets).
     :param seed: the seed of the random shift of the quasi-Monte Carlo points.
+    :param class_weights: learn per-class weights θ (a ``Parameter`` [C], initially 1; θ = 1 and
+        no parameter if false). They lift the likelihood's confidence cap: with θ = 1 and latents
+        ±4 over 10 classes, max p is 0.858. Inside a stock ``SVGP`` they are trained with the
+        hyperparameters; :class:`~gpflow_augmented.LogisticSoftmaxSVGP` updates them in closed form
+        (:class:`~gpflow_augmented.CAVI`). Only the ratios of the weights matter.
     """
 
     def __init__(
@@ -75,6 +85,7 @@ class LogisticSoftmax(Likelihood):
         num_hermite: int = DEFAULT_NUM_HERMITE,
         num_predictive_samples: int = DEFAULT_NUM_PREDICTIVE_SAMPLES,
         seed: int = 0,
+        class_weights: bool = False,
         **kwargs: Any,
     ) -> None:
         if int(num_classes) != num_classes or num_classes < 2:
@@ -84,6 +95,19 @@ class LogisticSoftmax(Likelihood):
         self.num_hermite = int(num_hermite)
         self.num_predictive_samples = int(num_predictive_samples)
         self.seed = int(seed)
+        # The exp bijector makes the unconstrained variable log θ: the closed-form update's
+        # statistic is the gradient with respect to it.
+        self.class_weights: Optional[Parameter] = (
+            Parameter(np.ones(self.num_classes), transform=positive(lower=0.0, base="exp"),
+                      name="class_weights")
+            if class_weights else None
+        )
+
+    def log_class_weights(self) -> Optional[tf.Tensor]:
+        """log θ [C], or ``None`` when the likelihood has no class weights."""
+        if self.class_weights is None:
+            return None
+        return tf.math.log(self.class_weights)
 
     def _normal_points(self, num_samples: int, dtype: tf.DType) -> tf.Tensor:
         return tf.constant(
@@ -100,7 +124,7 @@ class LogisticSoftmax(Likelihood):
 
     @inherit_check_shapes
     def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:
-        log_p = log_logistic_softmax(F)
+        log_p = log_logistic_softmax(F, self.log_class_weights())
         return tf.reduce_sum(self._one_hot(Y, log_p.dtype) * log_p, axis=-1)
 
     @inherit_check_shapes
@@ -112,7 +136,7 @@ class LogisticSoftmax(Likelihood):
         Fmu = tf.convert_to_tensor(Fmu)
         return expected_log_logistic_softmax(
             Fmu, tf.convert_to_tensor(Fvar), self._one_hot(Y, Fmu.dtype),
-            num_hermite=self.num_hermite,
+            num_hermite=self.num_hermite, log_weights=self.log_class_weights(),
         )
 
     @inherit_check_shapes
@@ -120,7 +144,7 @@ class LogisticSoftmax(Likelihood):
         self, X: TensorType, Fmu: TensorType, Fvar: TensorType
     ) -> MeanAndVariance:
         F = self._latent_samples(Fmu, Fvar, self.num_predictive_samples)
-        p = tf.reduce_mean(tf.exp(log_logistic_softmax(F)), axis=0)  # [N, C]
+        p = tf.reduce_mean(tf.exp(log_logistic_softmax(F, self.log_class_weights())), axis=0)
         return p, p - tf.square(p)
 
     @inherit_check_shapes
@@ -128,13 +152,15 @@ class LogisticSoftmax(Likelihood):
         self, X: TensorType, Fmu: TensorType, Fvar: TensorType, Y: TensorType
     ) -> tf.Tensor:
         F = self._latent_samples(Fmu, Fvar, self.num_predictive_samples)
-        log_p = tf.reduce_sum(self._one_hot(Y, F.dtype) * log_logistic_softmax(F), axis=-1)  # [S, N]
+        log_p = tf.reduce_sum(  # [S, N]
+            self._one_hot(Y, F.dtype) * log_logistic_softmax(F, self.log_class_weights()), axis=-1
+        )
         num = tf.cast(self.num_predictive_samples, log_p.dtype)
         return tf.reduce_logsumexp(log_p, axis=0) - tf.math.log(num)
 
     @inherit_check_shapes
     def _conditional_mean(self, X: TensorType, F: TensorType) -> tf.Tensor:
-        return tf.exp(log_logistic_softmax(F))
+        return tf.exp(log_logistic_softmax(F, self.log_class_weights()))
 
     @inherit_check_shapes
     def _conditional_variance(self, X: TensorType, F: TensorType) -> tf.Tensor:

@@ -35,7 +35,7 @@ from .projection import (
     kuu_cholesky,
     whitened_projection,
 )
-from .distributed import num_replicas, replica_sum, replicated_by_first
+from .distributed import num_replicas, replica_sum, replicated_by_first, set_trainable
 from .updates import conjugate_statistics, natural_parameter_step_with_backoff
 from .validation import check_data, check_num_classes
 
@@ -109,6 +109,11 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     def on_exact_bound(self) -> bool:
         """Whether CAVI steps on the exact ELBO (exact-bound sites) rather than on an augmented
         bound."""
+        return False
+
+    @property
+    def learns_class_weights(self) -> bool:
+        """Whether the likelihood has class weights θ that :class:`~gpflow_augmented.CAVI` updates."""
         return False
 
     @property
@@ -512,6 +517,12 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
             likelihood = LogisticSoftmax(num_classes)
         if not isinstance(likelihood, LogisticSoftmax) or likelihood.num_classes != num_classes:
             raise ValueError(f"likelihood must be a LogisticSoftmax({num_classes})")
+        if likelihood.class_weights is not None:
+            if scheme == "paper":
+                raise ValueError("class weights need scheme 'collapsed' or 'exact' (the paper "
+                                 "scheme's mean-field q(λ) does not carry them)")
+            # CAVI updates them in closed form; keeping them out of trainable_variables keeps Adam off.
+            set_trainable(likelihood.class_weights, False)
         super().__init__(
             kernel, inducing_variable, likelihood, num_classes, num_classes, num_data, whiten,
             q_mu, q_sqrt, mean_function,
@@ -523,6 +534,40 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
     def on_exact_bound(self) -> bool:
         return self.scheme == "exact"
 
+    @property
+    def learns_class_weights(self) -> bool:
+        return self.likelihood.class_weights is not None
+
+    @check_shapes("X: [N, D]", "Y: [N, 1]", "return: [C]")
+    def log_class_weight_gradient(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        """∂/∂log θ of the batch's summed local ELBO at the current q(u)."""
+        log_weights = self.likelihood.class_weights.unconstrained_variable  # exp bijector: log θ
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(log_weights)
+            geometry = self.batch_geometry(X)
+            total = tf.reduce_sum(self.local_elbo(geometry.Fmu, geometry.Fvar, Y))
+        return tape.gradient(total, log_weights)
+
+    @check_shapes("Y: [N, 1]", "log_weight_gradient: [C]", "return[0]: [C]", "return[1]: [C]")
+    def class_weight_statistics(
+        self, Y: tf.Tensor, log_weight_gradient: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """(n, e) of the batch: the class counts n_k and the exposures e_k, where
+        ``log_weight_gradient`` = ∂(Σ_i local ELBO_i)/∂log θ_k = n_k - θ_k e_k. On the exact bound
+        e_k = Σ_i E_q[σ(f_ik) / Σ_c θ_c σ(f_ic)]; on the collapsed bound the same with σ(f) replaced by
+        1 - σ̃. Only the observed class's numerator and the normaliser depend on θ."""
+        counts = tf.reduce_sum(self.one_hot(Y), axis=0)
+        expected = tf.maximum(counts - log_weight_gradient, 0.0)
+        return counts, expected / self.likelihood.class_weights
+
+    @check_shapes("classes: [K]", "return: [K] if return is not None")
+    def log_class_weights(self, classes: Optional[tf.Tensor] = None) -> Optional[tf.Tensor]:
+        """log θ of every class, or of ``classes``; ``None`` without class weights."""
+        log_weights = self.likelihood.log_class_weights()
+        if log_weights is None or classes is None:
+            return log_weights
+        return tf.gather(log_weights, classes)
+
     # -- local parameters and the ELBO ----------------------------------------------------------
 
     @check_shapes("Y: [N, 1]", "classes: [K]", "return: [N, K]")
@@ -533,14 +578,23 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         labels = tf.cast(Y, tf.int64)
         return tf.cast(tf.equal(labels, tf.cast(classes, tf.int64)[None, :]), default_float())
 
-    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y_onehot: [N, K]")
+    @check_shapes(
+        "Fmu: [N, K]", "Fvar: [N, K]", "Y_onehot: [N, K]", "log_weights: [K] if log_weights is not None"
+    )
     def local_parameters(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_onehot: tf.Tensor,
+        log_weights: Optional[tf.Tensor] = None,
     ) -> augmentation.LocalParameters:
         """The optimal local parameters (paper scheme: after ``inner_iterations`` alternations);
-        if the columns are a subset of the classes, the class coupling is estimated from it."""
+        if the columns are a subset of the classes, the class coupling is estimated from it.
+        ``log_weights``: the columns' log θ (collapsed scheme only)."""
         if self.scheme == "collapsed":
-            return augmentation.collapsed_local_parameters(Fmu, Fvar, Y_onehot, self.num_classes)
+            return augmentation.collapsed_local_parameters(
+                Fmu, Fvar, Y_onehot, self.num_classes, log_weights
+            )
         return augmentation.paper_local_parameters(
             Fmu, Fvar, Y_onehot, self.inner_iterations, self.num_classes
         )
@@ -551,7 +605,9 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
     ) -> tf.Tensor:
         if self.on_exact_bound:
             return self.exact_local_elbo(Fmu, Fvar, Y, classes)
-        return self._local_elbo(Fmu, Fvar, self.one_hot(Y, classes))
+        return self._local_elbo(
+            Fmu, Fvar, self.one_hot(Y, classes), log_weights=self.log_class_weights(classes)
+        )
 
     @inherit_check_shapes
     def augmented_local_elbo(
@@ -560,14 +616,17 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         if not self.on_exact_bound:
             return self.local_elbo(Fmu, Fvar, Y, classes)
         return augmentation.collapsed_local_elbo(
-            Fmu, Fvar, self.one_hot(Y, classes), self.num_classes
+            Fmu, Fvar, self.one_hot(Y, classes), self.num_classes, self.log_class_weights(classes)
         )
 
     @inherit_check_shapes
     def exact_local_elbo(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> tf.Tensor:
-        return expected_log_logistic_softmax(Fmu, Fvar, self.one_hot(Y, classes), self.num_classes)
+        return expected_log_logistic_softmax(
+            Fmu, Fvar, self.one_hot(Y, classes), self.num_classes,
+            log_weights=self.log_class_weights(classes),
+        )
 
     @inherit_check_shapes
     def conjugate_terms(
@@ -582,36 +641,46 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         sites of :func:`~gpflow_augmented.expectations.exact_sites`; if ``augmented_sites`` is
         true, the collapsed bound's coefficients with the exact expected log-likelihood."""
         Y_onehot = self.one_hot(Y, classes)
+        log_weights = self.log_class_weights(classes)
         if self.on_exact_bound:
+
+            def exact_terms() -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+                return exact_sites(Fmu, Fvar, Y_onehot, self.num_classes, log_weights=log_weights)
+
             if augmented_sites is None:
-                return exact_sites(Fmu, Fvar, Y_onehot, self.num_classes)
+                return exact_terms()
 
             def warm_start_terms() -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-                expected = expected_log_logistic_softmax(Fmu, Fvar, Y_onehot, self.num_classes)
-                return (expected, *self.collapsed_sites(Fmu, Fvar, Y_onehot))
+                expected = expected_log_logistic_softmax(
+                    Fmu, Fvar, Y_onehot, self.num_classes, log_weights=log_weights
+                )
+                return (expected, *self.collapsed_sites(Fmu, Fvar, Y_onehot, log_weights))
 
-            return tf.cond(
-                augmented_sites,
-                warm_start_terms,
-                lambda: exact_sites(Fmu, Fvar, Y_onehot, self.num_classes),
-            )
-        local = self.local_parameters(Fmu, Fvar, Y_onehot)
-        local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local)
+            return tf.cond(augmented_sites, warm_start_terms, exact_terms)
+        local = self.local_parameters(Fmu, Fvar, Y_onehot, log_weights)
+        local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local, log_weights)
         return local_elbo, (Y_onehot - local.gamma) / 2, local.theta
 
     @check_shapes(
         "Fmu: [N, K]",
         "Fvar: [N, K]",
         "Y_onehot: [N, K]",
+        "log_weights: [K] if log_weights is not None",
         "return[0]: [N, K]",
         "return[1]: [N, K]",
     )
     def collapsed_sites(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_onehot: tf.Tensor
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_onehot: tf.Tensor,
+        log_weights: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """(linear, quadratic) of the collapsed augmented bound at its optimal local parameters:
         the warm-start sites of a model on the exact bound."""
-        local = augmentation.collapsed_local_parameters(Fmu, Fvar, Y_onehot, self.num_classes)
+        local = augmentation.collapsed_local_parameters(
+            Fmu, Fvar, Y_onehot, self.num_classes, log_weights
+        )
         return (Y_onehot - local.gamma) / 2, local.theta
 
     def _local_elbo(
@@ -620,6 +689,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         Fvar: tf.Tensor,
         Y_onehot: tf.Tensor,
         local: Optional[augmentation.LocalParameters] = None,
+        log_weights: Optional[tf.Tensor] = None,
     ) -> tf.Tensor:
         """Each point's contribution to the augmented ELBO at its local parameters.
 
@@ -628,7 +698,9 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         the collapsed scheme the closed form is differentiated directly).
         """
         if self.scheme == "collapsed":
-            return augmentation.collapsed_local_elbo(Fmu, Fvar, Y_onehot, self.num_classes)
+            return augmentation.collapsed_local_elbo(
+                Fmu, Fvar, Y_onehot, self.num_classes, log_weights
+            )
         if local is None:
             local = self.local_parameters(Fmu, Fvar, Y_onehot)
         local = tf.nest.map_structure(tf.stop_gradient, local)

@@ -114,6 +114,8 @@ class Trainer(tf.Module):
         self.hyperparameter_bound = hyperparameter_bound
         self.model = model
         self.strategy = strategy
+        if strategy is not None and model.learns_class_weights:
+            raise ValueError("class weights are not supported under a tf.distribute strategy")
         if strategy is not None and not strategy.extended.variable_created_in_scope(
             model.q_mu.unconstrained_variable
         ):
@@ -184,11 +186,18 @@ class Trainer(tf.Module):
         q(u) before the step. Assigns q(u) (through :meth:`CAVI.accept`); returns (ELBO before,
         status, loss, replica-summed gradients)."""
         model, cavi = self.model, self.cavi
-        variables = model.trainable_variables
+        variables = list(model.trainable_variables)
+        # The class weights' statistic is the gradient with respect to log θ (the exp bijector's
+        # unconstrained variable), from the same backward pass.
+        log_weights = (
+            [model.likelihood.class_weights.unconstrained_variable]
+            if model.learns_class_weights else []
+        )
         status = cavi.batch_status(X, Y)
+        step_size = cavi.current_step_size()
         X = tf.convert_to_tensor(X, dtype=default_float())
         with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(variables)
+            tape.watch(variables + log_weights)
             geometry = model.batch_geometry(X, classes)
             tape.watch([geometry.Fmu, geometry.Fvar])
             expected = model.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, classes)
@@ -198,8 +207,10 @@ class Trainer(tf.Module):
                 + model.log_prior_density() / num_replicas()
             )
         *gradients, d_mean, d_var = tape.gradient(
-            loss, [*variables, geometry.Fmu, geometry.Fvar]
+            loss, [*variables, *log_weights, geometry.Fmu, geometry.Fvar]
         )
+        if log_weights:
+            d_log_weights = gradients.pop()
 
         def exact() -> Tuple[tf.Tensor, tf.Tensor]:
             # The loss carries each point's expectation with weight -scale.
@@ -215,9 +226,11 @@ class Trainer(tf.Module):
                 exact,
             )
         new_mu, new_sqrt, elbo = model.natural_step(
-            X, geometry, expected, linear, quadratic, cavi.current_step_size(), classes
+            X, geometry, expected, linear, quadratic, step_size, classes
         )
         status = cavi.accept(new_mu, new_sqrt, status, classes)
+        if log_weights:
+            cavi.update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
         loss, gradients = replica_sum((loss, gradients))
         return elbo, status, loss, gradients
 

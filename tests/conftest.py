@@ -21,7 +21,8 @@ def _seed():
 
 
 def make_problem(num_data, num_classes, input_dim=2, num_inducing=None, seed=0, lengthscale=1.0,
-                 variance=1.0, scheme="collapsed", whiten=True, kernel=None, mean_function=None):
+                 variance=1.0, scheme="collapsed", whiten=True, kernel=None, mean_function=None,
+                 class_weights=False):
     """Random clustered data and a model with inducing points on a subset of the inputs."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(scale=2.0, size=(num_classes, input_dim))
@@ -32,7 +33,9 @@ def make_problem(num_data, num_classes, input_dim=2, num_inducing=None, seed=0, 
     if kernel is None:
         kernel = gpflow.kernels.SquaredExponential(variance=variance, lengthscales=lengthscale)
     model = ga.LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme,
-                                   whiten=whiten, mean_function=mean_function)
+                                   whiten=whiten, mean_function=mean_function,
+                                   likelihood=ga.LogisticSoftmax(num_classes,
+                                                                 class_weights=class_weights))
     return model, (X, y[:, None])
 
 

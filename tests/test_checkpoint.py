@@ -8,12 +8,14 @@ from conftest import make_problem
 
 
 def build(scheme):
-    model, data = make_problem(120, 3, num_inducing=10, seed=11, lengthscale=1.5, scheme=scheme)
+    weighted = scheme == "exact-weighted"
+    model, data = make_problem(120, 3, num_inducing=10, seed=11, lengthscale=1.5,
+                               scheme="exact" if weighted else scheme, class_weights=weighted)
     trainer = ga.Trainer(model, step_size=ga.RobbinsMonro(), learning_rate=0.02)
     return model, trainer, data
 
 
-@pytest.mark.parametrize("scheme", ["collapsed", "exact"])
+@pytest.mark.parametrize("scheme", ["collapsed", "exact", "exact-weighted"])
 def test_resumed_training_equals_uninterrupted(tmp_path, scheme):
     k = 15
     straight, straight_trainer, data = build(scheme)
@@ -33,3 +35,7 @@ def test_resumed_training_equals_uninterrupted(tmp_path, scheme):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)
     for a, b in zip(straight_trainer.adam.variables, resumed_trainer.adam.variables):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)
+    if scheme == "exact-weighted":  # the class weights' SVI state resumes too
+        assert not np.allclose(straight.likelihood.class_weights.numpy(), 1.0)
+        np.testing.assert_allclose(straight_trainer.cavi.class_weight_exposure.numpy(),
+                                   resumed_trainer.cavi.class_weight_exposure.numpy(), rtol=1e-12)
