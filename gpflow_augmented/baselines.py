@@ -292,10 +292,9 @@ def build_method(
         model = BinaryLogisticSVGP(kernel, Z, num_data=num_data)
         set_trainable(model.inducing_variable, train_inducing_points)
         return AugmentedMethod(name, model, learning_rate, rho)
-    if name in ("lsm", "lsm-paper", "lsm-exact", "lsm-exact-mean", "lsm-exact-weighted",
-                "lsm-hyp-exact"):
-        scheme = {"lsm-paper": "paper", "lsm-exact": "exact", "lsm-exact-mean": "exact",
-                  "lsm-exact-weighted": "exact"}.get(name, "collapsed")
+    if name in AUGMENTED_METHODS:  # the multi-class ones (xgpc returned above)
+        scheme = {"lsm-paper": "paper"}.get(name, "exact" if name.startswith("lsm-exact")
+                                            else "collapsed")
         with_mean = name in ("lsm-exact-mean", "lsm-exact-weighted")
         mean_function = gpflow.mean_functions.Constant() if with_mean else None
         likelihood = LogisticSoftmax(num_classes, class_weights=name == "lsm-exact-weighted")

@@ -118,18 +118,29 @@ class CAVI(tf.Module):
             classes = self.sample_classes()
         status = self.batch_status(X, Y)
         step_size = self.current_step_size()
-        log_weight_gradient = None
+        model = self.model
+        X = tf.convert_to_tensor(X, dtype=default_float())
+        geometry = model.batch_geometry(X, classes)
+        # Learned class weights: their statistic is the gradient of the batch's local ELBO with
+        # respect to log θ (the exp bijector's unconstrained variable), at q(u) before the step.
+        log_weights = []
         if self.class_weight_exposure is not None:
             _refuse_strategy()
-            X = tf.convert_to_tensor(X, dtype=default_float())
-            log_weight_gradient = self.model.log_class_weight_gradient(X, Y)
-        new_mu, new_sqrt, elbo = self.model.natural_update(
-            X, Y, step_size, classes, self.augmented_sites()
+            log_weights = [model.likelihood.class_weights.unconstrained_variable]
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(log_weights)
+            local_elbo, linear, quadratic = model.conjugate_terms(
+                geometry.Fmu, geometry.Fvar, Y, classes, self.augmented_sites()
+            )
+            local_sum = tf.reduce_sum(local_elbo)
+        new_mu, new_sqrt, elbo = model.natural_step(
+            X, geometry, local_elbo, linear, quadratic, step_size, classes
         )
         status = self.accept(new_mu, new_sqrt, status, classes)
-        if log_weight_gradient is not None:
+        if log_weights:
             self.update_class_weights(
-                Y, log_weight_gradient, self.model.minibatch_scale(X), step_size, status == OK
+                Y, tape.gradient(local_sum, log_weights[0]), model.minibatch_scale(X), step_size,
+                status == OK,
             )
         return elbo, status
 

@@ -538,16 +538,6 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
     def learns_class_weights(self) -> bool:
         return self.likelihood.class_weights is not None
 
-    @check_shapes("X: [N, D]", "Y: [N, 1]", "return: [C]")
-    def log_class_weight_gradient(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-        """∂/∂log θ of the batch's summed local ELBO at the current q(u)."""
-        log_weights = self.likelihood.class_weights.unconstrained_variable  # exp bijector: log θ
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(log_weights)
-            geometry = self.batch_geometry(X)
-            total = tf.reduce_sum(self.local_elbo(geometry.Fmu, geometry.Fvar, Y))
-        return tape.gradient(total, log_weights)
-
     @check_shapes("Y: [N, 1]", "log_weight_gradient: [C]", "return[0]: [C]", "return[1]: [C]")
     def class_weight_statistics(
         self, Y: tf.Tensor, log_weight_gradient: tf.Tensor
