@@ -99,6 +99,17 @@ def expected_log_normaliser(
     Σ_c log φ_c) are estimated by C/|K| times the subset's sums: unbiased for each, so the estimate of
     E log Z is consistent with an O(1/|K|) bias, as for the augmented bound's class coupling.
     """
+    return _fused_log_normaliser(Fmu, Fvar, num_classes, num_hermite, grid_step, log_weights)
+
+
+def _log_normaliser(
+    Fmu: tf.Tensor,
+    Fvar: tf.Tensor,
+    num_classes: Optional[int],
+    num_hermite: int,
+    grid_step: float,
+    log_weights: Optional[tf.Tensor],
+) -> tf.Tensor:
     dtype = Fmu.dtype
     z, w = _hermite(num_hermite, dtype)
     f = Fmu[..., None] + _safe_std(Fvar)[..., None] * z  # [N, K, H]
@@ -109,19 +120,29 @@ def expected_log_normaliser(
     weight = (
         tf.ones([], dtype) if num_classes is None else tf.cast(num_classes, dtype) / subset_size
     )
-    log_w = tf.math.log(w)
     # log κ = log(weight · Σ_c Σ_h w_h σ_h), in log space: κ is tiny when every latent is very negative.
-    log_kappa = tf.math.log(weight) + tf.reduce_logsumexp(log_w + log_sigma, axis=[-2, -1])  # [N]
+    log_kappa = tf.math.log(weight) + tf.reduce_logsumexp(tf.math.log(w) + log_sigma, axis=[-2, -1])
+    # σ_h / κ ≤ 1 / (weight · w_h) is bounded (e^30 for the smallest of 20 Hermite weights), so
+    # the Laplace variable t σ_h / κ is a product of two finite numbers: one exponential per
+    # element of the [N, K, H, T] tensor instead of two. Where the product overflows to inf,
+    # exp(-inf) = 0 is the right limit and its derivative is 0, not NaN.
+    scaled_sigma = tf.exp(log_sigma - log_kappa[:, None, None])  # [N, K, H]
     s = tf.range(S_MIN, S_MAX + grid_step / 2, grid_step, dtype=dtype)  # [T]
-    log_t = s[None, :] - log_kappa[:, None]  # [N, T]
     # φ_c(t) = Σ_h w_h exp(-t σ_h) ≤ 1 cannot overflow. Where it underflows, Π_c φ_c is zero
     # anyway: the floor only keeps log and its gradient finite there.
-    decay = tf.exp(-tf.exp(log_t[:, None, None, :] + log_sigma[..., None]))  # [N, K, H, T]
-    phi = tf.reduce_sum(w[:, None] * decay, axis=-2)  # [N, K, T]
+    decay = tf.exp(-scaled_sigma[..., None] * tf.exp(s))  # [N, K, H, T]
+    phi = tf.einsum("h,nkht->nkt", w, decay)  # [N, K, T]
     log_phi = tf.math.log(tf.maximum(phi, np.finfo(dtype.as_numpy_dtype).tiny))
     log_product = weight * tf.reduce_sum(log_phi, axis=-2)  # [N, T]
     integrand = tf.exp(-tf.exp(s)) - tf.exp(log_product)
     return log_kappa + grid_step * tf.reduce_sum(integrand, axis=-1)
+
+
+# The quadrature is a chain of elementwise maps and reductions over an [N, K, H, T] tensor: XLA
+# fuses them (forward and backward) into loops that never store that tensor, which makes the
+# expectation and its derivatives about 2.5 times faster on a CPU than TensorFlow's graph executor
+# (README, "Iteration cost"). It is compiled on its own, so the step around it need not be.
+_fused_log_normaliser = tf.function(_log_normaliser, jit_compile=True)
 
 
 @check_shapes(

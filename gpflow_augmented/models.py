@@ -633,20 +633,20 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         Y_onehot = self.one_hot(Y, classes)
         log_weights = self.log_class_weights(classes)
         if self.on_exact_bound:
-
-            def exact_terms() -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-                return exact_sites(Fmu, Fvar, Y_onehot, self.num_classes, log_weights=log_weights)
-
+            expected, linear, quadratic = exact_sites(
+                Fmu, Fvar, Y_onehot, self.num_classes, log_weights=log_weights
+            )
             if augmented_sites is None:
-                return exact_terms()
-
-            def warm_start_terms() -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-                expected = expected_log_logistic_softmax(
-                    Fmu, Fvar, Y_onehot, self.num_classes, log_weights=log_weights
-                )
-                return (expected, *self.collapsed_sites(Fmu, Fvar, Y_onehot, log_weights))
-
-            return tf.cond(augmented_sites, warm_start_terms, exact_terms)
+                return expected, linear, quadratic
+            # Not a tf.cond: the expectation is needed in both cases, the collapsed sites are a
+            # few elementwise maps, and a gradient taken (for the class weights) through a cond
+            # whose branch differentiates an XLA-compiled function comes back as zero.
+            warm_linear, warm_quadratic = self.collapsed_sites(Fmu, Fvar, Y_onehot, log_weights)
+            return (
+                expected,
+                tf.where(augmented_sites, warm_linear, linear),
+                tf.where(augmented_sites, warm_quadratic, quadratic),
+            )
         local = self.local_parameters(Fmu, Fvar, Y_onehot, log_weights)
         local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local, log_weights)
         return local_elbo, (Y_onehot - local.gamma) / 2, local.theta
