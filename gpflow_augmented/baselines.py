@@ -232,12 +232,13 @@ class NaturalGradientMethod(Method):
 class AdamMethod(Method):
     """Adam on every parameter, q(u) included: the plain gradient-based VI baseline."""
 
-    def __init__(self, name: str, model: gpflow.models.SVGP, learning_rate: float) -> None:
+    def __init__(self, name: str, model: gpflow.models.SVGP, learning_rate: float,
+                 jit_compile: bool = False) -> None:
         self.name, self.model = name, model
         self.learning_rate = learning_rate
         self.adam = tf_keras.optimizers.Adam(learning_rate)
         self.adam.build(model.trainable_variables)
-        self._step = tf.function(self._step_eager)
+        self._step = tf.function(self._step_eager, jit_compile=jit_compile)
 
     def _step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         loss, applied = adam_step_if_finite(

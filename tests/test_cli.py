@@ -189,3 +189,27 @@ def test_ground_truth_end_to_end(tiny_npz, tmp_path, capsys):
 def test_ground_truth_rejects_bad_options(capsys):
     assert main(["ground-truth", "--chains", "1"]) == 2
     assert "--chains is too small" in capsys.readouterr().err
+
+
+def test_report_compares_the_package_method_with_the_best_peer_at_the_common_target():
+    from gpflow_augmented.benchmark import _against_best_peer
+
+    def method(name, error, times_and_nlls):
+        trace = [{"time": t, "nll": nll} for t, nll in times_and_nlls]
+        return {"name": name, "final": {"error": error, "nll": trace[-1]["nll"]}, "trace": trace}
+
+    methods = [
+        method("lsm-exact-mean", 0.10, [(0.0, 2.0), (0.5, 0.52), (1.0, 0.505), (4.0, 0.50)]),
+        method("softmax", 0.09, [(0.0, 2.0), (5.0, 0.55), (20.0, 0.509), (40.0, 0.50)]),  # best
+        method("rm", 0.08, [(0.0, 2.0), (2.0, 0.60), (40.0, 0.70)]),  # never reaches 0.51
+        method("lsm-vi", 0.12, [(0.0, 2.0), (10.0, 0.505), (40.0, 0.53)]),
+    ]
+    row = _against_best_peer("toy", methods).split(" | ")
+    # The best peer by final NLL is softmax (not rm, which has the lowest error); the target is
+    # 0.50 × 1.02 = 0.51, which ours reached at 1 s, softmax at 20 s and lsm-vi at 10 s.
+    assert row[1] == "softmax"
+    assert row[2] == "+0.0100" and row[3] == "+0.0 %"
+    assert row[4] == "0.5100" and row[5] == "1.00 s"
+    assert row[6].rstrip(" |") == "rm ∞, softmax 20.0×, lsm-vi 10.0×"
+    # Without the package's method (or any peer) there is no row.
+    assert _against_best_peer("toy", methods[1:]) == ""
