@@ -24,8 +24,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=200)
     parser.add_argument("--num-inducing", type=int, default=100)
     parser.add_argument("--classes", type=int, default=6)
+    parser.add_argument("--input-dim", type=int, default=36)
     args = parser.parse_args()
-    B, M, C, D = args.batch_size, args.num_inducing, args.classes, 36
+    B, M, C, D = args.batch_size, args.num_inducing, args.classes, args.input_dim
     rng = np.random.default_rng(0)
     X_array = rng.standard_normal((B, D))
     X, Y = tf.constant(X_array), tf.constant(rng.integers(0, C, (B, 1)))
@@ -35,7 +36,7 @@ def main() -> None:
     for name in METHODS:
         method = build_method(name, initial_kernel(X_array), Z, C, 20 * B)
         steps[f"{name}: iteration"] = lambda method=method: method.step(X, Y)
-        if name == "softmax":  # the peer's whole step compiled with XLA too, for a like-for-like view
+        if name == "softmax":  # the peer's whole step under XLA too, for a like-for-like view
             model = build_method(name, initial_kernel(X_array), Z, C, 20 * B).model
             xla = AdamMethod(name, model, learning_rate=0.01, jit_compile=True)
             steps["softmax: iteration, XLA"] = lambda method=xla: method.step(X, Y)
