@@ -134,14 +134,17 @@ def _against_best_peer(name: str, methods: List[Dict[str, Any]],
     from .comparison import time_to_reach
 
     by_name = {m["name"]: m for m in methods}
-    peers = [by_name[p] for p in PEERS if p in by_name]
+    # A diverged run's NLL is stored as None; it cannot be the best peer.
+    peers = [by_name[p] for p in PEERS
+             if p in by_name and by_name[p]["final"]["nll"] is not None]
     if package_method not in by_name or not peers:
         return ""
     ours = by_name[package_method]
     best = min(peers, key=lambda m: m["final"]["nll"])
-    d_error = ours["final"]["error"] - best["final"]["error"]
-    d_nll = 100 * (ours["final"]["nll"] / best["final"]["nll"] - 1)
-    target = TARGET_SLACK * best["trace"][-1]["nll"]
+    ours_error, ours_nll = ours["final"]["error"], ours["final"]["nll"]
+    d_error = "–" if ours_error is None else f"{ours_error - best['final']['error']:+.4f}"
+    d_nll = "–" if ours_nll is None else f"{100 * (ours_nll / best['final']['nll'] - 1):+.1f} %"
+    target = TARGET_SLACK * (best["trace"][-1]["nll"] or best["final"]["nll"])
     t_ours = time_to_reach(ours["trace"], target)
     speedups = []
     for peer in peers:
@@ -154,7 +157,7 @@ def _against_best_peer(name: str, methods: List[Dict[str, Any]],
             ratio = f"{t_peer / max(t_ours, 1e-9):.1f}×"
         speedups.append(f"{peer['name']} {ratio}")
     reached = "never" if t_ours is None else f"{t_ours:.2f} s"
-    return (f"| {name} | {best['name']} | {d_error:+.4f} | {d_nll:+.1f} % | {target:.4f} | "
+    return (f"| {name} | {best['name']} | {d_error} | {d_nll} | {target:.4f} | "
             f"{reached} | {', '.join(speedups)} |")
 
 

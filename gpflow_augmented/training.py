@@ -222,7 +222,8 @@ class Trainer(tf.Module):
         else:
             linear, quadratic = tf.cond(
                 warm_start,
-                lambda: model.collapsed_sites(geometry.Fmu, geometry.Fvar, model.one_hot(Y, classes)),
+                lambda: model.collapsed_sites(geometry.Fmu, geometry.Fvar, model.one_hot(Y, classes),
+                                              model.log_class_weights(classes)),
                 exact,
             )
         new_mu, new_sqrt, elbo = model.natural_step(

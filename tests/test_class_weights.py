@@ -115,6 +115,28 @@ def test_fused_trainer_step_updates_the_weights_as_the_cavi_step_does():
     assert not np.allclose(fused.likelihood.class_weights.numpy(), 1.0)
 
 
+def test_a_warm_start_step_carries_the_weights_in_the_fused_and_in_the_cavi_step():
+    """A warm-start step takes the collapsed bound's sites, which carry θ, and both kinds of step
+    update θ: the fused Trainer iteration (which once dropped θ from those sites) and the CAVI
+    step (whose θ statistic, taken through a tf.cond around the XLA-compiled expectation, once
+    came back as zero after the warm start) must agree."""
+    fused, data = weighted_problem("exact")
+    plain, _ = weighted_problem("exact")
+    with tf.init_scope():
+        for model in (fused, plain):  # unequal weights, so that forgetting them shows
+            model.likelihood.class_weights.assign(np.exp(LOG_WEIGHTS))
+    # A warm-start step, then an exact one; Adam at rate 0 leaves the kernel as CAVI alone does.
+    trainer = ga.Trainer(fused, step_size=0.6, learning_rate=0.0, warm_start_iterations=1)
+    cavi = ga.CAVI(plain, 0.6, warm_start_iterations=1)
+    for _ in range(2):
+        trainer.step(data)
+        cavi.step(data)
+    np.testing.assert_allclose(fused.q_mu.numpy(), plain.q_mu.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(fused.likelihood.class_weights.numpy(),
+                               plain.likelihood.class_weights.numpy(), rtol=1e-10)
+    assert np.max(np.abs(plain.likelihood.class_weights.numpy() - np.exp(LOG_WEIGHTS))) > 1e-3
+
+
 def test_weighted_model_elbo_and_predictions_equal_stock_svgp_with_the_same_weights():
     model, data = weighted_problem("exact")
     ga.CAVI(model, 0.7, warm_start_iterations=3).minimize(data, 5)

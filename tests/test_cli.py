@@ -194,22 +194,33 @@ def test_ground_truth_rejects_bad_options(capsys):
 def test_report_compares_the_package_method_with_the_best_peer_at_the_common_target():
     from gpflow_augmented.benchmark import _against_best_peer
 
-    def method(name, error, times_and_nlls):
+    def method(name, error, times_and_nlls, final_nll=None):
         trace = [{"time": t, "nll": nll} for t, nll in times_and_nlls]
-        return {"name": name, "final": {"error": error, "nll": trace[-1]["nll"]}, "trace": trace}
+        final = trace[-1]["nll"] if final_nll is None else final_nll
+        return {"name": name, "final": {"error": error, "nll": final}, "trace": trace}
 
     methods = [
-        method("lsm-exact-mean", 0.10, [(0.0, 2.0), (0.5, 0.52), (1.0, 0.505), (4.0, 0.50)]),
-        method("softmax", 0.09, [(0.0, 2.0), (5.0, 0.55), (20.0, 0.509), (40.0, 0.50)]),  # best
-        method("rm", 0.08, [(0.0, 2.0), (2.0, 0.60), (40.0, 0.70)]),  # never reaches 0.51
+        method("lsm-exact-mean", 0.10, [(0.0, 2.0), (0.5, 0.52), (1.0, 0.505), (4.0, 0.49)]),
+        # the best peer by final NLL (whole test set: 0.45); its last trace value (0.50) sets the
+        # target, after a lower one (0.47) that a "best of the trace" target would use
+        method("softmax", 0.09, [(0.0, 2.0), (5.0, 0.55), (20.0, 0.509), (30.0, 0.47), (40.0, 0.50)],
+               final_nll=0.45),
+        method("rm", 0.08, [(0.0, 2.0), (2.0, 0.60), (40.0, 0.70)]),  # never reaches the target
         method("lsm-vi", 0.12, [(0.0, 2.0), (10.0, 0.505), (40.0, 0.53)]),
     ]
     row = _against_best_peer("toy", methods).split(" | ")
-    # The best peer by final NLL is softmax (not rm, which has the lowest error); the target is
-    # 0.50 × 1.02 = 0.51, which ours reached at 1 s, softmax at 20 s and lsm-vi at 10 s.
+    # Not rm, which has the lowest error; ΔNLL = 0.49 / 0.45 - 1; target 0.50 × 1.02 = 0.51,
+    # which ours reached at 1 s, softmax at 20 s and lsm-vi at 10 s.
     assert row[1] == "softmax"
-    assert row[2] == "+0.0100" and row[3] == "+0.0 %"
+    assert row[2] == "+0.0100" and row[3] == "+8.9 %"
     assert row[4] == "0.5100" and row[5] == "1.00 s"
     assert row[6].rstrip(" |") == "rm ∞, softmax 20.0×, lsm-vi 10.0×"
+
+    slow = method("lsm-exact-mean", 0.10, [(0.0, 2.0), (40.0, 0.6)])
+    row = _against_best_peer("toy", [slow, *methods[1:]]).split(" | ")
+    assert row[5] == "never" and row[6].rstrip(" |") == "rm –, softmax –, lsm-vi –"
+    # A peer whose run diverged (NLL stored as None) is skipped, not a crash.
+    diverged_rm = method("rm", 0.5, [(0.0, None)], final_nll=None)
+    assert _against_best_peer("toy", [methods[0], diverged_rm]) == ""
     # Without the package's method (or any peer) there is no row.
     assert _against_best_peer("toy", methods[1:]) == ""
