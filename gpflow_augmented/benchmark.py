@@ -144,7 +144,8 @@ def _against_best_peer(name: str, methods: List[Dict[str, Any]],
     ours_error, ours_nll = ours["final"]["error"], ours["final"]["nll"]
     d_error = "–" if ours_error is None else f"{ours_error - best['final']['error']:+.4f}"
     d_nll = "–" if ours_nll is None else f"{100 * (ours_nll / best['final']['nll'] - 1):+.1f} %"
-    target = TARGET_SLACK * (best["trace"][-1]["nll"] or best["final"]["nll"])
+    last_traced = best["trace"][-1]["nll"]
+    target = TARGET_SLACK * (best["final"]["nll"] if last_traced is None else last_traced)
     t_ours = time_to_reach(ours["trace"], target)
     speedups = []
     for peer in peers:

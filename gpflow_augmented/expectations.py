@@ -122,12 +122,11 @@ def _log_normaliser(
     )
     # log κ = log(weight · Σ_c Σ_h w_h σ_h), in log space: κ is tiny when every latent is very negative.
     log_kappa = tf.math.log(weight) + tf.reduce_logsumexp(tf.math.log(w) + log_sigma, axis=[-2, -1])
-    # σ_h / κ ≤ 1 / (weight · w_h) is bounded (e^30 for the smallest of 20 Hermite weights), so
-    # the Laplace variable t σ_h / κ is a product of two finite numbers: one exponential per
-    # element of the [N, K, H, T] tensor instead of two. Where the product overflows to inf,
-    # exp(-inf) = 0 is the right limit and its derivative is 0, not NaN.
-    # The cap (e^44 in float32) only touches nodes whose weight is below e^-44, where the decay is
-    # zero at every grid point anyway; it keeps the factor itself, and so its gradient, finite.
+    # σ_h / κ ≤ 1 / (weight · w_h) is bounded, so the Laplace variable t σ_h / κ is a product of
+    # two finite numbers: one exponential per element of the [N, K, H, T] tensor instead of two.
+    # Where the product overflows, exp(-inf) = 0 is the right limit and its derivative is 0. The
+    # cap (e^44 in float32) only touches nodes whose weight is below e^-44, where the decay is zero
+    # at every grid point anyway; it keeps the factor, and so its gradient, finite.
     log_ratio_cap = 0.5 * np.log(np.finfo(dtype.as_numpy_dtype).max)
     scaled_sigma = tf.exp(tf.minimum(log_sigma - log_kappa[:, None, None], log_ratio_cap))
     s = tf.range(S_MIN, S_MAX + grid_step / 2, grid_step, dtype=dtype)  # [T]
@@ -142,11 +141,10 @@ def _log_normaliser(
 
 
 # The quadrature is a chain of elementwise maps and reductions over an [N, K, H, T] tensor: XLA
-# fuses them (forward and backward) into loops that never store that tensor, which makes the
-# expectation and its derivatives about 2.5 times faster on a CPU than TensorFlow's graph executor
-# (README, "The iteration at the cost of a softmax iteration"). It is compiled on its own, so the step around it need not be.
-# reduce_retracing: batches of many sizes (the last chunk of a data set, a full batch) share one
-# trace; XLA still compiles each new shape once.
+# fuses them (forward and backward) into loops that never store that tensor (README, "The
+# iteration at the cost of a softmax iteration"). It is compiled on its own, so the step around it
+# keeps TensorFlow's faster CPU Cholesky. reduce_retracing: batches of many sizes (the last chunk
+# of a data set, a full batch) share one trace; XLA still compiles each new shape once.
 _fused_log_normaliser = tf.function(_log_normaliser, jit_compile=True, reduce_retracing=True)
 
 

@@ -633,23 +633,46 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         Y_onehot = self.one_hot(Y, classes)
         log_weights = self.log_class_weights(classes)
         if self.on_exact_bound:
+            # The exact expectation and its derivatives outside any tf.cond: a gradient (for the
+            # class weights) taken through a cond whose branch differentiates the XLA-compiled
+            # expectation comes back as zero.
             expected, linear, quadratic = exact_sites(
                 Fmu, Fvar, Y_onehot, self.num_classes, log_weights=log_weights
             )
-            if augmented_sites is None:
-                return expected, linear, quadratic
-            # Not a tf.cond: the expectation is needed in both cases, the collapsed sites are a
-            # few elementwise maps, and a gradient taken (for the class weights) through a cond
-            # whose branch differentiates an XLA-compiled function comes back as zero.
-            warm_linear, warm_quadratic = self.collapsed_sites(Fmu, Fvar, Y_onehot, log_weights)
-            return (
-                expected,
-                tf.where(augmented_sites, warm_linear, linear),
-                tf.where(augmented_sites, warm_quadratic, quadratic),
-            )
+            return (expected, *self.step_sites(Fmu, Fvar, Y_onehot, (linear, quadratic),
+                                               augmented_sites, log_weights))
         local = self.local_parameters(Fmu, Fvar, Y_onehot, log_weights)
         local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local, log_weights)
         return local_elbo, (Y_onehot - local.gamma) / 2, local.theta
+
+    @check_shapes(
+        "Fmu: [N, K]",
+        "Fvar: [N, K]",
+        "Y_onehot: [N, K]",
+        "exact[0]: [N, K]",
+        "exact[1]: [N, K]",
+        "log_weights: [K] if log_weights is not None",
+        "return[0]: [N, K]",
+        "return[1]: [N, K]",
+    )
+    def step_sites(
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_onehot: tf.Tensor,
+        exact: Tuple[tf.Tensor, tf.Tensor],
+        augmented_sites: Optional[tf.Tensor],
+        log_weights: Optional[tf.Tensor] = None,
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The (linear, quadratic) sites a step on the exact bound takes: the ``exact`` ones, or
+        the collapsed bound's while ``augmented_sites`` (a warm-start step) is true."""
+        if augmented_sites is None:
+            return exact
+        return tf.cond(
+            augmented_sites,
+            lambda: self.collapsed_sites(Fmu, Fvar, Y_onehot, log_weights),
+            lambda: exact,
+        )
 
     @check_shapes(
         "Fmu: [N, K]",

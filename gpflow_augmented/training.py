@@ -212,20 +212,12 @@ class Trainer(tf.Module):
         if log_weights:
             d_log_weights = gradients.pop()
 
-        def exact() -> Tuple[tf.Tensor, tf.Tensor]:
-            # The loss carries each point's expectation with weight -scale.
-            return sites_from_derivatives(geometry.Fmu, -d_mean / scale, -d_var / scale)
-
-        warm_start = cavi.augmented_sites()
-        if warm_start is None:
-            linear, quadratic = exact()
-        else:
-            linear, quadratic = tf.cond(
-                warm_start,
-                lambda: model.collapsed_sites(geometry.Fmu, geometry.Fvar, model.one_hot(Y, classes),
-                                              model.log_class_weights(classes)),
-                exact,
-            )
+        # The loss carries each point's expectation with weight -scale.
+        exact = sites_from_derivatives(geometry.Fmu, -d_mean / scale, -d_var / scale)
+        linear, quadratic = model.step_sites(
+            geometry.Fmu, geometry.Fvar, model.one_hot(Y, classes), exact,
+            cavi.augmented_sites(), model.log_class_weights(classes),
+        )
         new_mu, new_sqrt, elbo = model.natural_step(
             X, geometry, expected, linear, quadratic, step_size, classes
         )
