@@ -28,7 +28,7 @@ from .likelihoods import LogisticSoftmax
 from .models import AUGMENTED_SCHEMES, SCHEMES, AugmentedSVGP, LogisticSoftmaxSVGP
 from .initialisation import inducing_points, initial_kernel, median_lengthscale
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
-from .training import FitResult, Trainer, fit, minibatches
+from .training import EXACT_WARM_START, FitResult, Trainer, fit, minibatches
 from .validation import InvalidDataError, NumericalError
 
 __version__ = "0.1.0"
@@ -42,6 +42,7 @@ __all__ = [
     "certificate",
     "expectations",
     "CAVI",
+    "EXACT_WARM_START",
     "GlobalParameterConvergence",
     "FitResult",
     "GibbsSampler",

@@ -39,14 +39,17 @@ from .binary import BinaryLogisticSVGP
 from .models import AugmentedSVGP, LogisticSoftmaxSVGP
 from .projection import inducing_inputs
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
-from .training import Trainer, adam_step_if_finite
+from .training import EXACT_WARM_START, Trainer, adam_step_if_finite
 from .validation import NumericalError
 
 __all__ = [
     "METHODS",
     "AUGMENTED_METHODS",
     "BINARY_METHODS",
+    "DEFAULT_MULTICLASS_METHODS",
+    "EXACT_BOUND_METHODS",
     "MULTICLASS_METHODS",
+    "RENAMED_METHODS",
     "default_methods",
     "Method",
     "AugmentedMethod",
@@ -59,11 +62,14 @@ __all__ = [
 ]
 
 METHODS: Dict[str, str] = {
-    "lsm": "logistic-softmax, augmented (collapsed bound): CAVI + Adam",
+    "lsm": "logistic-softmax, exact bound: closed-form natural step on exact sites + Adam on the "
+           "exact ELBO, constant prior mean",
+    "lsm-subsets": "as lsm, each step updating a random subset of the classes (class_subset_size, "
+                   "default ⌈C/4⌉)",
+    "lsm-zero-mean": "as lsm, with GPflow's zero prior mean",
+    "lsm-weighted": "as lsm, with class weights θ updated in closed form by CAVI",
+    "lsm-collapsed": "logistic-softmax, augmented (collapsed bound): CAVI + Adam",
     "lsm-paper": "logistic-softmax, augmented (paper's Gamma-Poisson scheme): CAVI + Adam",
-    "lsm-exact": "logistic-softmax, exact bound: closed-form natural step on exact sites + Adam on the exact ELBO",
-    "lsm-exact-mean": "as lsm-exact, with a constant prior mean learned by Adam",
-    "lsm-exact-weighted": "as lsm-exact-mean, with class weights θ updated in closed form by CAVI",
     "lsm-hyp-exact": "logistic-softmax, augmented (collapsed) CAVI + Adam on the exact ELBO",
     "rm": "SVGP + robust-max (gpflow MultiClass): NaturalGradient with γ warm-up + Adam",
     "softmax": "SVGP + softmax (gpflow Softmax, Monte Carlo): Adam",
@@ -71,12 +77,16 @@ METHODS: Dict[str, str] = {
     "xgpc": "binary logistic, Pólya-Gamma augmented (X-GPC): CAVI + Adam",
     "bernoulli": "SVGP + Bernoulli(sigmoid): NaturalGradient with γ warm-up + Adam",
 }
+# Names of earlier releases: "lsm" was the collapsed bound's method, and the exact-bound variants
+# were named after it.
+RENAMED_METHODS = {"lsm-exact-mean": "lsm", "lsm-exact": "lsm-zero-mean",
+                   "lsm-exact-weighted": "lsm-weighted"}
 BINARY_METHODS = ("xgpc", "bernoulli")
-# lsm-exact's first steps use the collapsed bound's sites (see CAVI); measured in the README.
-EXACT_WARM_START = 50
 MULTICLASS_METHODS = tuple(name for name in METHODS if name not in BINARY_METHODS)
-AUGMENTED_METHODS = ("lsm", "lsm-paper", "lsm-exact", "lsm-exact-mean", "lsm-exact-weighted",
-                     "lsm-hyp-exact", "xgpc")
+EXACT_BOUND_METHODS = ("lsm", "lsm-subsets", "lsm-zero-mean", "lsm-weighted")
+AUGMENTED_METHODS = EXACT_BOUND_METHODS + ("lsm-collapsed", "lsm-paper", "lsm-hyp-exact", "xgpc")
+# The package's method and the GPflow models a user would otherwise pick; the variants on request.
+DEFAULT_MULTICLASS_METHODS = ("lsm", "rm", "softmax", "lsm-vi")
 # The ρ schedules a comparison can give the CAVI methods on minibatches, by name. The first is the
 # default; the constant ones let q(u) keep tracking hyperparameters that are still moving.
 STEP_SIZE_SCHEDULES: Dict[str, StepSizeSchedule] = {
@@ -88,8 +98,9 @@ STEP_SIZE_SCHEDULES: Dict[str, StepSizeSchedule] = {
 
 def default_methods(num_classes: int) -> Tuple[str, ...]:
     """The methods a comparison runs when none are named: the binary pair for C = 2 (the
-    multi-class methods also accept C = 2 when asked for), else the multi-class ones."""
-    return BINARY_METHODS if num_classes == 2 else MULTICLASS_METHODS
+    multi-class methods also accept C = 2 when asked for), else the package's method beside the
+    GPflow models a user would otherwise pick (:data:`DEFAULT_MULTICLASS_METHODS`)."""
+    return BINARY_METHODS if num_classes == 2 else DEFAULT_MULTICLASS_METHODS
 
 
 class Method(abc.ABC):
@@ -270,14 +281,21 @@ def build_method(
     train_inducing_points: bool = False,
     full_batch: bool = False,
     step_size: Optional[str] = None,
+    class_subset_size: Optional[int] = None,
 ) -> Method:
     """Build method ``name`` (a key of :data:`METHODS`) around ``kernel`` and a copy of
     ``inducing_points``. Pass each method its own kernel object with the same values.
 
     ``step_size`` names the ρ schedule (:data:`STEP_SIZE_SCHEDULES`) of a CAVI method on
-    minibatches; on the full batch ρ = 1 (exact coordinate ascent)."""
+    minibatches; on the full batch ρ = 1 (exact coordinate ascent). ``class_subset_size`` is
+    the number of classes ``lsm-subsets`` updates per step."""
+    if name in RENAMED_METHODS:
+        raise ValueError(f"method {name!r} is now called {RENAMED_METHODS[name]!r}")
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    if class_subset_size is not None and name != "lsm-subsets":
+        raise ValueError(f"method {name!r} updates every class; class_subset_size is an option "
+                         "of 'lsm-subsets'")
     if step_size is not None:
         if name not in AUGMENTED_METHODS:
             raise ValueError(f"method {name!r} has no ρ schedule (only {', '.join(AUGMENTED_METHODS)})")
@@ -294,17 +312,19 @@ def build_method(
         set_trainable(model.inducing_variable, train_inducing_points)
         return AugmentedMethod(name, model, learning_rate, rho)
     if name in AUGMENTED_METHODS:  # the multi-class ones (xgpc returned above)
-        scheme = {"lsm-paper": "paper"}.get(name, "exact" if name.startswith("lsm-exact")
-                                            else "collapsed")
-        with_mean = name in ("lsm-exact-mean", "lsm-exact-weighted")
+        scheme = ("exact" if name in EXACT_BOUND_METHODS
+                  else "paper" if name == "lsm-paper" else "collapsed")
+        with_mean = name in EXACT_BOUND_METHODS and name != "lsm-zero-mean"
         mean_function = gpflow.mean_functions.Constant() if with_mean else None
-        likelihood = LogisticSoftmax(num_classes, class_weights=name == "lsm-exact-weighted")
+        likelihood = LogisticSoftmax(num_classes, class_weights=name == "lsm-weighted")
         model = LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme,
                                     mean_function=mean_function, likelihood=likelihood)
         set_trainable(model.inducing_variable, train_inducing_points)
         options: Dict[str, object] = {}
-        if scheme == "exact":
-            options["warm_start_iterations"] = EXACT_WARM_START
+        if scheme == "exact":  # as fit chooses it
+            options["warm_start_iterations"] = 0 if full_batch else EXACT_WARM_START
+        if name == "lsm-subsets":
+            options["class_subset_size"] = class_subset_size or -(-num_classes // 4)
         if name == "lsm-hyp-exact":
             options["hyperparameter_bound"] = "exact"
         return AugmentedMethod(name, model, learning_rate, rho, **options)

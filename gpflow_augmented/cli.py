@@ -29,11 +29,12 @@ def _methods(text: str) -> List[str]:
 
 
 def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -> None:
-    from .baselines import METHODS
+    from .baselines import DEFAULT_MULTICLASS_METHODS, METHODS
 
     parser.add_argument("--methods", type=_methods, default=None,
                         help=f"comma-separated, from {', '.join(METHODS)} (default: xgpc and "
-                             "bernoulli for binary labels, all the others for more classes)")
+                             f"bernoulli for binary labels, {', '.join(DEFAULT_MULTICLASS_METHODS)} "
+                             "for more classes)")
     parser.add_argument("--num-inducing", type=int, default=100, help="M (default 100)")
     parser.add_argument("--batch-size", type=int, default=200, help="B (default 200)")
     parser.add_argument("--time-budget", type=float, default=time_budget,
@@ -46,6 +47,8 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
                         help="first choose each method's learning rate (and a CAVI method's ρ "
                              "schedule) on a validation split of the training data, each candidate "
                              "under the same budget; then run the chosen settings")
+    parser.add_argument("--class-subset-size", type=int, default=None,
+                        help="classes lsm-subsets updates per step (default ⌈C/4⌉)")
     parser.add_argument("--train-inducing-points", action="store_true",
                         help="let Adam move the inducing points (of every method)")
     parser.add_argument("--trace-test-points", type=int, default=2000,
@@ -201,17 +204,19 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
                   time_budget=args.time_budget, max_iterations=args.max_iterations,
                   train_inducing_points=args.train_inducing_points, seed=args.seed,
                   trace_test_points=args.trace_test_points, progress=progress)
+    fixed_options = ({} if args.class_subset_size is None
+                     else {"lsm-subsets": {"class_subset_size": args.class_subset_size}})
     tuning = None
     if getattr(args, "tune", False):
         from .tuning import settings_text, tune
 
-        tuning = tune(dataset, args.methods, **shared)
+        tuning = tune(dataset, args.methods, method_options=fixed_options, **shared)
         print("  chosen on the validation split: " + "; ".join(
             f"{name} {settings_text(settings)}" for name, settings in tuning.chosen.items()),
             flush=True)
     result = compare(
         dataset, args.methods, learning_rate=args.learning_rate,
-        method_options=None if tuning is None else tuning.chosen,
+        method_options=fixed_options if tuning is None else tuning.chosen,
         callback=log if tensorboard else None, **shared,
     )
     payload = {
@@ -295,14 +300,24 @@ def run_ground_truth(args: argparse.Namespace) -> str:
 
 
 def _check_options(args: argparse.Namespace) -> None:
-    from .baselines import METHODS
+    from .baselines import METHODS, RENAMED_METHODS
 
     if args.methods is not None:
+        renamed = [m for m in args.methods if m in RENAMED_METHODS]
+        if renamed:
+            raise ValueError(f"method {renamed[0]!r} is now called "
+                             f"{RENAMED_METHODS[renamed[0]]!r}")
         unknown = [m for m in args.methods if m not in METHODS]
         if unknown:
             raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
         if not args.methods:
             raise ValueError("--methods is empty")
+    if args.class_subset_size is not None:
+        if args.class_subset_size < 1:
+            raise ValueError("--class-subset-size must be positive")
+        if args.methods is not None and "lsm-subsets" not in args.methods:
+            raise ValueError("--class-subset-size is an option of lsm-subsets, which --methods "
+                             "does not name")
     if args.num_inducing < 1 or args.batch_size < 1:
         raise ValueError("--num-inducing and --batch-size must be positive")
     if args.time_budget <= 0 and args.max_iterations is None:

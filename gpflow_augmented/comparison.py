@@ -17,7 +17,8 @@ import tensorflow as tf
 from gpflow.config import default_float
 
 from . import metrics
-from .baselines import METHODS, Method, build_method, default_methods, hyperparameter_snapshot
+from .baselines import (METHODS, RENAMED_METHODS, Method, build_method, default_methods,
+                        hyperparameter_snapshot)
 from .datasets import Dataset
 from .initialisation import inducing_points as kmeans_inducing_points
 from .initialisation import initial_kernel
@@ -220,10 +221,14 @@ def compare(
 
     ``method_options`` gives a method its own ``learning_rate`` and (CAVI methods) ``step_size``
     (a name in :data:`~gpflow_augmented.baselines.STEP_SIZE_SCHEDULES`), e.g. as chosen by
-    :func:`~gpflow_augmented.tuning.tune`; the others use ``learning_rate`` and the default ρ.
+    :func:`~gpflow_augmented.tuning.tune`, and ``lsm-subsets`` its ``class_subset_size``; the
+    others use ``learning_rate`` and the default ρ.
     """
     if methods is None:
         methods = default_methods(dataset.num_classes)
+    renamed = [m for m in methods if m in RENAMED_METHODS]
+    if renamed:
+        raise ValueError(f"method {renamed[0]!r} is now called {RENAMED_METHODS[renamed[0]]!r}")
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
@@ -237,10 +242,10 @@ def compare(
         for name in methods
     }
     for name, chosen in options.items():
-        unknown_options = set(chosen) - {"learning_rate", "step_size"}
+        unknown_options = set(chosen) - {"learning_rate", "step_size", "class_subset_size"}
         if unknown_options:
             raise ValueError(f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
-                             "(learning_rate, step_size)")
+                             "(learning_rate, step_size, class_subset_size)")
     X = np.asarray(dataset.X_train, dtype=default_float())
     Y = np.asarray(dataset.Y_train).reshape(-1, 1).astype(np.int64)
     num_inducing = min(num_inducing, len(X))

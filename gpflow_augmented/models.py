@@ -474,12 +474,13 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         classes, or a :class:`gpflow.inducing_variables.SeparateIndependentInducingVariables`.
     :param num_classes: C ≥ 2; labels are integers 0..C-1 in a column ``Y`` [N, 1].
     :param num_data: the training-set size N, which scales minibatch ELBOs and updates.
-    :param scheme: ``"collapsed"`` (default: λ integrated out exactly, q(n) negative-multinomial,
-        no inner loop; closest to the exact posterior), ``"paper"`` (the paper's mean-field
-        q(λ) q(n, ω) with γ and α alternated ``inner_iterations`` times), or ``"exact"``: no
-        augmentation, the ELBO is the exact one (:mod:`~gpflow_augmented.expectations`) and
-        :class:`~gpflow_augmented.CAVI` takes closed-form natural-gradient steps on it, whose fixed
-        point is the exact variational optimum.
+    :param scheme: ``"exact"`` (default): no augmentation, the ELBO is the exact one
+        (:mod:`~gpflow_augmented.expectations`) and :class:`~gpflow_augmented.CAVI` takes
+        closed-form natural-gradient steps on it, whose fixed point is the exact variational
+        optimum; ``"collapsed"``: the augmented bound with λ integrated out exactly (q(n)
+        negative-multinomial, no inner loop), whose fixed point is biased towards large latents;
+        or ``"paper"``: the paper's mean-field q(λ) q(n, ω), γ and α alternated
+        ``inner_iterations`` times.
     :param inner_iterations: γ ↔ α alternations of the paper scheme (default 5, as in the paper).
     :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
     :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
@@ -500,7 +501,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         num_classes: int,
         num_data: Optional[int] = None,
         *,
-        scheme: str = "collapsed",
+        scheme: str = "exact",
         inner_iterations: int = 5,
         whiten: bool = True,
         likelihood: Optional[LogisticSoftmax] = None,
@@ -640,7 +641,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
                 Fmu, Fvar, Y_onehot, self.num_classes, log_weights=log_weights
             )
             return (expected, *self.step_sites(Fmu, Fvar, Y_onehot, (linear, quadratic),
-                                               augmented_sites, log_weights))
+                                               augmented_sites, log_weights, classes))
         local = self.local_parameters(Fmu, Fvar, Y_onehot, log_weights)
         local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local, log_weights)
         return local_elbo, (Y_onehot - local.gamma) / 2, local.theta
@@ -652,6 +653,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         "exact[0]: [N, K]",
         "exact[1]: [N, K]",
         "log_weights: [K] if log_weights is not None",
+        "classes: [K] if classes is not None",
         "return[0]: [N, K]",
         "return[1]: [N, K]",
     )
@@ -663,9 +665,15 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         exact: Tuple[tf.Tensor, tf.Tensor],
         augmented_sites: Optional[tf.Tensor],
         log_weights: Optional[tf.Tensor] = None,
+        classes: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The (linear, quadratic) sites a step on the exact bound takes: the ``exact`` ones, or
-        the collapsed bound's while ``augmented_sites`` (a warm-start step) is true."""
+        """The (linear, quadratic) sites a step on the exact bound takes: the ``exact`` ones
+        (derivatives of the batch's expected log-likelihood), or the collapsed bound's while
+        ``augmented_sites`` (a warm-start step) is true."""
+        if classes is not None:
+            # A subset's expectation weighs its classes' terms by C/|K| so that it estimates the
+            # ELBO; a site is one class's own derivative, which that weight would inflate.
+            exact = tuple(site / self.class_weight(classes) for site in exact)
         if augmented_sites is None:
             return exact
         return tf.cond(

@@ -101,7 +101,7 @@ def traces_figure(traces: Mapping[str, Sequence[Dict[str, float]]],
 def ground_truth_figure(
     summaries: Mapping[str, Any],
     reference: str = "gibbs",
-    methods: Sequence[str] = ("vi", "collapsed", "paper"),
+    methods: Sequence[str] = ("vi", "exact", "collapsed", "paper"),
 ) -> Any:
     """Each method's predictive probabilities p, latent means μ and variances σ² (columns) against
     the reference's (x-axis), one row per method, all classes together: the paper's Figure 5.

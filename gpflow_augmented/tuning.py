@@ -9,7 +9,7 @@ split, under the same budget as the final run, scored by its final validation NL
 not read until the chosen settings are run on the whole training set.
 """
 import math
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -48,7 +48,9 @@ def candidate_settings(method: str, full_batch: bool) -> List[Dict[str, Any]]:
 def settings_text(settings: Dict[str, Any]) -> str:
     """"lr 0.03, ρ constant-0.1": a method's settings as the reports print them."""
     text = f"lr {settings['learning_rate']:g}"
-    return text + (f", ρ {settings['step_size']}" if settings.get("step_size") else "")
+    text += f", ρ {settings['step_size']}" if settings.get("step_size") else ""
+    return text + (f", |K| {settings['class_subset_size']}"
+                   if settings.get("class_subset_size") else "")
 
 
 class TuningResult(NamedTuple):
@@ -67,13 +69,16 @@ def tune(
     seed: int = 0,
     batch_size: int = 200,
     progress: bool = False,
+    method_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
     **compare_options: Any,
 ) -> TuningResult:
     """Choose each method's settings by its final NLL on a validation split of the training data.
 
     ``compare_options`` (``num_inducing``, ``time_budget``, ``max_iterations``, …) are passed to
     every :func:`~gpflow_augmented.comparison.compare` run, so candidates are trained as the final
-    run will be. A candidate whose validation NLL is not finite is never chosen."""
+    run will be. ``method_options`` are a method's settings that are not tuned (e.g.
+    ``class_subset_size``); every candidate carries them. A candidate whose validation NLL is not
+    finite is never chosen."""
     if methods is None:
         methods = default_methods(dataset.num_classes)
     split = validation_split(dataset, validation_fraction, seed)
@@ -82,7 +87,8 @@ def tune(
     candidates: List[Dict[str, Any]] = []
     for method in methods:
         scored = []
-        for settings in candidate_settings(method, full_batch):
+        for candidate in candidate_settings(method, full_batch):
+            settings = {**dict((method_options or {}).get(method, {})), **candidate}
             result = compare(split, [method], method_options={method: settings}, seed=seed,
                              batch_size=batch_size, progress=progress, **compare_options)
             final = result.methods[0].final_metrics

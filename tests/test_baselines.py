@@ -39,8 +39,8 @@ def test_minibatch_stream_is_a_seeded_sequence_of_permutations():
 
 
 def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny):
-    result = compare(tiny, None, num_inducing=12, batch_size=32, time_budget=None,
-                     max_iterations=7, seed=5)
+    result = compare(tiny, list(MULTICLASS_METHODS), num_inducing=12, batch_size=32,
+                     time_budget=None, max_iterations=7, seed=5)
     assert [m.name for m in result.methods] == list(MULTICLASS_METHODS)
     # what the methods were fed, recomputed independently from the stream's definition
     expected = hashlib.sha256()
@@ -193,3 +193,31 @@ def test_binary_methods_share_batches_hyperparameters_and_predict_two_columns(ti
     with pytest.raises(ValueError, match="positive_class"):
         ga.datasets.one_vs_rest(tiny, 4)
 
+
+
+def test_method_names_build_the_variants_they_name(tiny):
+    Z = ga.inducing_points(tiny.X_train, 8)
+
+    def build(name, num_classes=10, **options):
+        return build_method(name, ga.initial_kernel(tiny.X_train), Z, num_classes, 150, **options)
+
+    lsm = build("lsm")
+    assert lsm.model.scheme == "exact"
+    assert isinstance(lsm.model.mean_function, gpflow.mean_functions.Constant)
+    assert lsm.trainer.cavi.warm_start_iterations == ga.EXACT_WARM_START > 0
+    assert lsm.trainer.cavi.class_sampler is None
+    assert build("lsm", full_batch=True).trainer.cavi.warm_start_iterations == 0
+    assert isinstance(build("lsm-zero-mean").model.mean_function, gpflow.mean_functions.Zero)
+    assert build("lsm-weighted").model.learns_class_weights
+    assert build("lsm-collapsed").model.scheme == "collapsed"
+    assert build("lsm-paper").model.scheme == "paper"
+    assert build("lsm-subsets").trainer.cavi.class_sampler.subset_size == 3  # ⌈10 / 4⌉
+    assert build("lsm-subsets", class_subset_size=5).trainer.cavi.class_sampler.subset_size == 5
+    assert build("lsm-subsets").model.scheme == "exact"
+    with pytest.raises(ValueError, match="'lsm-exact-mean' is now called 'lsm'"):
+        build("lsm-exact-mean")
+    with pytest.raises(ValueError, match="class_subset_size is an option of 'lsm-subsets'"):
+        build("lsm", class_subset_size=2)
+    with pytest.raises(ValueError, match="is now called 'lsm-zero-mean'"):
+        compare(tiny, ["lsm-exact"], max_iterations=1)
+    assert ga.baselines.default_methods(4) == ("lsm", "rm", "softmax", "lsm-vi")

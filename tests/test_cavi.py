@@ -152,7 +152,7 @@ def test_separate_kernels_and_inducing_points(separate_kernels, separate_inducin
         Z = gpflow.inducing_variables.SeparateIndependentInducingVariables(
             [gpflow.inducing_variables.InducingPoints(X[rng.choice(30, M, replace=False)] + 0.0)
              for _ in range(C)])
-    model = ga.LogisticSoftmaxSVGP(kernel, Z, C, num_data=30)
+    model = ga.LogisticSoftmaxSVGP(kernel, Z, C, num_data=30, scheme="collapsed")  # monotone
     elbos = cavi_trace(model, (X, Y), sweeps=30)
     assert_monotone(elbos)
     # the algebra of the update agrees with GPflow's own conditional
@@ -188,3 +188,17 @@ def test_natural_step_equals_gpflow_natural_parameter_conversions():
     np.testing.assert_allclose(mu, want_mu, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(sqrt, want_sqrt, rtol=1e-9, atol=1e-11)
     assert np.allclose(np.triu(sqrt.numpy(), 1), 0.0)
+
+
+def test_the_default_model_is_on_the_exact_bound_with_a_warm_start_on_minibatches():
+    model, (X, Y) = make_problem(60, 3, num_inducing=6, seed=8, scheme="exact")
+    default = ga.LogisticSoftmaxSVGP(model.kernel, model.inducing_variable.Z.numpy(), 3,
+                                     num_data=60)
+    assert default.scheme == "exact" and default.on_exact_bound
+    assert ga.Trainer(default).cavi.warm_start_iterations == ga.EXACT_WARM_START
+    collapsed, _ = make_problem(60, 3, num_inducing=6, seed=8, scheme="collapsed")
+    assert ga.Trainer(collapsed).cavi.warm_start_iterations == 0
+    full_batch = ga.fit(default, (X, Y), iterations=1, batch_size=None, progress=False)
+    assert full_batch.trainer.cavi.warm_start_iterations == 0
+    minibatch = ga.fit(model, (X, Y), iterations=1, batch_size=20, progress=False)
+    assert minibatch.trainer.cavi.warm_start_iterations == ga.EXACT_WARM_START

@@ -45,7 +45,7 @@ def _natural(q_mu, q_sqrt):
     return nat1.numpy(), nat2.numpy()
 
 
-@pytest.mark.parametrize("scheme", ["collapsed", "paper"])
+@pytest.mark.parametrize("scheme", ["exact", "collapsed", "paper"])
 @pytest.mark.parametrize("whiten", [True, False])
 def test_subset_update_is_unbiased_given_the_class_coupling(scheme, whiten):
     """With every q(u^c) equal, the class coupling S_i is the same on every subset, so the estimator
@@ -87,7 +87,7 @@ def test_subset_update_is_unbiased_given_the_class_coupling(scheme, whiten):
     assert np.std(elbos) > 1e-3 * abs(np.mean(elbos))
 
 
-@pytest.mark.parametrize("scheme", ["collapsed", "paper"])
+@pytest.mark.parametrize("scheme", ["exact", "collapsed", "paper"])
 def test_subset_coupling_bias_vanishes_with_all_classes(scheme):
     """With distinct classes the coupling is estimated from the subset; with K = all classes (in a
     shuffled order) the estimator is the full update itself, column for column."""
@@ -181,3 +181,19 @@ def test_bad_subset_sizes_are_refused():
     binary = ga.BinaryLogisticSVGP(gpflow.kernels.SquaredExponential(), np.zeros((3, 2)))
     with pytest.raises(ValueError, match="multi-class"):
         ga.CAVI(binary, class_subset_size=1)
+
+
+def test_fused_exact_iteration_takes_the_same_subset_step_as_cavi():
+    """On the exact bound the fused Trainer iteration takes its sites from the gradient of the
+    subset ELBO (which weighs the subset by C/|K|) and CAVI from the subset expectation: both must
+    divide that weight out, so with Adam at rate 0 they draw the same subsets and agree."""
+    fused, (X, Y) = make_problem(50, 6, num_inducing=8, seed=2, scheme="exact")
+    plain, _ = make_problem(50, 6, num_inducing=8, seed=2, scheme="exact")
+    trainer = ga.Trainer(fused, step_size=0.7, learning_rate=0.0, class_subset_size=2, seed=4,
+                         warm_start_iterations=0)
+    cavi = ga.CAVI(plain, 0.7, class_subset_size=2, seed=4)
+    for _ in range(3):
+        trainer.step((X, Y))
+        cavi.step((X, Y))
+    np.testing.assert_allclose(fused.q_mu.numpy(), plain.q_mu.numpy(), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(fused.q_sqrt.numpy(), plain.q_sqrt.numpy(), rtol=1e-9, atol=1e-11)

@@ -107,7 +107,7 @@ def test_class_weight_update_reaches_a_stationary_point_and_a_wrong_update_does_
 def test_fused_trainer_step_updates_the_weights_as_the_cavi_step_does():
     fused, data = weighted_problem("exact")
     plain, _ = weighted_problem("exact")
-    ga.Trainer(fused, step_size=0.6, learning_rate=0.01).step(data)
+    ga.Trainer(fused, step_size=0.6, learning_rate=0.01, warm_start_iterations=0).step(data)
     ga.CAVI(plain, 0.6).step(data)
     np.testing.assert_allclose(fused.likelihood.class_weights.numpy(),
                                plain.likelihood.class_weights.numpy(), rtol=1e-10)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gpflow_augmented as ga
-from gpflow_augmented.baselines import BINARY_METHODS, MULTICLASS_METHODS
+from gpflow_augmented.baselines import BINARY_METHODS, DEFAULT_MULTICLASS_METHODS
 from gpflow_augmented.cli import main
 
 TRACE_KEYS = {"time", "iteration", "elbo", "step_size", "error", "nll", "ece", "classwise_ece",
@@ -45,13 +45,13 @@ def test_compare_end_to_end(tiny_npz, tmp_path):
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     table = completed.stdout
-    for name in MULTICLASS_METHODS:
+    for name in DEFAULT_MULTICLASS_METHODS:
         assert f"\n{name} " in table
     results = _strict_json(output / "results.json")
     assert {"created", "command", "machine", "dataset", "settings", "methods"} <= set(results)
     assert results["dataset"] == "tiny"
     assert results["settings"]["num_train"] == 80 and results["settings"]["num_test"] == 40
-    assert [m["name"] for m in results["methods"]] == list(MULTICLASS_METHODS)
+    assert [m["name"] for m in results["methods"]] == list(DEFAULT_MULTICLASS_METHODS)
     for method in results["methods"]:
         assert set(method) == METHOD_KEYS
         assert method["iterations"] == 4
@@ -64,7 +64,7 @@ def test_compare_end_to_end(tiny_npz, tmp_path):
     for figure in ("traces.png", "calibration.png"):
         data = (output / "figures" / figure).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, figure
-    for name in MULTICLASS_METHODS:
+    for name in DEFAULT_MULTICLASS_METHODS:
         assert list((output / "tensorboard" / name).glob("events.out.tfevents.*")), name
 
 
@@ -114,6 +114,7 @@ def _bad_npz(tmp_path, name, **arrays):
 @pytest.mark.parametrize("case", [
     "missing file", "unknown method", "label out of range", "negative label", "fractional label",
     "one class", "NaN feature", "no y array", "not an npz", "not libsvm", "empty method list",
+    "renamed method", "subset size without lsm-subsets", "subset size zero",
 ])
 def test_bad_input_gives_one_error_line_and_exit_2(case, tmp_path, capsys):
     X = np.random.default_rng(0).standard_normal((20, 3))
@@ -131,6 +132,10 @@ def test_bad_input_gives_one_error_line_and_exit_2(case, tmp_path, capsys):
         "not an npz": [str(tmp_path / "g.npz")],
         "not libsvm": [str(tmp_path / "h.txt")],
         "empty method list": ["vehicle", "--methods", ","],
+        "renamed method": ["vehicle", "--methods", "lsm-exact-mean"],
+        "subset size without lsm-subsets": ["vehicle", "--methods", "lsm",
+                                            "--class-subset-size", "2"],
+        "subset size zero": ["vehicle", "--methods", "lsm-subsets", "--class-subset-size", "0"],
     }[case]
     (tmp_path / "g.npz").write_text("this is not a zip archive")
     (tmp_path / "h.txt").write_text("1 1:0.5 2:abc\nnot libsvm at all\n")
@@ -148,6 +153,10 @@ def test_error_messages_name_the_problem(tmp_path, capsys):
     assert "labels must be integers 0..C-1" in capsys.readouterr().err
     main(["vehicle", "--methods", "lsm,gibbs"])
     assert "unknown method 'gibbs'" in capsys.readouterr().err
+    main(["vehicle", "--methods", "lsm-exact-mean"])
+    assert "'lsm-exact-mean' is now called 'lsm'" in capsys.readouterr().err
+    main(["vehicle", "--methods", "rm", "--class-subset-size", "2"])
+    assert "--class-subset-size is an option of lsm-subsets" in capsys.readouterr().err
 
 
 def test_features_standardised_with_training_statistics_and_split_seeded():
@@ -175,7 +184,7 @@ def test_ground_truth_end_to_end(tiny_npz, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "split R-hat" in printed and "collapsed" in printed
     results = _strict_json(output / "results.json")
-    assert set(results["discrepancies"]) == {"nuts", "collapsed", "paper", "vi"}
+    assert set(results["discrepancies"]) == {"nuts", "exact", "collapsed", "paper", "vi"}
     for table in results["discrepancies"].values():
         for quantity in ("probabilities", "latent_mean", "latent_variance"):
             assert 0.0 <= table[quantity]["mean"] <= table[quantity]["max"]
@@ -200,7 +209,7 @@ def test_report_compares_the_package_method_with_the_best_peer_at_the_common_tar
         return {"name": name, "final": {"error": error, "nll": final}, "trace": trace}
 
     methods = [
-        method("lsm-exact-mean", 0.10, [(0.0, 2.0), (0.5, 0.52), (1.0, 0.505), (4.0, 0.49)]),
+        method("lsm", 0.10, [(0.0, 2.0), (0.5, 0.52), (1.0, 0.505), (4.0, 0.49)]),
         # the best peer by final NLL (whole test set: 0.45); its last trace value (0.50) sets the
         # target, after a lower one (0.47) that a "best of the trace" target would use
         method("softmax", 0.09, [(0.0, 2.0), (5.0, 0.55), (20.0, 0.509), (30.0, 0.47), (40.0, 0.50)],
@@ -216,7 +225,7 @@ def test_report_compares_the_package_method_with_the_best_peer_at_the_common_tar
     assert row[4] == "0.5100" and row[5] == "1.00 s"
     assert row[6].rstrip(" |") == "rm ∞, softmax 20.0×, lsm-vi 10.0×"
 
-    slow = method("lsm-exact-mean", 0.10, [(0.0, 2.0), (40.0, 0.6)])
+    slow = method("lsm", 0.10, [(0.0, 2.0), (40.0, 0.6)])
     row = _against_best_peer("toy", [slow, *methods[1:]]).split(" | ")
     assert row[5] == "never" and row[6].rstrip(" |") == "rm –, softmax –, lsm-vi –"
     # A peer whose run diverged (NLL stored as None) is skipped, not a crash.

@@ -38,13 +38,13 @@ def test_validation_split_is_carved_from_the_training_points_only(tiny):
 
 def test_candidate_grid():
     assert len(tuning.candidate_settings("softmax", full_batch=False)) == 4
-    assert len(tuning.candidate_settings("lsm-exact", full_batch=False)) == 4 * 3
-    assert len(tuning.candidate_settings("lsm-exact", full_batch=True)) == 4  # ρ = 1 on full batches
+    assert len(tuning.candidate_settings("lsm", full_batch=False)) == 4 * 3
+    assert len(tuning.candidate_settings("lsm", full_batch=True)) == 4  # ρ = 1 on full batches
 
 
 def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, monkeypatch):
     monkeypatch.setattr(tuning, "LEARNING_RATES", (0.01, 0.1))
-    options = dict(methods=["lsm-exact", "softmax"], max_iterations=4, time_budget=None,
+    options = dict(methods=["lsm", "softmax"], max_iterations=4, time_budget=None,
                    num_inducing=10, batch_size=40, seed=2)
     result = tuning.tune(tiny, **options)
     # The same tuning with a poisoned test set: anything that read it would differ or fail.
@@ -52,7 +52,7 @@ def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, m
     assert tuning.tune(poisoned, **options) == result
 
     assert len(result.candidates) == 2 * 3 + 2
-    for method in ("lsm-exact", "softmax"):
+    for method in ("lsm", "softmax"):
         runs = [c for c in result.candidates if c["method"] == method]
         best = min(runs, key=lambda c: c["validation_nll"])
         assert result.chosen[method] == {"learning_rate": best["learning_rate"],
@@ -62,9 +62,9 @@ def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, m
 
 
 def test_compare_runs_each_method_with_its_own_settings(tiny):
-    run = compare(tiny, ["lsm-exact", "softmax"], max_iterations=2, time_budget=None,
+    run = compare(tiny, ["lsm", "softmax"], max_iterations=2, time_budget=None,
                   num_inducing=10, batch_size=40,
-                  method_options={"lsm-exact": {"learning_rate": 0.1, "step_size": "constant-0.3"}})
+                  method_options={"lsm": {"learning_rate": 0.1, "step_size": "constant-0.3"}})
     ours, softmax = run.methods
     assert ours.options == {"learning_rate": 0.1, "step_size": "constant-0.3"}
     assert softmax.options == {"learning_rate": 0.01, "step_size": None}
@@ -76,3 +76,17 @@ def test_compare_runs_each_method_with_its_own_settings(tiny):
     with pytest.raises(ValueError, match="unknown option"):
         compare(tiny, ["softmax"], max_iterations=1, time_budget=None,
                 method_options={"softmax": {"momentum": 0.9}})
+
+
+def test_a_setting_that_is_not_tuned_is_carried_by_every_candidate(tiny, monkeypatch):
+    monkeypatch.setattr(tuning, "LEARNING_RATES", (0.01,))
+    result = tuning.tune(tiny, ["lsm-subsets"], max_iterations=2, time_budget=None,
+                         num_inducing=10, batch_size=40,
+                         method_options={"lsm-subsets": {"class_subset_size": 2}})
+    assert len(result.candidates) == 3  # one rate, three ρ schedules
+    assert all(c["class_subset_size"] == 2 for c in result.candidates)
+    assert result.chosen["lsm-subsets"]["class_subset_size"] == 2
+    assert tuning.settings_text(result.chosen["lsm-subsets"]).endswith("|K| 2")
+    run = compare(tiny, ["lsm-subsets"], max_iterations=1, time_budget=None, num_inducing=10,
+                  batch_size=40, method_options=result.chosen)
+    assert run.methods[0].method.trainer.cavi.class_sampler.subset_size == 2

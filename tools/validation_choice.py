@@ -5,7 +5,7 @@ trained on 80 % of a dataset's training set and scored by its final NLL on the o
 
     python tools/validation_choice.py --data-dir ../shared/data \
         --datasets shuttle,satimage,segment,letter,vehicle,waveform,pendigits,dna,optdigits,usps11k \
-        --methods lsm-exact-mean --warm-start 0,50 --time-budget 40 --output warm_start.json
+        --methods lsm --warm-start 0,50 --time-budget 40 --output warm_start.json
 """
 import argparse
 import json
