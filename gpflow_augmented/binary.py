@@ -99,13 +99,23 @@ class BinaryLogisticSVGP(AugmentedSVGP):
 
     @inherit_check_shapes
     def local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> tf.Tensor:
         return self.conjugate_terms(Fmu, Fvar, Y)[0]
 
     @inherit_check_shapes
     def exact_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> tf.Tensor:
         sign = self.label_sign(Y)
         return expected_log_sigmoid(sign[:, 0] * Fmu[:, 0], Fvar[:, 0])
@@ -118,6 +128,7 @@ class BinaryLogisticSVGP(AugmentedSVGP):
         Y: tf.Tensor,
         classes: Optional[tf.Tensor] = None,
         augmented_sites: Optional[tf.Tensor] = None,
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """The optimal q(ω) = PG(1, c) is held fixed while differentiating: at the optimum its
         derivative vanishes, so this is the gradient of the optimised bound. (The sites are always

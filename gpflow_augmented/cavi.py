@@ -97,6 +97,9 @@ class CAVI(tf.Module):
         if class_subset_size is not None:
             if model.num_latent_gps < 2:
                 raise ValueError("class subsets need a multi-class model (one latent GP per class)")
+            if model.on_exact_bound and class_subset_size == 1:
+                raise ValueError("class_subset_size must be at least 2 on the exact bound: its "
+                                 "estimate needs a class besides each point's own")
             self.class_sampler = ClassSubsetSampler(model.num_latent_gps, class_subset_size, seed)
         self._step_fn: Callable = self.update
         if compile:
@@ -120,7 +123,7 @@ class CAVI(tf.Module):
         step_size = self.current_step_size()
         model = self.model
         X = tf.convert_to_tensor(X, dtype=default_float())
-        geometry = model.batch_geometry(X, classes)
+        geometry = model.batch_geometry(X, classes, Y)
         # Learned class weights: their statistic is the gradient of the batch's local ELBO with
         # respect to log θ (the exp bijector's unconstrained variable), at q(u) before the step.
         log_weights = []
@@ -130,7 +133,8 @@ class CAVI(tf.Module):
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(log_weights)
             local_elbo, linear, quadratic = model.conjugate_terms(
-                geometry.Fmu, geometry.Fvar, Y, classes, self.augmented_sites()
+                geometry.Fmu, geometry.Fvar, Y, classes, self.augmented_sites(),
+                geometry.label_marginals,
             )
             local_sum = tf.reduce_sum(local_elbo)
         new_mu, new_sqrt, elbo = model.natural_step(

@@ -50,6 +50,7 @@ __all__ = [
     "expected_log_logistic_softmax",
     "exact_sites",
     "sites_from_derivatives",
+    "subset_site_weights",
 ]
 
 DEFAULT_NUM_HERMITE = 20
@@ -81,31 +82,34 @@ def expected_log_sigmoid(
 
 
 @check_shapes(
-    "Fmu: [N, K]", "Fvar: [N, K]", "log_weights: [K] if log_weights is not None", "return: [N]"
+    "Fmu: [N, K]",
+    "Fvar: [N, K]",
+    "log_weights: [K] if log_weights is not None",
+    "column_weights: [N, K] if column_weights is not None",
+    "return: [N]",
 )
 def expected_log_normaliser(
     Fmu: tf.Tensor,
     Fvar: tf.Tensor,
-    num_classes: Optional[int] = None,
     num_hermite: int = DEFAULT_NUM_HERMITE,
     grid_step: float = S_STEP,
     log_weights: Optional[tf.Tensor] = None,
+    column_weights: Optional[tf.Tensor] = None,
 ) -> tf.Tensor:
     """E log Σ_c θ_c σ(f_c) for independent f_c ~ N(Fmu_c, Fvar_c), by Frullani's integral
     (``num_hermite`` nodes per class, trapezoidal rule of step ``grid_step`` on [S_MIN, S_MAX]).
     ``log_weights`` are the classes' log θ_c (θ = 1 if ``None``).
 
-    When the last axis holds a subset of ``num_classes`` classes, the class sums inside (κ and
-    Σ_c log φ_c) are estimated by C/|K| times the subset's sums: unbiased for each, so the estimate of
-    E log Z is consistent with an O(1/|K|) bias, as for the augmented bound's class coupling.
-    """
-    return _fused_log_normaliser(Fmu, Fvar, num_classes, num_hermite, grid_step, log_weights)
+    ``column_weights`` [N, K] make column c of point n stand for that many classes: the class sums
+    inside (κ and Σ_c log φ_c) weigh it so. A class subset's estimate is built from them
+    (:func:`expected_log_logistic_softmax`)."""
+    return _fused_log_normaliser(Fmu, Fvar, column_weights, num_hermite, grid_step, log_weights)
 
 
 def _log_normaliser(
     Fmu: tf.Tensor,
     Fvar: tf.Tensor,
-    num_classes: Optional[int],
+    column_weights: Optional[tf.Tensor],
     num_hermite: int,
     grid_step: float,
     log_weights: Optional[tf.Tensor],
@@ -116,17 +120,17 @@ def _log_normaliser(
     log_sigma = -tf.math.softplus(-f)
     if log_weights is not None:  # θ_c σ(f_c): the weights scale each class's Laplace variable
         log_sigma += log_weights[:, None]
-    subset_size = tf.cast(tf.shape(Fmu)[-1], dtype)
-    weight = (
-        tf.ones([], dtype) if num_classes is None else tf.cast(num_classes, dtype) / subset_size
-    )
-    # log κ = log(weight · Σ_c Σ_h w_h σ_h), in log space: κ is tiny when every latent is very negative.
-    log_kappa = tf.math.log(weight) + tf.reduce_logsumexp(tf.math.log(w) + log_sigma, axis=[-2, -1])
-    # σ_h / κ ≤ 1 / (weight · w_h) is bounded, so the Laplace variable t σ_h / κ is a product of
-    # two finite numbers: one exponential per element of the [N, K, H, T] tensor instead of two.
-    # Where the product overflows, exp(-inf) = 0 is the right limit and its derivative is 0. The
-    # cap (e^44 in float32) only touches nodes whose weight is below e^-44, where the decay is zero
-    # at every grid point anyway; it keeps the factor, and so its gradient, finite.
+    log_counted = tf.math.log(w) + log_sigma
+    if column_weights is not None:  # a zero weight gives -inf: the column adds nothing to κ
+        log_counted += tf.math.log(column_weights)[..., None]
+    # log κ = log Σ_c Σ_h w_h σ_h, in log space: κ is tiny when every latent is very negative.
+    log_kappa = tf.reduce_logsumexp(log_counted, axis=[-2, -1])
+    # σ_h / κ ≤ 1 / (W · w_h) is bounded for a column of weight W, so the Laplace variable
+    # t σ_h / κ is a product of two finite numbers: one exponential per element of the
+    # [N, K, H, T] tensor instead of two. Where the product overflows, exp(-inf) = 0 is the right
+    # limit and its derivative is 0. The cap (e^44 in float32) only touches nodes whose weight is
+    # below e^-44, where the decay is zero at every grid point anyway, and columns of weight zero,
+    # which count for nothing; it keeps the factor, and so its gradient, finite.
     log_ratio_cap = 0.5 * np.log(np.finfo(dtype.as_numpy_dtype).max)
     scaled_sigma = tf.exp(tf.minimum(log_sigma - log_kappa[:, None, None], log_ratio_cap))
     s = tf.range(S_MIN, S_MAX + grid_step / 2, grid_step, dtype=dtype)  # [T]
@@ -135,7 +139,9 @@ def _log_normaliser(
     decay = tf.exp(-scaled_sigma[..., None] * tf.exp(s))  # [N, K, H, T]
     phi = tf.einsum("h,nkht->nkt", w, decay)  # [N, K, T]
     log_phi = tf.math.log(tf.maximum(phi, np.finfo(dtype.as_numpy_dtype).tiny))
-    log_product = weight * tf.reduce_sum(log_phi, axis=-2)  # [N, T]
+    if column_weights is not None:
+        log_phi *= column_weights[..., None]
+    log_product = tf.reduce_sum(log_phi, axis=-2)  # [N, T]
     integrand = tf.exp(-tf.exp(s)) - tf.exp(log_product)
     return log_kappa + grid_step * tf.reduce_sum(integrand, axis=-1)
 
@@ -153,6 +159,8 @@ _fused_log_normaliser = tf.function(_log_normaliser, jit_compile=True, reduce_re
     "Fvar: [N, K]",
     "Y_onehot: [N, K]",
     "log_weights: [K] if log_weights is not None",
+    "label_marginals[0]: [N] if label_marginals is not None",
+    "label_marginals[1]: [N] if label_marginals is not None",
     "return: [N]",
 )
 def expected_log_logistic_softmax(
@@ -163,24 +171,70 @@ def expected_log_logistic_softmax(
     num_hermite: int = DEFAULT_NUM_HERMITE,
     grid_step: float = S_STEP,
     log_weights: Optional[tf.Tensor] = None,
+    label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
 ) -> tf.Tensor:
     """E log p(y | f) = log θ_y + E log σ(f_y) - E log Σ_c θ_c σ(f_c) for each point (θ = 1 if
     ``log_weights`` is ``None``).
 
-    On a class subset (``num_classes`` > the last axis) the observed class's term counts C/|K| times
-    when the label is in the subset (and not at all otherwise), an unbiased estimate of it."""
-    labelled = tf.reduce_sum(Y_onehot, axis=-1)
+    On a class subset (``num_classes`` > the last axis, ``Y_onehot`` zero where the label is not
+    in it) ``label_marginals`` = (mean [N], variance [N]) of each point's observed class are
+    needed: the estimate keeps that class exact, observed term and normaliser alike, and counts
+    each other column of the subset for (C - 1)/k classes, k the point's other columns. Each sum
+    inside the normaliser is then unbiased, and unlike a C/|K| weight on every column, the class
+    that dominates a trained model's normaliser is never missed or counted C/|K| times."""
+    if num_classes is not None:
+        if label_marginals is None:
+            raise ValueError("a class subset's expectation needs the observed classes' marginals")
+        if log_weights is not None:
+            raise ValueError("class weights are not estimated on class subsets")
+        columns_mu, columns_var, column_weights = _label_anchored_columns(
+            Fmu, Fvar, Y_onehot, num_classes, *label_marginals
+        )
+        observed = expected_log_sigmoid(columns_mu[:, -1], columns_var[:, -1])
+        return observed - expected_log_normaliser(
+            columns_mu, columns_var, num_hermite, grid_step, column_weights=column_weights
+        )
     m_y = tf.reduce_sum(Y_onehot * Fmu, axis=-1)
     v_y = tf.reduce_sum(Y_onehot * Fvar, axis=-1)
-    weight = 1.0
-    if num_classes is not None:
-        weight = tf.cast(num_classes, Fmu.dtype) / tf.cast(tf.shape(Fmu)[-1], Fmu.dtype)
-    observed = labelled * expected_log_sigmoid(m_y, v_y)
+    observed = expected_log_sigmoid(m_y, v_y)
     if log_weights is not None:
         observed += tf.reduce_sum(Y_onehot * log_weights, axis=-1)
-    return weight * observed - expected_log_normaliser(
-        Fmu, Fvar, num_classes, num_hermite, grid_step, log_weights
-    )
+    return observed - expected_log_normaliser(Fmu, Fvar, num_hermite, grid_step, log_weights)
+
+
+def _other_columns_weight(Y_onehot: tf.Tensor, num_classes: int) -> tf.Tensor:
+    """(C - 1)/k [N]: how many of a point's other classes each of its k other columns stands for."""
+    subset_size = tf.cast(tf.shape(Y_onehot)[-1], Y_onehot.dtype)
+    others = subset_size - tf.reduce_sum(Y_onehot, axis=-1)
+    return (tf.cast(num_classes, Y_onehot.dtype) - 1) / others
+
+
+def _label_anchored_columns(
+    Fmu: tf.Tensor,
+    Fvar: tf.Tensor,
+    Y_onehot: tf.Tensor,
+    num_classes: int,
+    label_mean: tf.Tensor,
+    label_var: tf.Tensor,
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """The subset's columns with the observed class's appended last, and their weights: 1 for
+    that class, 0 for its own column in the subset, (C - 1)/k for the others."""
+    in_subset = tf.reduce_sum(Y_onehot, axis=-1) > 0
+    # Taken from the subset's column when the label is in it, so that its derivative reaches it.
+    m_y = tf.where(in_subset, tf.reduce_sum(Y_onehot * Fmu, axis=-1), label_mean)
+    v_y = tf.where(in_subset, tf.reduce_sum(Y_onehot * Fvar, axis=-1), label_var)
+    others = (1 - Y_onehot) * _other_columns_weight(Y_onehot, num_classes)[:, None]
+    ones = tf.ones_like(m_y)[:, None]
+    return (tf.concat([Fmu, m_y[:, None]], axis=-1), tf.concat([Fvar, v_y[:, None]], axis=-1),
+            tf.concat([others, ones], axis=-1))
+
+
+@check_shapes("Y_onehot: [N, K]", "return: [N, K]")
+def subset_site_weights(Y_onehot: tf.Tensor, num_classes: int) -> tf.Tensor:
+    """How many classes each column of a subset's expectation stands for (1 for the observed
+    class): a class's site is its own derivative, so the step divides this weight out."""
+    others = _other_columns_weight(Y_onehot, num_classes)[:, None]
+    return tf.where(Y_onehot > 0, tf.ones_like(Y_onehot), others)
 
 
 @check_shapes(
@@ -188,6 +242,8 @@ def expected_log_logistic_softmax(
     "Fvar: [N, K]",
     "Y_onehot: [N, K]",
     "log_weights: [K] if log_weights is not None",
+    "label_marginals[0]: [N] if label_marginals is not None",
+    "label_marginals[1]: [N] if label_marginals is not None",
     "return[0]: [N]",
     "return[1]: [N, K]",
     "return[2]: [N, K]",
@@ -199,17 +255,23 @@ def exact_sites(
     num_classes: Optional[int] = None,
     num_hermite: int = DEFAULT_NUM_HERMITE,
     log_weights: Optional[tf.Tensor] = None,
+    label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
 ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """(E log p(y|f) [N], linear [N, K], quadratic [N, K]): the exact expected log-likelihood and
-    the coefficients of f and -f²/2 of its natural-gradient site (module docstring).
+    the coefficients of f and -f²/2 of its natural-gradient site (module docstring). On a class
+    subset these are derivatives of its estimate; :func:`subset_site_weights` turns them into
+    each class's own.
 
     The marginals are treated as constants (the sites are what the natural step consumes); use
     :func:`expected_log_logistic_softmax` where the expectation must be differentiated."""
     Fmu, Fvar = tf.stop_gradient(Fmu), tf.stop_gradient(Fvar)
+    if label_marginals is not None:
+        label_marginals = tuple(tf.stop_gradient(m) for m in label_marginals)
     with tf.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch([Fmu, Fvar])
         expected = expected_log_logistic_softmax(
-            Fmu, Fvar, Y_onehot, num_classes, num_hermite, log_weights=log_weights
+            Fmu, Fvar, Y_onehot, num_classes, num_hermite, log_weights=log_weights,
+            label_marginals=label_marginals,
         )
         # Points are independent, so the gradient of the sum holds each point's own derivatives.
         total = tf.reduce_sum(expected)

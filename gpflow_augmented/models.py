@@ -27,7 +27,7 @@ from gpflow.models.util import inducingpoint_wrapper
 from gpflow.utilities import triangular
 
 from . import augmentation
-from .expectations import exact_sites, expected_log_logistic_softmax
+from .expectations import exact_sites, expected_log_logistic_softmax, subset_site_weights
 from .likelihoods import LogisticSoftmax
 from .projection import (
     canonical_kernel_and_inducing,
@@ -57,6 +57,9 @@ class BatchGeometry(NamedTuple):
     Fvar: tf.Tensor  # marginal variances of q(f) [N, K]
     A: tf.Tensor  # whitened projection L⁻¹ K_mn [P, M, N]
     prior_mean: tf.Tensor  # the mean function at the batch [N, 1] (shared) or [N, K], in Fmu
+    # On a class subset, given the labels: each point's observed class's marginals (mean [N],
+    # variance [N]), which the exact bound's subset estimate keeps exact.
+    label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None
 
 
 class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
@@ -233,12 +236,19 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         "return.Fvar: [N, K]",
         "return.A: [broadcast K, M, N]",
         "return.prior_mean: [N, broadcast K]",
+        "Y: [N, 1]",
     )
-    def batch_geometry(self, X: tf.Tensor, classes: Optional[tf.Tensor] = None) -> "BatchGeometry":
+    def batch_geometry(
+        self, X: tf.Tensor, classes: Optional[tf.Tensor] = None, Y: Optional[tf.Tensor] = None
+    ) -> "BatchGeometry":
         """The batch's sparse-GP quantities, for all classes or a subset: the Cholesky factor L
         of K_mm, whitened q(v), the marginals q(f) (the prior mean included), the whitened
-        projection A and the prior mean."""
+        projection A and the prior mean; on a subset, given the labels ``Y``, also each point's
+        observed class's marginals."""
         L, A, residual = self.whitened_projection(X)
+        label_marginals = None
+        if classes is not None and Y is not None:
+            label_marginals = self._label_marginals(X, Y, L, A, residual)
         if classes is not None and L.shape[0] != 1:
             # One prior per class: gather the subset's (the projection itself still costs C).
             L, A = tf.gather(L, classes), tf.gather(A, classes)
@@ -248,28 +258,87 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         prior_mean = self.mean_function(X)
         if classes is not None and prior_mean.shape[-1] != 1:
             prior_mean = tf.gather(prior_mean, classes, axis=1)
-        return BatchGeometry(L, q_mu, q_sqrt, Fmu + prior_mean, Fvar, A, prior_mean)
+        return BatchGeometry(L, q_mu, q_sqrt, Fmu + prior_mean, Fvar, A, prior_mean,
+                             label_marginals)
+
+    def _label_marginals(
+        self, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, A: tf.Tensor, residual: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """Mean and variance [N] of q(f_n y_n): each point's own class, gathered per point (one
+        class's cost, whatever C is)."""
+        labels = tf.cast(Y[:, 0], tf.int32)
+        q_mu, q_sqrt = self.variational_parameters(labels)  # [M, N], [N, M, M]
+        shared = L.shape[0] == 1
+        q_mu, q_sqrt = self.whitened_q(L if shared else tf.gather(L, labels), q_mu, q_sqrt)
+        A_points = tf.transpose(A, [2, 0, 1])  # [N, P, M]
+        a = A_points[:, 0] if shared else tf.gather(A_points, labels, batch_dims=1)  # [N, M]
+        r = residual[:, 0] if shared else tf.gather(residual, labels, batch_dims=1)
+        mean = tf.reduce_sum(a * tf.transpose(q_mu), axis=-1)
+        variance = r + tf.reduce_sum(tf.square(tf.linalg.matvec(q_sqrt, a, transpose_a=True)), -1)
+        prior_mean = self.mean_function(X)
+        if prior_mean.shape[-1] != 1:
+            prior_mean = tf.gather(prior_mean, labels[:, None], batch_dims=1)
+        return mean + prior_mean[:, 0], variance
 
     # -- what the likelihood contributes ------------------------------------------------------
 
-    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
+    @check_shapes(
+        "Fmu: [N, K]",
+        "Fvar: [N, K]",
+        "Y: [N, 1]",
+        "classes: [K]",
+        "label_marginals[0]: [N]",
+        "label_marginals[1]: [N]",
+        "return: [N]",
+    )
     def local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> tf.Tensor:
         """Each point's contribution [N] to the ELBO at its optimal local parameters (estimated
         from the columns of ``classes`` when given)."""
         raise NotImplementedError
 
-    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
+    @check_shapes(
+        "Fmu: [N, K]",
+        "Fvar: [N, K]",
+        "Y: [N, 1]",
+        "classes: [K]",
+        "label_marginals[0]: [N]",
+        "label_marginals[1]: [N]",
+        "return: [N]",
+    )
     def exact_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> tf.Tensor:
         """Each point's exact expected log-likelihood E_q log p(y | f) [N]."""
         raise NotImplementedError
 
-    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, 1]", "classes: [K]", "return: [N]")
+    @check_shapes(
+        "Fmu: [N, K]",
+        "Fvar: [N, K]",
+        "Y: [N, 1]",
+        "classes: [K]",
+        "label_marginals[0]: [N]",
+        "label_marginals[1]: [N]",
+        "return: [N]",
+    )
     def augmented_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> tf.Tensor:
         """Each point's augmented bound [N] at its optimal local parameters (for a model on the
         exact bound, that of the augmentation it would otherwise use)."""
@@ -280,6 +349,8 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         "Fvar: [N, K]",
         "Y: [N, 1]",
         "classes: [K]",
+        "label_marginals[0]: [N]",
+        "label_marginals[1]: [N]",
         "return[0]: [N]",
         "return[1]: [N, K]",
         "return[2]: [N, K]",
@@ -291,10 +362,12 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         Y: tf.Tensor,
         classes: Optional[tf.Tensor] = None,
         augmented_sites: Optional[tf.Tensor] = None,
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(local ELBO [N], linear [N, L], quadratic [N, L]) at the optimal local parameters:
         given them, the augmented log-likelihood of f is ``linear·f - quadratic·f²/2`` + const.
-        With ``classes`` the marginals hold only those columns."""
+        With ``classes`` the marginals hold only those columns, and ``label_marginals``
+        (:attr:`BatchGeometry.label_marginals`) those of each point's observed class."""
         raise NotImplementedError
 
     @check_shapes("X: [N, D]", "return: []")
@@ -349,8 +422,9 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         if tf.executing_eagerly():
             check_data(X, Y, self.num_classes, self.input_dim)
         X = tf.convert_to_tensor(X, dtype=default_float())
-        geometry = self.batch_geometry(X, classes)
-        local_elbo = local_elbo_fn(geometry.Fmu, geometry.Fvar, Y, classes)
+        geometry = self.batch_geometry(X, classes, Y)
+        local_elbo = local_elbo_fn(geometry.Fmu, geometry.Fvar, Y, classes,
+                                   geometry.label_marginals)
         return self.assemble_elbo(geometry, local_elbo, self.minibatch_scale(X), classes)
 
     @check_shapes("local_elbo: [N]", "scale: []", "classes: [K]", "return: []")
@@ -395,9 +469,9 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         once the result is checked.
         """
         X = tf.convert_to_tensor(X, dtype=default_float())
-        geometry = self.batch_geometry(X, classes)
+        geometry = self.batch_geometry(X, classes, Y)
         local_elbo, linear, quadratic = self.conjugate_terms(
-            geometry.Fmu, geometry.Fvar, Y, classes, augmented_sites
+            geometry.Fmu, geometry.Fvar, Y, classes, augmented_sites, geometry.label_marginals
         )
         return self.natural_step(X, geometry, local_elbo, linear, quadratic, step_size, classes)
 
@@ -592,17 +666,27 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
 
     @inherit_check_shapes
     def local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> tf.Tensor:
         if self.on_exact_bound:
-            return self.exact_local_elbo(Fmu, Fvar, Y, classes)
+            return self.exact_local_elbo(Fmu, Fvar, Y, classes, label_marginals)
         return self._local_elbo(
             Fmu, Fvar, self.one_hot(Y, classes), log_weights=self.log_class_weights(classes)
         )
 
     @inherit_check_shapes
     def augmented_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> tf.Tensor:
         if not self.on_exact_bound:
             return self.local_elbo(Fmu, Fvar, Y, classes)
@@ -612,12 +696,21 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
 
     @inherit_check_shapes
     def exact_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> tf.Tensor:
         return expected_log_logistic_softmax(
-            Fmu, Fvar, self.one_hot(Y, classes), self.num_classes,
-            log_weights=self.log_class_weights(classes),
+            Fmu, Fvar, self.one_hot(Y, classes), self._subset_classes(classes),
+            log_weights=self.log_class_weights(classes), label_marginals=label_marginals,
         )
+
+    def _subset_classes(self, classes: Optional[tf.Tensor]) -> Optional[int]:
+        """C when the columns are a subset of the classes (the expectations then estimate)."""
+        return None if classes is None else self.num_classes
 
     @inherit_check_shapes
     def conjugate_terms(
@@ -627,6 +720,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         Y: tf.Tensor,
         classes: Optional[tf.Tensor] = None,
         augmented_sites: Optional[tf.Tensor] = None,
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """With ``scheme="exact"``: the exact expected log-likelihood and the natural-gradient
         sites of :func:`~gpflow_augmented.expectations.exact_sites`; if ``augmented_sites`` is
@@ -638,7 +732,8 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
             # class weights) taken through a cond whose branch differentiates the XLA-compiled
             # expectation comes back as zero.
             expected, linear, quadratic = exact_sites(
-                Fmu, Fvar, Y_onehot, self.num_classes, log_weights=log_weights
+                Fmu, Fvar, Y_onehot, self._subset_classes(classes), log_weights=log_weights,
+                label_marginals=label_marginals,
             )
             return (expected, *self.step_sites(Fmu, Fvar, Y_onehot, (linear, quadratic),
                                                augmented_sites, log_weights, classes))
@@ -671,9 +766,10 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         (derivatives of the batch's expected log-likelihood), or the collapsed bound's while
         ``augmented_sites`` (a warm-start step) is true."""
         if classes is not None:
-            # A subset's expectation weighs its classes' terms by C/|K| so that it estimates the
-            # ELBO; a site is one class's own derivative, which that weight would inflate.
-            exact = tuple(site / self.class_weight(classes) for site in exact)
+            # In a subset's estimate a column stands for several classes; a site is one class's
+            # own derivative.
+            weights = subset_site_weights(Y_onehot, self.num_classes)
+            exact = tuple(site / weights for site in exact)
         if augmented_sites is None:
             return exact
         return tf.cond(

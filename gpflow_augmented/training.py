@@ -205,9 +205,10 @@ class Trainer(tf.Module):
         X = tf.convert_to_tensor(X, dtype=default_float())
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables + log_weights)
-            geometry = model.batch_geometry(X, classes)
+            geometry = model.batch_geometry(X, classes, Y)
             tape.watch([geometry.Fmu, geometry.Fvar])
-            expected = model.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, classes)
+            expected = model.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, classes,
+                                              geometry.label_marginals)
             scale = model.minibatch_scale(X)
             loss = -(
                 model.assemble_elbo(geometry, expected, scale, classes)
