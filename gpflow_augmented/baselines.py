@@ -65,7 +65,7 @@ METHODS: Dict[str, str] = {
     "lsm": "logistic-softmax, exact bound: closed-form natural step on exact sites + Adam on the "
            "exact ELBO, constant prior mean",
     "lsm-subsets": "as lsm, each step updating a random subset of the classes (class_subset_size, "
-                   "default ⌈C/4⌉)",
+                   "default ⌈C/4⌉, at least 2)",
     "lsm-zero-mean": "as lsm, with GPflow's zero prior mean",
     "lsm-weighted": "as lsm, with class weights θ updated in closed form by CAVI",
     "lsm-collapsed": "logistic-softmax, augmented (collapsed bound): CAVI + Adam",
@@ -321,10 +321,11 @@ def build_method(
                                     mean_function=mean_function, likelihood=likelihood)
         set_trainable(model.inducing_variable, train_inducing_points)
         options: Dict[str, object] = {}
-        if scheme == "exact":  # as fit chooses it
-            options["warm_start_iterations"] = 0 if full_batch else EXACT_WARM_START
+        if scheme == "exact":
+            options["warm_start_iterations"] = EXACT_WARM_START
         if name == "lsm-subsets":
-            options["class_subset_size"] = class_subset_size or -(-num_classes // 4)
+            # at least 2: the exact bound's subset estimate needs a class besides a point's own
+            options["class_subset_size"] = class_subset_size or max(2, -(-num_classes // 4))
         if name == "lsm-hyp-exact":
             options["hyperparameter_bound"] = "exact"
         return AugmentedMethod(name, model, learning_rate, rho, **options)

@@ -48,7 +48,7 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
                              "schedule) on a validation split of the training data, each candidate "
                              "under the same budget; then run the chosen settings")
     parser.add_argument("--class-subset-size", type=int, default=None,
-                        help="classes lsm-subsets updates per step (default ⌈C/4⌉)")
+                        help="classes lsm-subsets updates per step (default ⌈C/4⌉, at least 2)")
     parser.add_argument("--train-inducing-points", action="store_true",
                         help="let Adam move the inducing points (of every method)")
     parser.add_argument("--trace-test-points", type=int, default=2000,

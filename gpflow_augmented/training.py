@@ -325,8 +325,8 @@ def fit(
         :class:`Trainer`).
     :param warm_start_iterations: a model on the exact bound takes this many first steps with the
         augmented bound's sites (see :class:`~gpflow_augmented.CAVI`); default
-        :data:`EXACT_WARM_START` on minibatches, 0 on the full batch (where ρ = 1 lands on the
-        collapsed fixed point within about as many sweeps, so a warm start only delays).
+        :data:`EXACT_WARM_START` (on the full batch too: from the prior, exact steps at ρ = 1
+        can oscillate before they settle).
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a
         :class:`gpflow.monitor.Monitor` fits here.
     """
@@ -357,8 +357,6 @@ def fit(
     if trainer is None:
         if step_size is None:
             step_size = 1.0 if full_batch else RobbinsMonro()
-        if warm_start_iterations is None and full_batch:
-            warm_start_iterations = 0
         trainer = Trainer(
             model, step_size, learning_rate, train_hyperparameters, jit_compile,
             class_subset_size=class_subset_size, seed=seed, strategy=strategy,

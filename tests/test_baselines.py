@@ -206,12 +206,12 @@ def test_method_names_build_the_variants_they_name(tiny):
     assert isinstance(lsm.model.mean_function, gpflow.mean_functions.Constant)
     assert lsm.trainer.cavi.warm_start_iterations == ga.EXACT_WARM_START > 0
     assert lsm.trainer.cavi.class_sampler is None
-    assert build("lsm", full_batch=True).trainer.cavi.warm_start_iterations == 0
     assert isinstance(build("lsm-zero-mean").model.mean_function, gpflow.mean_functions.Zero)
     assert build("lsm-weighted").model.learns_class_weights
     assert build("lsm-collapsed").model.scheme == "collapsed"
     assert build("lsm-paper").model.scheme == "paper"
     assert build("lsm-subsets").trainer.cavi.class_sampler.subset_size == 3  # ⌈10 / 4⌉
+    assert build("lsm-subsets", 4).trainer.cavi.class_sampler.subset_size == 2  # not ⌈4 / 4⌉
     assert build("lsm-subsets", class_subset_size=5).trainer.cavi.class_sampler.subset_size == 5
     assert build("lsm-subsets").model.scheme == "exact"
     with pytest.raises(ValueError, match="'lsm-exact-mean' is now called 'lsm'"):
