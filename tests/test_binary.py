@@ -66,7 +66,8 @@ class ThetaTimesMeanSVGP(BinaryLogisticSVGP):
     """The reference implementation's ELBO bug: θ·m where θ·(m² + v) is meant. Its CAVI updates
     are still right (they do not use the ELBO), so only a gradient test can see it."""
 
-    def conjugate_terms(self, Fmu, Fvar, Y, classes=None, augmented_sites=None):
+    def conjugate_terms(self, Fmu, Fvar, Y, classes=None, augmented_sites=None,
+                        label_marginals=None):
         local_elbo, linear, quadratic = super().conjugate_terms(Fmu, Fvar, Y, classes)
         c = tf.stop_gradient(ga.augmentation.tilt(Fmu, Fvar))
         theta = ga.augmentation.polya_gamma_mean(tf.ones_like(c), c)
