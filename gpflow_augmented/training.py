@@ -203,19 +203,8 @@ class Trainer(tf.Module):
         status = cavi.batch_status(X, Y)
         step_size = cavi.current_step_size()
         X = tf.convert_to_tensor(X, dtype=default_float())
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(variables + log_weights)
-            geometry = model.batch_geometry(X, classes, Y)
-            tape.watch([geometry.Fmu, geometry.Fvar])
-            expected = model.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, classes,
-                                              geometry.label_marginals)
-            scale = model.minibatch_scale(X)
-            loss = -(
-                model.assemble_elbo(geometry, expected, scale, classes)
-                + model.log_prior_density() / num_replicas()
-            )
-        *gradients, d_mean, d_var = tape.gradient(
-            loss, [*variables, *log_weights, geometry.Fmu, geometry.Fvar]
+        geometry, expected, scale, loss, gradients, d_mean, d_var = self._exact_pass(
+            X, Y, classes, variables + log_weights
         )
         if log_weights:
             d_log_weights = gradients.pop()
@@ -234,6 +223,29 @@ class Trainer(tf.Module):
             cavi.update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
         loss, gradients = replica_sum((loss, gradients))
         return elbo, status, loss, gradients
+
+    def _exact_pass(
+        self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor], sources: List[tf.Variable]
+    ) -> tuple:
+        """One evaluation of the exact bound's expected log-likelihood on the batch and one backward
+        pass through the training loss: returns (geometry, expected, scale, loss, gradients with
+        respect to ``sources``, and with respect to the marginals' means and variances)."""
+        model = self.model
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(sources)
+            geometry = model.batch_geometry(X, classes, Y)
+            tape.watch([geometry.Fmu, geometry.Fvar])
+            expected = model.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, classes,
+                                              geometry.label_marginals)
+            scale = model.minibatch_scale(X)
+            loss = -(
+                model.assemble_elbo(geometry, expected, scale, classes)
+                + model.log_prior_density() / num_replicas()
+            )
+        *gradients, d_mean, d_var = tape.gradient(
+            loss, [*sources, geometry.Fmu, geometry.Fvar]
+        )
+        return geometry, expected, scale, loss, gradients, d_mean, d_var
 
     def training_loss(
         self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None

@@ -1,5 +1,7 @@
 """Time one compiled training iteration of each comparison method at the same (B, M, C), interleaved
-so all see the same machine load (README, "The fused iteration").
+so all see the same machine load (README, "The fused iteration" and "The iteration at the cost of a
+softmax iteration"). The "forward + backward" rows are each iteration without its update of q(u) (ours:
+the natural step; softmax: Adam's update).
 
     python tools/iteration_profile.py --classes 6
 
@@ -15,6 +17,7 @@ from gpflow_augmented import expectations
 from gpflow_augmented.baselines import EXACT_WARM_START, AdamMethod, build_method
 from gpflow_augmented.benchmark import interleaved_medians
 from gpflow_augmented.initialisation import initial_kernel
+from gpflow_augmented.training import loss_and_gradients
 
 METHODS = ("lsm-collapsed", "lsm", "softmax", "lsm-vi")
 
@@ -45,6 +48,14 @@ def main() -> None:
                 method.step(X, Y)
             steps["lsm: CAVI step alone"] = (
                 lambda method=method: method.trainer.cavi.step((X, Y)))
+            # The iteration without its natural step and assignment.
+            steps["lsm: forward + backward"] = tf.function(
+                lambda trainer=method.trainer: trainer._exact_pass(
+                    X, Y, None, list(trainer.model.trainable_variables)))
+        if name == "softmax":  # the iteration without Adam's update
+            steps["softmax: forward + backward"] = tf.function(
+                lambda model=method.model: loss_and_gradients(
+                    lambda: model.training_loss((X, Y)), model.trainable_variables))
     Fmu = tf.constant(rng.normal(-1, 2, (B, C)))
     Fvar = tf.constant(rng.uniform(0.1, 2, (B, C)))
     onehot = tf.one_hot(Y[:, 0], C, dtype=tf.float64)
