@@ -22,6 +22,7 @@ from gpflow.likelihoods import Likelihood
 from gpflow.utilities import positive
 
 from .expectations import DEFAULT_NUM_HERMITE, expected_log_logistic_softmax
+from .validation import check_integer, check_num_classes, checked_labels
 
 __all__ = [
     "LogisticSoftmax",
@@ -88,13 +89,13 @@ class LogisticSoftmax(Likelihood):
         class_weights: bool = False,
         **kwargs: Any,
     ) -> None:
-        if int(num_classes) != num_classes or num_classes < 2:
-            raise ValueError(f"num_classes must be an integer ≥ 2, got {num_classes!r}")
+        num_classes = check_num_classes(num_classes)
         super().__init__(input_dim=None, latent_dim=num_classes, observation_dim=None, **kwargs)
-        self.num_classes = int(num_classes)
-        self.num_hermite = int(num_hermite)
-        self.num_predictive_samples = int(num_predictive_samples)
-        self.seed = int(seed)
+        self.num_classes = num_classes
+        self.num_hermite = check_integer(num_hermite, "num_hermite")
+        self.num_predictive_samples = check_integer(num_predictive_samples,
+                                                    "num_predictive_samples")
+        self.seed = check_integer(seed, "seed", minimum=0)
         # The exp bijector makes the unconstrained variable log θ: the closed-form update's
         # statistic is the gradient with respect to it.
         self.class_weights: Optional[Parameter] = (
@@ -120,7 +121,12 @@ class LogisticSoftmax(Likelihood):
         return Fmu[None] + tf.sqrt(tf.maximum(Fvar, 0.0))[None] * eps[:, None, :]  # [S, N, C]
 
     def _one_hot(self, Y: TensorType, dtype: tf.DType) -> tf.Tensor:
-        return tf.one_hot(tf.cast(Y[..., 0], tf.int32), self.num_classes, dtype=dtype)
+        # Every method that takes labels reads them here: an invalid label is refused (eagerly
+        # and in a tf.function), and under XLA, which drops the assertion, its row is NaN rather
+        # than the zero row tf.one_hot would give (log p = 0: a perfect score).
+        labels, valid = checked_labels(Y, self.num_classes)
+        one_hot = tf.one_hot(labels, self.num_classes, dtype=dtype)
+        return tf.where(valid[..., None], one_hot, tf.constant(np.nan, dtype))
 
     @inherit_check_shapes
     def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:

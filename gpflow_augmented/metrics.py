@@ -25,8 +25,32 @@ __all__ = [
 ]
 
 
-def _labels(y: np.ndarray) -> np.ndarray:
-    return np.asarray(y).reshape(-1).astype(np.int64)
+def _labels(y: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
+    """The labels [N] as int64, refused unless there is one per row of ``probabilities`` and each
+    is an integer in 0..C-1 (NumPy would otherwise broadcast a wrong-length vector, or truncate
+    1.7 to 1, and return a number)."""
+    from .validation import InvalidDataError
+
+    y = np.asarray(y)
+    probabilities = np.asarray(probabilities)
+    if probabilities.ndim != 2:
+        raise InvalidDataError(
+            f"probabilities must be [N, C], got shape {probabilities.shape}"
+        )
+    num_points, num_classes = probabilities.shape
+    if y.ndim > 2 or (y.ndim == 2 and y.shape[1] != 1) or y.size != num_points:
+        raise InvalidDataError(
+            f"y must hold one label per row of probabilities ([{num_points}] or "
+            f"[{num_points}, 1]), got shape {y.shape}"
+        )
+    y = y.reshape(-1)
+    numeric = np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)
+    if not numeric or not np.all(np.isfinite(y) & (y == np.round(y)) & (y >= 0) & (y < num_classes)):
+        raise InvalidDataError(
+            f"labels must be integers in 0..{num_classes - 1} (the probabilities' C = "
+            f"{num_classes})"
+        )
+    return y.astype(np.int64)
 
 
 def _bin_index(values: np.ndarray, num_bins: int) -> np.ndarray:
@@ -34,7 +58,7 @@ def _bin_index(values: np.ndarray, num_bins: int) -> np.ndarray:
 
 
 def error_rate(probabilities: np.ndarray, y: np.ndarray) -> float:
-    return float(np.mean(np.argmax(probabilities, axis=1) != _labels(y)))
+    return float(np.mean(np.argmax(probabilities, axis=1) != _labels(y, probabilities)))
 
 
 def mean_nll(log_density: np.ndarray) -> float:
@@ -45,7 +69,7 @@ def mean_nll(log_density: np.ndarray) -> float:
 def brier_score(probabilities: np.ndarray, y: np.ndarray) -> float:
     """The multi-class Brier score: the mean over points of Σ_k (p_k − [y = k])², in [0, 2]."""
     probabilities = np.asarray(probabilities, dtype=np.float64)
-    one_hot = np.eye(probabilities.shape[1])[_labels(y)]
+    one_hot = np.eye(probabilities.shape[1])[_labels(y, probabilities)]
     return float(np.mean(np.sum((probabilities - one_hot) ** 2, axis=1)))
 
 
@@ -65,7 +89,7 @@ def expected_calibration_error(
     """Top-label ECE with ``num_bins`` equal-width confidence bins (Guo et al. 2017)."""
     probabilities = np.asarray(probabilities)
     confidence = probabilities.max(axis=1)
-    correct = np.argmax(probabilities, axis=1) == _labels(y)
+    correct = np.argmax(probabilities, axis=1) == _labels(y, probabilities)
     return _calibration_gap(confidence, correct, num_bins)
 
 
@@ -74,7 +98,7 @@ def classwise_calibration_error(
 ) -> float:
     """One-vs-rest ECE: the mean over classes k of the ECE of p_k against [y = k]."""
     probabilities = np.asarray(probabilities)
-    labels = _labels(y)
+    labels = _labels(y, probabilities)
     num_classes = probabilities.shape[1]
     return float(
         np.mean(
@@ -100,7 +124,7 @@ def reliability_curve(
 ) -> ReliabilityCurve:
     probabilities = np.asarray(probabilities)
     confidence = probabilities.max(axis=1)
-    correct = (np.argmax(probabilities, axis=1) == _labels(y)).astype(np.float64)
+    correct = (np.argmax(probabilities, axis=1) == _labels(y, probabilities)).astype(np.float64)
     bins = _bin_index(confidence, num_bins)
     count = np.bincount(bins, minlength=num_bins)
     with np.errstate(invalid="ignore", divide="ignore"):

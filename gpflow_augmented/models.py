@@ -37,7 +37,13 @@ from .projection import (
 )
 from .distributed import num_replicas, replica_sum, replicated_by_first, set_trainable
 from .updates import conjugate_statistics, natural_parameter_step_with_backoff
-from .validation import check_data, check_num_classes
+from .validation import (
+    check_data,
+    check_finite_inputs,
+    check_integer,
+    check_num_classes,
+    checked_labels,
+)
 
 __all__ = ["AUGMENTED_SCHEMES", "AugmentedSVGP", "BatchGeometry", "LogisticSoftmaxSVGP", "SCHEMES"]
 
@@ -84,8 +90,8 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         q_sqrt: Optional[np.ndarray],
         mean_function: Optional[MeanFunction] = None,
     ) -> None:
-        if num_data is not None and int(num_data) < 1:
-            raise ValueError(f"num_data must be a positive integer, got {num_data!r}")
+        if num_data is not None:
+            num_data = check_integer(num_data, "num_data")
         kernel, inducing_variable = canonical_kernel_and_inducing(
             kernel, inducingpoint_wrapper(inducing_variable), num_latent_gps
         )
@@ -417,15 +423,24 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         data: RegressionData,
         classes: Optional[tf.Tensor],
         local_elbo_fn: Callable[..., tf.Tensor],
+        validate: bool = True,
     ) -> tf.Tensor:
+        """``validate=False`` only where the caller has checked the batch itself (a training step
+        whose status refuses bad labels: an assertion here would pre-empt that clear error)."""
         X, Y = data
         if tf.executing_eagerly():
             check_data(X, Y, self.num_classes, self.input_dim)
         X = tf.convert_to_tensor(X, dtype=default_float())
+        all_valid = tf.constant(True)
+        if validate and not tf.executing_eagerly():
+            all_valid = tf.reduce_all(checked_labels(Y, self.num_classes)[1])
+            X = check_finite_inputs(X)
         geometry = self.batch_geometry(X, classes, Y)
         local_elbo = local_elbo_fn(geometry.Fmu, geometry.Fvar, Y, classes,
                                    geometry.label_marginals)
-        return self.assemble_elbo(geometry, local_elbo, self.minibatch_scale(X), classes)
+        elbo = self.assemble_elbo(geometry, local_elbo, self.minibatch_scale(X), classes)
+        # Under XLA, which drops the assertion, a bad label makes the bound NaN, not a number.
+        return tf.where(all_valid, elbo, tf.constant(np.nan, elbo.dtype))
 
     @check_shapes("local_elbo: [N]", "scale: []", "classes: [K]", "return: []")
     def assemble_elbo(
@@ -521,11 +536,22 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     # -- predictions --------------------------------------------------------------------------
 
     @inherit_check_shapes
+    def predict_log_density(
+        self, data: RegressionData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> tf.Tensor:
+        X, Y = data
+        # The labels are checked for every model (GPflow's Bernoulli, the binary model's
+        # likelihood, reads any label other than 1 as 0).
+        valid = checked_labels(Y, self.num_classes)[1]
+        log_density = super().predict_log_density(data, full_cov, full_output_cov)
+        return tf.where(valid, log_density, tf.constant(np.nan, log_density.dtype))
+
+    @inherit_check_shapes
     def predict_f(
         self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
         # The model's dtype, so the mean function adds up with the conditional (as data for CAVI).
-        Xnew = tf.cast(Xnew, default_float())
+        Xnew = check_finite_inputs(tf.cast(Xnew, default_float()))
         mu, var = conditional(
             Xnew,
             self.inducing_variable,

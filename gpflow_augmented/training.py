@@ -171,8 +171,9 @@ class Trainer(tf.Module):
             # The same class subset as the CAVI step (Algorithm 2).
             loss, gradients = first(
                 strategy.run(
+                    # The CAVI step's status has refused bad labels with a clear error.
                     lambda X, Y: loss_and_gradients(
-                        lambda: self.training_loss(X, Y, classes), variables
+                        lambda: self._training_loss(X, Y, classes, validate=False), variables
                     ),
                     args=(X, Y),
                 )
@@ -252,8 +253,15 @@ class Trainer(tf.Module):
     ) -> tf.Tensor:
         """The model's training loss, -(ELBO + log prior of the hyperparameters), on the batch;
         with ``classes``, its class-subsampled estimate; in a replica, this replica's share."""
-        bound = self.model.exact_elbo if self.hyperparameter_bound == "exact" else self.model.elbo
-        return -(bound((X, Y), classes) + self.model.log_prior_density() / num_replicas())
+        return self._training_loss(X, Y, classes, validate=True)
+
+    def _training_loss(
+        self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor], validate: bool
+    ) -> tf.Tensor:
+        model = self.model
+        local = model.exact_local_elbo if self.hyperparameter_bound == "exact" else model.local_elbo
+        bound = model._elbo((X, Y), classes, local, validate=validate)
+        return -(bound + model.log_prior_density() / num_replicas())
 
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         """One CAVI step then one Adam step; returns the batch ELBO before the CAVI step."""

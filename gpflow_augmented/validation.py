@@ -7,7 +7,9 @@ as a tensor computation, for the compiled CAVI step, which must not leave the de
 the step assigns nothing unless the status is ``OK``, and its Python wrapper raises
 ``error_for_status``.
 """
-from typing import Optional
+import math
+import numbers
+from typing import Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -15,8 +17,12 @@ import tensorflow as tf
 __all__ = [
     "InvalidDataError",
     "NumericalError",
+    "check_finite_inputs",
     "check_num_classes",
     "check_data",
+    "check_integer",
+    "check_positive_number",
+    "checked_labels",
     "data_status",
     "error_for_status",
     "raise_for_status",
@@ -34,10 +40,32 @@ class NumericalError(FloatingPointError):
     """An update failed numerically; the model's parameters were left as they were."""
 
 
+def check_integer(value: object, name: str, minimum: int = 1) -> int:
+    """``value`` as an int if it is a whole number ≥ ``minimum`` (2.0 passes, 2.7, NaN, None,
+    True and "3" do not); otherwise a ValueError naming ``name``."""
+    whole = (
+        isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(value) and value == int(value)
+    )
+    if not whole or int(value) < minimum:
+        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_positive_number(value: object, name: str, maximum: Optional[float] = None) -> float:
+    """``value`` as a float if it is finite and > 0 (and ≤ ``maximum``); otherwise a ValueError
+    naming ``name``."""
+    upper = "" if maximum is None else f" and ≤ {maximum}"
+    number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    if not number or not math.isfinite(value) or value <= 0 or (
+        maximum is not None and value > maximum
+    ):
+        raise ValueError(f"{name} must be a finite number > 0{upper}, got {value!r}")
+    return float(value)
+
+
 def check_num_classes(num_classes: object) -> int:
-    if isinstance(num_classes, bool) or int(num_classes) != num_classes or num_classes < 2:
-        raise ValueError(f"num_classes must be an integer ≥ 2, got {num_classes!r}")
-    return int(num_classes)
+    return check_integer(num_classes, "num_classes", minimum=2)
 
 
 def check_data(X: object, Y: object, num_classes: int, input_dim: Optional[int] = None) -> None:
@@ -69,6 +97,60 @@ def check_data(X: object, Y: object, num_classes: int, input_dim: Optional[int] 
         )
 
 
+def label_error_message(num_classes: int) -> str:
+    return f"labels must be integers in 0..{num_classes - 1} (num_classes={num_classes})"
+
+
+def checked_labels(Y: tf.Tensor, num_classes: int) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Labels ``Y`` [N, 1] as int32 class indices [N], and whether each is valid [N].
+
+    Every entry point that takes labels goes through this, so a label that is not an integer in
+    0..C-1 is refused wherever it arrives: eagerly with :class:`InvalidDataError`, in a
+    ``tf.function`` by an assertion (``tf.errors.InvalidArgumentError`` carrying the same
+    message). XLA drops assertions, so callers also make the invalid points' results NaN, which
+    under ``jit_compile=True`` is the only signal left (the package's own compiled steps
+    validate through a status instead, :func:`data_status`)."""
+    Y = tf.convert_to_tensor(Y)
+    if Y.dtype == tf.string or not (Y.dtype.is_integer or Y.dtype.is_floating):
+        raise InvalidDataError(
+            f"{label_error_message(num_classes)}, got dtype {Y.dtype.name}"
+        )
+    values = tf.cast(Y[..., 0], tf.float64)
+    valid = (
+        tf.math.is_finite(values) & tf.equal(values, tf.round(values))
+        & (values >= 0) & (values < num_classes)
+    )
+    if tf.executing_eagerly():
+        if not bool(tf.reduce_all(valid)):
+            bad = values.numpy()[~valid.numpy()]
+            raise InvalidDataError(f"{label_error_message(num_classes)}, found {bad[0]:g}")
+        labels = tf.cast(values, tf.int32)
+    else:
+        check = tf.debugging.Assert(tf.reduce_all(valid), [label_error_message(num_classes)])
+        with tf.control_dependencies([check]):
+            labels = tf.cast(tf.where(valid, values, 0.0), tf.int32)
+    return labels, valid
+
+
+def check_finite_inputs(X: tf.Tensor) -> tf.Tensor:
+    """``X`` after a check that it has no NaN or inf: :class:`InvalidDataError` eagerly, an
+    assertion in a ``tf.function`` (dropped under XLA, where the NaN then shows in the result)."""
+    X = tf.convert_to_tensor(X)
+    if tf.executing_eagerly():
+        finite = np.isfinite(X.numpy())
+        if not finite.all():
+            bad = np.argwhere(~finite)[0]
+            raise InvalidDataError(
+                f"X contains NaN or inf (first at row {bad[0]}, column {bad[-1]})"
+            )
+        return X
+    check = tf.debugging.Assert(
+        tf.reduce_all(tf.math.is_finite(X)), ["X contains NaN or inf"]
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(X)
+
+
 def data_status(X: tf.Tensor, Y: tf.Tensor, num_classes: int) -> tf.Tensor:
     """The checks of :func:`check_data` on the values, as an int32 status computed on the device."""
     if Y.dtype.is_floating:
@@ -86,10 +168,7 @@ def error_for_status(status: int, num_classes: int) -> Exception:
     messages = {
         EMPTY_BATCH: (InvalidDataError, "the batch is empty (N = 0)"),
         NONFINITE_INPUTS: (InvalidDataError, "X contains NaN or inf"),
-        BAD_LABELS: (
-            InvalidDataError,
-            f"labels must be integers in 0..{num_classes - 1} (num_classes={num_classes})",
-        ),
+        BAD_LABELS: (InvalidDataError, label_error_message(num_classes)),
         NUMERICAL_FAILURE: (
             NumericalError,
             "the update produced non-finite values (a Cholesky factorisation failed); "
