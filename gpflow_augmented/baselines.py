@@ -40,7 +40,7 @@ from .models import AugmentedSVGP, LogisticSoftmaxSVGP
 from .projection import inducing_inputs
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from .training import EXACT_WARM_START, Trainer, adam_step_if_finite
-from .validation import NumericalError
+from .validation import NumericalError, check_positive_number
 
 __all__ = [
     "METHODS",
@@ -293,6 +293,7 @@ def build_method(
         raise ValueError(f"method {name!r} is now called {RENAMED_METHODS[name]!r}")
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
     if class_subset_size is not None and name != "lsm-subsets":
         raise ValueError(f"method {name!r} updates every class; class_subset_size is an option "
                          "of 'lsm-subsets'")

@@ -25,6 +25,7 @@ from .validation import (
     NumericalError,
     data_status,
     raise_for_status,
+    step_size_status,
 )
 
 __all__ = ["CAVI"]
@@ -119,8 +120,8 @@ class CAVI(tf.Module):
         is given)."""
         if classes is None:
             classes = self.sample_classes()
-        status = self.batch_status(X, Y)
         step_size = self.current_step_size()
+        status = step_size_status(self.batch_status(X, Y), step_size)
         model = self.model
         X = tf.convert_to_tensor(X, dtype=default_float())
         geometry = model.batch_geometry(X, classes, Y)

@@ -2,6 +2,8 @@
 import tensorflow as tf
 from gpflow.config import default_float
 
+from .validation import check_positive_number
+
 __all__ = ["StepSizeSchedule", "ConstantStepSize", "RobbinsMonro"]
 
 
@@ -14,9 +16,7 @@ class StepSizeSchedule:
 
 class ConstantStepSize(StepSizeSchedule):
     def __init__(self, step_size: float) -> None:
-        if not 0.0 < float(step_size) <= 1.0:
-            raise ValueError(f"step_size must be in (0, 1], got {step_size!r}")
-        self.step_size = float(step_size)
+        self.step_size = check_positive_number(step_size, "step_size", maximum=1.0)
 
     def __call__(self, iteration: tf.Tensor) -> tf.Tensor:
         return tf.constant(self.step_size, dtype=default_float())
@@ -32,11 +32,14 @@ class RobbinsMonro(StepSizeSchedule):
     """
 
     def __init__(self, tau: float = 1.0, kappa: float = 0.51) -> None:
-        if not 0.5 < kappa <= 1.0:
+        kappa = check_positive_number(kappa, "kappa", maximum=1.0)
+        if not kappa > 0.5:
             raise ValueError(f"kappa must be in (0.5, 1], got {kappa!r}")
+        # A finite τ: at τ = inf every ρ is 0 and nothing would ever be learned.
+        tau = check_positive_number(tau, "tau")
         if tau < 1.0:
             raise ValueError(f"tau must be ≥ 1 so that ρ ≤ 1, got {tau!r}")
-        self.tau, self.kappa = float(tau), float(kappa)
+        self.tau, self.kappa = tau, kappa
 
     def __call__(self, iteration: tf.Tensor) -> tf.Tensor:
         t = tf.cast(iteration, default_float())

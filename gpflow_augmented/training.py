@@ -22,7 +22,14 @@ from .distributed import num_replicas, replica_sum, set_trainable
 from .expectations import sites_from_derivatives
 from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
-from .validation import OK, NumericalError, check_data, raise_for_status
+from .validation import (
+    OK,
+    NumericalError,
+    check_data,
+    check_positive_number,
+    raise_for_status,
+    step_size_status,
+)
 
 __all__ = ["EXACT_WARM_START", "HYPERPARAMETER_BOUNDS", "Trainer", "FitResult",
            "adam_step_if_finite", "fit",
@@ -62,15 +69,31 @@ def apply_if_finite(
     gradients: Sequence[tf.Tensor],
     variables: Sequence[tf.Variable],
 ) -> tf.Tensor:
-    """Apply the gradients with Adam unless the loss or a gradient is not finite; returns whether
-    it did. In a cross-replica context the (already summed) gradients update every replica."""
+    """Apply the gradients with Adam unless the loss or a gradient is not finite, or what Adam
+    writes is not (a learning rate made NaN or huge after construction, an overflow); returns
+    whether the step stands. A step that wrote a non-finite value is rolled back, Adam's own state
+    with it. In a cross-replica context the (already summed) gradients update every replica."""
     finite = tf.math.is_finite(loss)
     for gradient in gradients:
         finite &= tf.reduce_all(tf.math.is_finite(gradient))
 
     def apply() -> tf.Tensor:
-        adam.apply_gradients(zip(gradients, variables))
-        return tf.constant(True)
+        optimizer_state = list(adam.variables)
+        values_before = [tf.identity(v) for v in variables]
+        state_before = [tf.identity(v) for v in optimizer_state]
+        with tf.control_dependencies(values_before + state_before):
+            adam.apply_gradients(zip(gradients, variables))
+        written = tf.constant(True)
+        for variable in variables:
+            written &= tf.reduce_all(tf.math.is_finite(variable))
+
+        def roll_back() -> tf.Tensor:
+            for variable, value in zip([*variables, *optimizer_state],
+                                       [*values_before, *state_before]):
+                variable.assign(value)
+            return tf.constant(False)
+
+        return tf.cond(written, lambda: tf.constant(True), roll_back)
 
     return tf.cond(finite, apply, lambda: tf.constant(False))
 
@@ -113,6 +136,7 @@ class Trainer(tf.Module):
         warm_start_iterations: Optional[int] = None,
     ) -> None:
         super().__init__(name="Trainer")
+        learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
         if warm_start_iterations is None:
             warm_start_iterations = EXACT_WARM_START if model.on_exact_bound else 0
         if hyperparameter_bound not in HYPERPARAMETER_BOUNDS:
@@ -201,8 +225,8 @@ class Trainer(tf.Module):
             [model.likelihood.class_weights.unconstrained_variable]
             if model.learns_class_weights else []
         )
-        status = cavi.batch_status(X, Y)
         step_size = cavi.current_step_size()
+        status = step_size_status(cavi.batch_status(X, Y), step_size)
         X = tf.convert_to_tensor(X, dtype=default_float())
         geometry, expected, scale, loss, gradients, d_mean, d_var = self._exact_pass(
             X, Y, classes, variables + log_weights
@@ -271,8 +295,9 @@ class Trainer(tf.Module):
         raise_for_status(status, self.model.num_classes)
         if not bool(applied):
             raise NumericalError(
-                "the hyperparameter gradient is not finite; Adam did not update anything. "
-                "Lower the learning rate or increase gpflow.config jitter"
+                "the hyperparameter step was not finite (the loss, its gradient or the values Adam "
+                "would write); nothing was updated. Lower the learning rate or increase "
+                "gpflow.config jitter"
             )
         return elbo
 

@@ -28,8 +28,8 @@ __all__ = [
     "raise_for_status",
 ]
 
-OK, EMPTY_BATCH, NONFINITE_INPUTS, BAD_LABELS, NUMERICAL_FAILURE = range(5)
-NUM_STATUS_CODES = 5
+OK, EMPTY_BATCH, NONFINITE_INPUTS, BAD_LABELS, NUMERICAL_FAILURE, BAD_STEP_SIZE = range(6)
+NUM_STATUS_CODES = 6
 
 
 class InvalidDataError(ValueError):
@@ -52,15 +52,18 @@ def check_integer(value: object, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
-def check_positive_number(value: object, name: str, maximum: Optional[float] = None) -> float:
-    """``value`` as a float if it is finite and > 0 (and ≤ ``maximum``); otherwise a ValueError
-    naming ``name``."""
+def check_positive_number(
+    value: object, name: str, maximum: Optional[float] = None, allow_zero: bool = False
+) -> float:
+    """``value`` as a float if it is finite and > 0 (≥ 0 with ``allow_zero``; and ≤ ``maximum``);
+    otherwise a ValueError naming ``name``."""
+    lower = "≥ 0" if allow_zero else "> 0"
     upper = "" if maximum is None else f" and ≤ {maximum}"
     number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-    if not number or not math.isfinite(value) or value <= 0 or (
+    if not number or not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero) or (
         maximum is not None and value > maximum
     ):
-        raise ValueError(f"{name} must be a finite number > 0{upper}, got {value!r}")
+        raise ValueError(f"{name} must be a finite number {lower}{upper}, got {value!r}")
     return float(value)
 
 
@@ -164,11 +167,23 @@ def data_status(X: tf.Tensor, Y: tf.Tensor, num_classes: int) -> tf.Tensor:
     return tf.where(tf.shape(X)[0] > 0, status, EMPTY_BATCH)
 
 
+def step_size_status(status: tf.Tensor, step_size: tf.Tensor) -> tf.Tensor:
+    """``status``, or ``BAD_STEP_SIZE`` if the batch was valid but ρ (from a schedule, computed
+    in the step) is not in (0, 1]: ρ = 0 trains nothing, ρ > 1 overshoots."""
+    rho = tf.convert_to_tensor(step_size)
+    in_range = tf.reduce_all(tf.math.is_finite(rho) & (rho > 0) & (rho <= 1))
+    return tf.where((status == OK) & ~in_range, BAD_STEP_SIZE, status)
+
+
 def error_for_status(status: int, num_classes: int) -> Exception:
     messages = {
         EMPTY_BATCH: (InvalidDataError, "the batch is empty (N = 0)"),
         NONFINITE_INPUTS: (InvalidDataError, "X contains NaN or inf"),
         BAD_LABELS: (InvalidDataError, label_error_message(num_classes)),
+        BAD_STEP_SIZE: (
+            ValueError,
+            "the step-size schedule gave a ρ outside (0, 1] (or not finite) at this iteration",
+        ),
         NUMERICAL_FAILURE: (
             NumericalError,
             "the update produced non-finite values (a Cholesky factorisation failed); "

@@ -130,3 +130,94 @@ def test_predictions_refuse_non_finite_inputs(trained):
         model.predict_y(X_nan)
     with pytest.raises(tf.errors.InvalidArgumentError, match="X contains NaN or inf"):
         tf.function(model.predict_f)(tf.constant(X_nan))
+
+
+# -- optimiser settings (points 2 and 3) ------------------------------------------------------
+
+@pytest.mark.parametrize("learning_rate", [float("nan"), float("inf"), -0.01, "0.01", None])
+def test_bad_learning_rates_are_refused_before_anything_runs(learning_rate):
+    model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0, scheme="exact")
+    before = model_variables(model)
+    with pytest.raises(ValueError, match=r"^learning_rate must be a finite number ≥ 0, got"):
+        ga.fit(model, (X, Y), iterations=1, learning_rate=learning_rate, progress=False)
+    with pytest.raises(ValueError, match=r"^learning_rate must be a finite number ≥ 0, got"):
+        ga.baselines.build_method("softmax", gpflow.kernels.SquaredExponential(), X[:5], 3, 20,
+                                  learning_rate=learning_rate)
+    for b, a in zip(before, model_variables(model)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("scheme", ["exact", "collapsed"])
+def test_adam_writing_a_non_finite_value_is_rolled_back(scheme):
+    """The gradients are finite, but a learning rate made NaN after construction would write NaN:
+    the guard checks what was written and restores the parameters and Adam's state."""
+    model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0, scheme=scheme)
+    trainer = ga.Trainer(model, 1.0, learning_rate=0.01)
+    trainer.step((X, Y))
+    trainer.adam.learning_rate.assign(np.nan)
+    before = model_variables(model) + [v.numpy().copy() for v in trainer.adam.variables]
+    with pytest.raises(ga.NumericalError, match=r"^the hyperparameter step was not finite"):
+        trainer.step((X, Y))
+    after = model_variables(model) + [v.numpy().copy() for v in trainer.adam.variables]
+    assert np.all(np.isfinite(model.kernel.variance.numpy()))
+    # q(u) took its (finite) CAVI step; everything Adam touched is as it was.
+    hyper_before = [b for b, v in zip(before, model.variables) if v.trainable]
+    hyper_after = [a for a, v in zip(after, model.variables) if v.trainable]
+    for b, a in zip(hyper_before, hyper_after):
+        np.testing.assert_array_equal(a, b)
+    for b, a in zip(before[len(model.variables):], after[len(model.variables):]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_adam_baseline_rolls_back_a_non_finite_write():
+    _, (X, Y) = make_problem(20, 3, seed=0)
+    method = ga.baselines.build_method("softmax", gpflow.kernels.SquaredExponential(), X[:5], 3,
+                                       20)
+    method.step(tf.constant(X), tf.constant(Y))
+    method.adam.learning_rate.assign(np.inf)
+    before = model_variables(method.model)
+    method.step(tf.constant(X), tf.constant(Y))
+    assert method.failed_steps == 1
+    for b, a in zip(before, model_variables(method.model)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(tau=np.inf), r"^tau must be a finite number > 0, got inf"),
+    (dict(tau=np.nan), r"^tau must be a finite number > 0, got nan"),
+    (dict(tau=0.5), r"^tau must be ≥ 1"),
+    (dict(kappa=np.nan), r"^kappa must be a finite number > 0 and ≤ 1.0, got nan"),
+    (dict(kappa=0.5), r"^kappa must be in \(0.5, 1\]"),
+])
+def test_robbins_monro_refuses_schedules_that_train_nothing_or_overshoot(options, message):
+    with pytest.raises(ValueError, match=message):
+        ga.RobbinsMonro(**options)
+
+
+@pytest.mark.parametrize("step_size", ["abc", None, np.nan, 0.0, 1.5])
+def test_constant_step_size_names_the_argument(step_size):
+    model, _ = make_problem(20, 3, num_inducing=5, seed=0)
+    with pytest.raises(ValueError, match=r"^step_size must be a finite number > 0 and ≤ 1.0, got"):
+        ga.CAVI(model, step_size=step_size)
+
+
+class _Overshooting(ga.schedules.StepSizeSchedule):
+    def __init__(self, value):
+        self.value = value
+
+    def __call__(self, iteration):
+        return tf.constant(self.value, gpflow.config.default_float())
+
+
+@pytest.mark.parametrize("value", [2.0, 0.0, np.nan])
+@pytest.mark.parametrize("scheme", ["exact", "collapsed"])
+def test_a_schedule_giving_rho_outside_0_1_is_refused_in_the_compiled_step(value, scheme):
+    model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0, scheme=scheme)
+    before = model_variables(model)
+    message = r"^the step-size schedule gave a ρ outside \(0, 1\]"
+    with pytest.raises(ValueError, match=message):
+        ga.CAVI(model, _Overshooting(value)).step((X, Y))
+    with pytest.raises(ValueError, match=message):
+        ga.Trainer(model, _Overshooting(value)).step((X, Y))
+    for b, a in zip(before, model_variables(model)):
+        np.testing.assert_array_equal(a, b)
