@@ -19,6 +19,7 @@ from . import (
 from .augmentation import LocalParameters
 from .binary import BinaryLogisticSVGP
 from .cavi import CAVI
+from .checkpoints import CheckpointError, restore_checkpoint
 from .certificate import BoundCertificate, bound_certificate
 from .convergence import GlobalParameterConvergence
 from .gibbs import GibbsSampler
@@ -42,6 +43,7 @@ __all__ = [
     "certificate",
     "expectations",
     "CAVI",
+    "CheckpointError",
     "EXACT_WARM_START",
     "GlobalParameterConvergence",
     "FitResult",
@@ -61,6 +63,7 @@ __all__ = [
     "minibatches",
     "monitoring",
     "plots",
+    "restore_checkpoint",
     "tuning",
     "ConstantStepSize",
     "InvalidDataError",

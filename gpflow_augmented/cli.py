@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("data", nargs="?", default="vehicle",
                          help=".npz or LIBSVM file, or a bundled dataset name (default: vehicle)")
     compare.add_argument("--test-file", default=None, help="a separate test file of the same kind")
+    compare.add_argument("--zero-based", action="store_true",
+                         help="the LIBSVM file's feature indices count from 0 (LIBSVM's own "
+                              "count from 1)")
     compare.add_argument("--output", default=None,
                          help="folder for results.json, figures/ and tensorboard/ "
                               "(default: gpflow-augmented-results/<dataset>)")
@@ -104,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help=".npz or LIBSVM file, or a bundled dataset name (default: wine); "
                             "a full GP is sampled, so keep it small (a few hundred points)")
     truth.add_argument("--test-file", default=None, help="a separate test file of the same kind")
+    truth.add_argument("--zero-based", action="store_true",
+                       help="the LIBSVM file's feature indices count from 0")
     truth.add_argument("--output", default=None,
                        help="folder for results.json and figures/ "
                             "(default: gpflow-augmented-results/ground-truth-<dataset>)")
@@ -244,7 +249,7 @@ def _load(args: argparse.Namespace) -> Any:
 
     if Path(args.data).is_file() or args.test_file is not None:
         return datasets.load_file(args.data, args.test_file, test_fraction=args.test_fraction,
-                                  seed=args.seed)
+                                  seed=args.seed, zero_based=args.zero_based)
     if args.data in datasets.BUNDLED:
         return datasets.load_dataset(args.data, test_fraction=args.test_fraction, seed=args.seed)
     raise FileNotFoundError(

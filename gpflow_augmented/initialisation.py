@@ -32,6 +32,11 @@ def median_lengthscale(X: np.ndarray, max_points: int = 2000, seed: int = 0) -> 
 def initial_kernel(X: np.ndarray) -> SquaredExponential:
     """SE-ARD kernel with variance 1 and every lengthscale at the median pairwise distance."""
     X = np.asarray(X)
-    return SquaredExponential(
-        variance=1.0, lengthscales=np.full(X.shape[1], median_lengthscale(X))
-    )
+    lengthscale = median_lengthscale(X)
+    if not lengthscale > 0:
+        raise ValueError(
+            "initial_kernel: the median distance between the rows of X is 0 (constant features, "
+            "or mostly repeated rows), so there is no lengthscale to start from; drop constant "
+            "columns, or build the kernel yourself"
+        )
+    return SquaredExponential(variance=1.0, lengthscales=np.full(X.shape[1], lengthscale))

@@ -39,3 +39,63 @@ def test_resumed_training_equals_uninterrupted(tmp_path, scheme):
         assert not np.allclose(straight.likelihood.class_weights.numpy(), 1.0)
         np.testing.assert_allclose(straight_trainer.cavi.class_weight_exposure.numpy(),
                                    resumed_trainer.cavi.class_weight_exposure.numpy(), rtol=1e-12)
+
+
+def _all_state(model, trainer):
+    return [v.numpy().copy() for v in model.variables] + [
+        v.numpy().copy() for v in trainer.adam.variables] + [trainer.iteration.numpy()]
+
+
+def test_restore_checkpoint_of_another_class_count_changes_nothing(tmp_path):
+    """tf.train.Checkpoint would overwrite Z and the kernel before failing on q(u)'s shape."""
+    three, trainer3, data = build("exact")
+    ga.fit(three, data, iterations=3, batch_size=30, trainer=trainer3, progress=False)
+    path = tf.train.Checkpoint(model=three, trainer=trainer3).save(str(tmp_path / "ckpt"))
+
+    four, _ = make_problem(120, 4, num_inducing=10, seed=3, scheme="exact")
+    trainer4 = ga.Trainer(four, step_size=ga.RobbinsMonro(), learning_rate=0.02)
+    before = _all_state(four, trainer4)
+    with pytest.raises(ga.CheckpointError, match=r"cannot restore into model, trainer: .*"
+                                                 r"nothing was restored"):
+        ga.restore_checkpoint(path, model=four, trainer=trainer4)
+    for b, a in zip(before, _all_state(four, trainer4)):
+        np.testing.assert_array_equal(a, b)
+    # The unguarded read does damage: the evidence that the guard is needed.
+    with pytest.raises(Exception):
+        tf.train.Checkpoint(model=four, trainer=trainer4).read(path)
+    damaged = _all_state(four, trainer4)
+    assert any(not np.array_equal(a, b) for a, b in zip(before, damaged) if a.shape == b.shape)
+
+
+def test_restore_checkpoint_round_trips_and_reads_a_folder(tmp_path):
+    model, trainer, data = build("exact")
+    ga.fit(model, data, iterations=3, batch_size=30, trainer=trainer, progress=False)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, trainer=trainer),
+                                         str(tmp_path), max_to_keep=1)
+    manager.save()
+    fresh, fresh_trainer, _ = build("exact")
+    ga.restore_checkpoint(str(tmp_path), model=fresh, trainer=fresh_trainer)
+    for a, b in zip(_all_state(model, trainer), _all_state(fresh, fresh_trainer)):
+        np.testing.assert_array_equal(a, b)
+    only_model, _, _ = build("exact")  # a model alone from a model-and-trainer checkpoint
+    ga.restore_checkpoint(str(tmp_path), model=only_model)
+    np.testing.assert_array_equal(only_model.q_mu.numpy(), model.q_mu.numpy())
+
+
+def test_a_truncated_checkpoint_is_one_clear_error(tmp_path):
+    model, trainer, data = build("exact")
+    path = tf.train.Checkpoint(model=model, trainer=trainer).save(str(tmp_path / "ckpt"))
+    data_file = next(tmp_path.glob("ckpt-1.data-*"))
+    data_file.write_bytes(data_file.read_bytes()[:100])
+    fresh, fresh_trainer, _ = build("exact")
+    before = _all_state(fresh, fresh_trainer)
+    with pytest.raises(ga.CheckpointError, match=r"truncated or corrupt"):
+        ga.restore_checkpoint(path, model=fresh, trainer=fresh_trainer)
+    for b, a in zip(before, _all_state(fresh, fresh_trainer)):
+        np.testing.assert_array_equal(a, b)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ga.CheckpointError, match=r"empty: no checkpoint in this folder"):
+        ga.restore_checkpoint(str(tmp_path / "empty"), model=fresh)
+    with pytest.raises(ga.CheckpointError, match=r"nothing-here: cannot restore into model: no "
+                                                 r"checkpoint there"):
+        ga.restore_checkpoint(str(tmp_path / "nothing-here"), model=fresh)

@@ -221,3 +221,57 @@ def test_a_schedule_giving_rho_outside_0_1_is_refused_in_the_compiled_step(value
         ga.Trainer(model, _Overshooting(value)).step((X, Y))
     for b, a in zip(before, model_variables(model)):
         np.testing.assert_array_equal(a, b)
+
+
+# -- data (point 4) -----------------------------------------------------------------------------
+
+def test_huge_finite_features_are_standardised_not_zeroed():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.arange(40) % 2
+    huge = X.copy()
+    huge[:, 1] *= 1e300  # std overflowed to inf, and the column became all zeros
+    plain = ga.datasets.from_arrays("plain", X, y, seed=0)
+    scaled = ga.datasets.from_arrays("huge", huge, y, seed=0)
+    np.testing.assert_allclose(scaled.X_train, plain.X_train, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(scaled.X_test, plain.X_test, rtol=1e-9, atol=1e-12)
+
+
+def test_one_based_labels_are_refused_with_a_hint():
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    with pytest.raises(ga.InvalidDataError,
+                       match=r"^one_based: no point has label 0; .*look 1-based \(1\.\.3\): "
+                             r"subtract 1"):
+        ga.datasets.from_arrays("one_based", X, np.arange(30) % 3 + 1)
+    with pytest.raises(ga.InvalidDataError, match=r"^gap: no point has label 2; .*map the labels"):
+        ga.datasets.from_arrays("gap", X, np.array([0, 1, 3] * 10))
+
+
+def test_every_feature_constant_is_refused_by_name():
+    with pytest.raises(ga.InvalidDataError,
+                       match=r"^flat: every feature is constant on the training split"):
+        ga.datasets.from_arrays("flat", np.ones((20, 3)), np.arange(20) % 2)
+    with pytest.raises(ValueError, match=r"^initial_kernel: the median distance between the rows"):
+        ga.initialisation.initial_kernel(np.ones((20, 3)))
+
+
+def test_a_libsvm_index_0_is_refused_unless_the_file_is_declared_zero_based(tmp_path):
+    path = tmp_path / "shifted.libsvm"
+    path.write_text("1 0:0.5 1:1.0\n2 1:2.0 2:0.3\n1 0:0.1 2:1.5\n2 1:0.7\n" * 5)
+    with pytest.raises(ga.InvalidDataError, match=r"feature index 0 found, but LIBSVM indices "
+                                                  r"start at 1"):
+        ga.datasets.load_file(path)
+    zero_based = ga.datasets.load_file(path, zero_based=True)
+    assert zero_based.X_train.shape[1] == 3
+    one_based = tmp_path / "plain.libsvm"
+    one_based.write_text("1 1:0.5 2:1.0\n2 2:2.0 3:0.3\n1 1:0.1 3:1.5\n2 2:0.7\n" * 5)
+    # the same numbers, counted from 1, give the same dataset
+    np.testing.assert_array_equal(ga.datasets.load_file(one_based).X_train, zero_based.X_train)
+
+
+def test_an_empty_npz_file_is_one_clear_error(tmp_path):
+    path = tmp_path / "empty.npz"
+    path.write_bytes(b"")
+    with pytest.raises(ga.InvalidDataError, match=r"empty\.npz: not a readable \.npz file "
+                                                  r"\(empty file\)"):
+        ga.datasets.load_file(path)

@@ -91,6 +91,18 @@ def from_arrays(
     num_classes = int(y.max()) + 1
     if num_classes < 2:
         raise InvalidDataError(f"{name}: needs at least 2 classes, found labels 0..{y.max()}")
+    absent = np.setdiff1d(np.arange(num_classes), y)
+    if absent.size:
+        # Class k is absent from the whole dataset: C = max + 1 would give it a latent GP with
+        # no data. The usual cause is 1-based labels.
+        hint = (f"the labels look 1-based ({y.min()}..{y.max()}): subtract 1"
+                if absent.tolist() == list(range(y.min())) else
+                "map the labels to 0..C-1 first")
+        raise InvalidDataError(
+            f"{name}: no point has label {', '.join(map(str, absent[:5]))}"
+            f"{' …' if absent.size > 5 else ''}; labels must be 0..C-1 with every class present "
+            f"({hint})"
+        )
     if is_test is None:
         if not 0.0 < test_fraction < 1.0:
             raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
@@ -98,10 +110,27 @@ def from_arrays(
     is_test = np.asarray(is_test, dtype=bool).reshape(-1)
     if len(is_test) != len(y) or is_test.all() or not is_test.any():
         raise InvalidDataError(f"{name}: is_test must mark some, not all, of the {len(y)} rows")
-    X = np.asarray(X, dtype=np.float64)
-    mean, std = X[~is_test].mean(0), X[~is_test].std(0)
-    X = (X - mean) / np.where(std > 0, std, 1.0)
+    X = _standardised(np.asarray(X, dtype=np.float64), ~is_test, name)
     return Dataset(name, X[~is_test], y[~is_test, None], X[is_test], y[is_test, None], num_classes)
+
+
+def _standardised(X: np.ndarray, train: np.ndarray, name: str) -> np.ndarray:
+    """Zero mean and unit variance on the training rows; a column constant there stays at zero
+    (it adds nothing to an SE-ARD kernel's distances, and its lengthscale gets no gradient)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, std = X[train].mean(0), X[train].std(0)
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std))):
+        # Finite values near the float64 limit overflow the sums: standardise each column
+        # divided by its largest magnitude, which is the same transformation.
+        magnitude = np.abs(X[train]).max(0)
+        X = X / np.where(magnitude > 0, magnitude, 1.0)
+        mean, std = X[train].mean(0), X[train].std(0)
+    if not np.any(std > 0):
+        raise InvalidDataError(
+            f"{name}: every feature is constant on the training split ({X.shape[1]} columns); "
+            "there is nothing to classify by"
+        )
+    return (X - mean) / np.where(std > 0, std, 1.0)
 
 
 def load_dataset(
@@ -117,12 +146,21 @@ def load_dataset(
     return from_arrays(name, X, y, is_test, test_fraction=test_fraction, seed=seed)
 
 
-def _read_libsvm(path: Path) -> Tuple[np.ndarray, np.ndarray]:
+def _read_libsvm(path: Path, zero_based: bool = False) -> Tuple[np.ndarray, np.ndarray]:
+    """LIBSVM's feature indices start at 1. scikit-learn's default ("auto") re-reads the whole
+    file as 0-based when one index is 0, shifting every feature; here that is refused unless
+    ``zero_based`` says so."""
     from sklearn.datasets import load_svmlight_file
 
     try:
-        X, y = load_svmlight_file(str(path))
+        X, y = load_svmlight_file(str(path), zero_based=zero_based)
     except (ValueError, UnicodeDecodeError) as error:
+        if not zero_based and "invalid index 0" in str(error).lower():
+            raise InvalidDataError(
+                f"{path}: feature index 0 found, but LIBSVM indices start at 1; if the whole "
+                "file counts from 0, say so (load_file(..., zero_based=True), or "
+                "--zero-based on the command line)"
+            ) from None
         raise InvalidDataError(f"{path}: not a LIBSVM file ({error})") from None
     return X.toarray(), y
 
@@ -136,8 +174,9 @@ def _read_npz(path: Path) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]
             if missing:
                 raise InvalidDataError(f"{path}: no array {missing[0]!r} (found {d.files})")
             return d["X"], d["y"], (d["is_test"] if "is_test" in d.files else None)
-    except (zipfile.BadZipFile, OSError, ValueError) as error:
-        raise InvalidDataError(f"{path}: not a readable .npz file ({error})") from None
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+        reason = "empty file" if path.stat().st_size == 0 else str(error)
+        raise InvalidDataError(f"{path}: not a readable .npz file ({reason})") from None
 
 
 def load_file(
@@ -146,12 +185,14 @@ def load_file(
     *,
     test_fraction: float = 0.2,
     seed: int = 0,
+    zero_based: bool = False,
 ) -> Dataset:
     """Load a ``.npz`` file (arrays ``X``, ``y``, optional boolean ``is_test``) or a LIBSVM text
     file, with an optional separate test file of the same kind.
 
     LIBSVM labels are arbitrary numbers; they are mapped to 0..C-1 in sorted order over the
-    training and test files together. ``.npz`` labels must already be 0..C-1.
+    training and test files together. ``.npz`` labels must already be 0..C-1. LIBSVM feature
+    indices start at 1 unless ``zero_based``.
     """
     path = Path(path)
     if not path.is_file():
@@ -166,10 +207,10 @@ def load_file(
             X, y, is_test = _stack(X, y, X_test, y_test, name)
         return from_arrays(name, X, y, is_test, test_fraction=test_fraction, seed=seed)
 
-    X, y = _read_libsvm(path)
+    X, y = _read_libsvm(path, zero_based)
     is_test = None
     if test_path is not None:
-        X_test, y_test = _read_libsvm(Path(test_path))
+        X_test, y_test = _read_libsvm(Path(test_path), zero_based)
         width = max(X.shape[1], X_test.shape[1])  # LIBSVM omits trailing zero features
         X = np.pad(X, ((0, 0), (0, width - X.shape[1])))
         X_test = np.pad(X_test, ((0, 0), (0, width - X_test.shape[1])))

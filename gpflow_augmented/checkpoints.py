@@ -1,0 +1,62 @@
+"""
+Restoring a ``tf.train.Checkpoint`` all or nothing.
+
+``tf.train.Checkpoint.read`` assigns variables one by one as it matches them, so a checkpoint
+that does not fit (another number of classes, inducing points or features) raises only after it
+has overwritten whatever it matched first, e.g. the inducing points and the kernel, and a
+truncated file fails half-way with an ``IndexError``. :func:`restore_checkpoint` keeps the
+values of every variable it may touch and puts them back if anything fails.
+"""
+from typing import Any, List
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["CheckpointError", "restore_checkpoint"]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint could not be restored into the objects given; nothing was changed."""
+
+
+def _variables(checkpoint: tf.train.Checkpoint) -> List[tf.Variable]:
+    found, seen = [], set()
+    for trackable in tf.train.TrackableView(checkpoint).descendants():
+        if isinstance(trackable, tf.Variable) and id(trackable) not in seen:
+            seen.add(id(trackable))
+            found.append(trackable)
+    return found
+
+
+def restore_checkpoint(path: str, **objects: Any) -> Any:
+    """Restore ``tf.train.Checkpoint(**objects)`` from ``path`` (a prefix as ``save`` returned it,
+    or a folder, whose latest checkpoint is read), e.g.
+    ``restore_checkpoint(path, model=model, trainer=trainer)``.
+
+    Every variable of the objects given must be in the checkpoint with the same shape (the
+    checkpoint may hold more, e.g. a trainer when only the model is given); otherwise
+    :class:`CheckpointError` names the problem and every variable holds the value it had before
+    the call. Returns the load status."""
+    if tf.io.gfile.isdir(str(path)):
+        latest = tf.train.latest_checkpoint(str(path))
+        if latest is None:
+            raise CheckpointError(f"{path}: no checkpoint in this folder")
+        path = latest
+    checkpoint = tf.train.Checkpoint(**objects)
+    variables = _variables(checkpoint)
+    kept = [np.array(v.numpy(), copy=True) for v in variables]
+    try:
+        status = checkpoint.read(str(path))
+        status.assert_existing_objects_matched()
+    except Exception as error:  # noqa: BLE001 - anything that stops the read undoes it
+        for variable, value in zip(variables, kept):
+            variable.assign(value)
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if isinstance(error, (IndexError, tf.errors.DataLossError)):
+            reason = f"the file is truncated or corrupt ({reason})"
+        elif isinstance(error, tf.errors.NotFoundError):
+            reason = f"no checkpoint there ({reason})"
+        raise CheckpointError(
+            f"{path}: cannot restore into {', '.join(objects)}: {reason}; nothing was restored"
+        ) from None
+    return status
