@@ -12,7 +12,7 @@ import argparse
 import datetime
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -163,25 +163,77 @@ def _against_best_peer(name: str, methods: List[Dict[str, Any]],
             f"{reached} | {', '.join(speedups)} |")
 
 
-def run_benchmark(args: argparse.Namespace) -> str:
+def _benchmark_output(args: argparse.Namespace, names: Sequence[str]) -> Path:
+    """The benchmark's folder, checked (and an earlier run's kept or cleared) before any training."""
+    from .cli import prepare_output
+
+    if getattr(args, "report_only", False):
+        return Path(args.output)
+    return prepare_output(Path(args.output), resume=args.resume, overwrite=args.overwrite,
+                          explicit=True, names=("benchmark.md", "binary.md", "step_times.json",
+                                                *names))
+
+
+def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path,
+                 describe: Callable[[Any], str]) -> Tuple[Optional[str], Optional[str]]:
+    """Run one dataset's comparison into ``output``/<its name>; returns (its name, why it was not
+    run). One unusable dataset is reported and skipped, so it cannot sink the benchmark."""
+    from .cli import prepare_output, run_comparison
+    from .validation import InvalidDataError, NumericalError
+
+    try:
+        dataset = load()
+    except (FileNotFoundError, InvalidDataError, ValueError) as error:
+        return None, str(error)
+    folder = output / dataset.name
+    if getattr(args, "report_only", False):
+        return dataset.name, None
+    if getattr(args, "resume", False) and (folder / "results.json").exists():
+        print(f"{dataset.name}: finished earlier, kept", flush=True)
+        return dataset.name, None
+    print(describe(dataset), flush=True)
+    try:
+        folder = prepare_output(folder, resume=getattr(args, "resume", False), overwrite=False,
+                                explicit=True)
+        # Each dataset picks its own default methods (binary or multi-class labels).
+        run_comparison(dataset, argparse.Namespace(**vars(args)), folder, tensorboard=False)
+    except (InvalidDataError, NumericalError, ValueError) as error:
+        return dataset.name, str(error)
+    return dataset.name, None
+
+
+def _not_run(failed: List[Tuple[str, str]]) -> List[str]:
+    if not failed:
+        return []
+    return ["Not run:", "", *[f"- **{name}**: {reason}" for name, reason in failed], ""]
+
+
+def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]:
     """Run (or, with ``args.report_only``, re-read) every dataset's comparison and the step-time
-    measurements, and write ``benchmark.md``."""
+    measurements, and write ``benchmark.md``; returns it and the datasets that could not be run,
+    with the reason."""
     import json
 
-    from .cli import run_comparison
     from .datasets import load_dataset
 
-    output = Path(args.output)
+    output = _benchmark_output(args, args.datasets)
     started = time.perf_counter()
-    rows, speedups, targets = [], [], []
+    rows, speedups, targets, failed = [], [], [], []
     for name in args.datasets:
+        loaded, reason = _run_dataset(
+            lambda name=name: load_dataset(name, args.data_dir, test_fraction=args.test_fraction,
+                                           seed=args.seed),
+            args, output,
+            lambda dataset: (f"{dataset.name}: {len(dataset.X_train)} train / "
+                             f"{len(dataset.X_test)} test, C={dataset.num_classes}"),
+        )
         results_file = output / name / "results.json"
-        if not getattr(args, "report_only", False):
-            dataset = load_dataset(name, args.data_dir, test_fraction=args.test_fraction,
-                                   seed=args.seed)
-            print(f"{name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test, "
-                  f"C={dataset.num_classes}", flush=True)
-            run_comparison(dataset, args, output / name, tensorboard=False)
+        if reason is None and not results_file.exists():
+            reason = f"no results in {results_file.parent}"
+        if reason is not None:
+            print(f"{name}: not run: {reason}", flush=True)
+            failed.append((name, reason))
+            continue
         methods = json.loads(results_file.read_text())["methods"]
         rows += _dataset_rows(name, methods)
         speedups.append(_speedups(name, methods))
@@ -244,8 +296,10 @@ def run_benchmark(args: argparse.Namespace) -> str:
         "| B | M | C | CAVI | NatGrad | NatGrad/CAVI | CAVI+Adam | NatGrad+Adam | ratio |",
         "|---|---|---|---|---|---|---|---|---|",
         *step_rows,
+        "",
+        *_not_run(failed),
     ]
-    return _write_report(output / "benchmark.md", lines)
+    return _write_report(output / "benchmark.md", lines), failed
 
 
 def _measured(args: argparse.Namespace, started: float) -> str:
@@ -294,29 +348,45 @@ def _binary_row(name: str, methods: List[Dict[str, Any]]) -> str:
     return f"| {name} | " + " | ".join(cells) + " |"
 
 
-def run_binary_benchmark(args: argparse.Namespace) -> str:
+def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]:
     """X-GPC against SVGP + Bernoulli with natural gradients on one-vs-rest tasks; writes
     ``binary.md``: the time each needs to reach the baseline's best test NLL, and final metrics."""
     import json
 
-    from .cli import run_comparison
     from .datasets import load_dataset, one_vs_rest
 
-    output = Path(args.output)
-    started = time.perf_counter()
-    rows = []
-    for task in args.datasets:
+    def task_loader(task: str) -> Callable[[], Any]:
         name, _, positive = task.partition(":")
-        dataset = one_vs_rest(
+        if positive and not positive.isdigit():
+            raise ValueError(f"binary task {task!r}: the positive class must be an integer")
+        return lambda: one_vs_rest(
             load_dataset(name, args.data_dir, test_fraction=args.test_fraction, seed=args.seed),
             int(positive or 0),
         )
-        results_file = output / dataset.name / "results.json"
-        if not getattr(args, "report_only", False):
-            print(f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test, "
-                  f"{dataset.Y_train.mean():.1%} positive", flush=True)
-            run_comparison(dataset, args, output / dataset.name, tensorboard=False)
-        rows.append(_binary_row(dataset.name, json.loads(results_file.read_text())["methods"]))
+
+    output = _benchmark_output(args, [f"{t.partition(':')[0]}-{t.partition(':')[2] or 0}-vs-rest"
+                                      for t in args.datasets])
+    started = time.perf_counter()
+    rows, failed = [], []
+    for task in args.datasets:
+        try:
+            load = task_loader(task)
+        except ValueError as error:
+            failed.append((task, str(error)))
+            continue
+        name, reason = _run_dataset(
+            load, args, output,
+            lambda dataset: (f"{dataset.name}: {len(dataset.X_train)} train / "
+                             f"{len(dataset.X_test)} test, {dataset.Y_train.mean():.1%} positive"),
+        )
+        results_file = output / str(name) / "results.json"
+        if reason is None and not results_file.exists():
+            reason = f"no results in {results_file.parent}"
+        if reason is not None:
+            print(f"{task}: not run: {reason}", flush=True)
+            failed.append((task, reason))
+            continue
+        rows.append(_binary_row(name, json.loads(results_file.read_text())["methods"]))
     lines = [
         _measured(args, started),
         f"Settings: M={args.num_inducing}, B={args.batch_size}, {args.time_budget:g} s of "
@@ -332,6 +402,8 @@ def run_binary_benchmark(args: argparse.Namespace) -> str:
         "NLL | ECE | steps |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
+        "",
+        *_not_run(failed),
     ]
-    return _write_report(output / "binary.md", lines)
+    return _write_report(output / "binary.md", lines), failed
 

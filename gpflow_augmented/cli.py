@@ -16,7 +16,7 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -28,6 +28,51 @@ def _methods(text: str) -> List[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
+def _integer(minimum: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer ≥ {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer ≥ {minimum}, got {text!r}")
+        return value
+
+    parse.__name__ = f"integer ≥ {minimum}"
+    return parse
+
+
+def _number(minimum: float, *, inclusive: bool, maximum: Optional[float] = None) -> Any:
+    """A finite float in [minimum, maximum) or (minimum, maximum): NaN and inf are refused, so a
+    NaN budget never stops and a NaN learning rate never trains."""
+    lower = "≥" if inclusive else ">"
+    upper = "" if maximum is None else f" and < {maximum:g}"
+    wanted = f"a finite number {lower} {minimum:g}{upper}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}") from None
+        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive) or (
+            maximum is not None and value >= maximum
+        ):
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
+        return value
+
+    parse.__name__ = wanted
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    """Errors in the tool's one-line form, ``gpflow-augmented: error: …``, exit status 2."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -> None:
     from .baselines import DEFAULT_MULTICLASS_METHODS, METHODS
 
@@ -35,28 +80,36 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
                         help=f"comma-separated, from {', '.join(METHODS)} (default: xgpc and "
                              f"bernoulli for binary labels, {', '.join(DEFAULT_MULTICLASS_METHODS)} "
                              "for more classes)")
-    parser.add_argument("--num-inducing", type=int, default=100, help="M (default 100)")
-    parser.add_argument("--batch-size", type=int, default=200, help="B (default 200)")
-    parser.add_argument("--time-budget", type=float, default=time_budget,
-                        help=f"training seconds per method (default {time_budget:g})")
-    parser.add_argument("--max-iterations", type=int, default=None,
+    parser.add_argument("--num-inducing", type=_integer(1), default=100,
+                        help="M (default 100; at most the number of training points)")
+    parser.add_argument("--batch-size", type=_integer(1), default=200, help="B (default 200)")
+    parser.add_argument("--time-budget", type=_number(0, inclusive=True), default=time_budget,
+                        help=f"training seconds per method (default {time_budget:g}; 0: no "
+                             "limit, with --max-iterations)")
+    parser.add_argument("--max-iterations", type=_integer(1), default=None,
                         help="stop each method after this many steps as well")
-    parser.add_argument("--learning-rate", type=float, default=0.01,
+    parser.add_argument("--learning-rate", type=_number(0, inclusive=False), default=0.01,
                         help="Adam's learning rate for every method (default 0.01)")
     parser.add_argument("--tune", action="store_true",
                         help="first choose each method's learning rate (and a CAVI method's ρ "
                              "schedule) on a validation split of the training data, each candidate "
                              "under the same budget; then run the chosen settings")
-    parser.add_argument("--class-subset-size", type=int, default=None,
+    parser.add_argument("--class-subset-size", type=_integer(1), default=None,
                         help="classes lsm-subsets updates per step (default ⌈C/4⌉, at least 2)")
     parser.add_argument("--train-inducing-points", action="store_true",
                         help="let Adam move the inducing points (of every method)")
-    parser.add_argument("--trace-test-points", type=int, default=2000,
+    parser.add_argument("--trace-test-points", type=_integer(1), default=2000,
                         help="evaluate the trace on a seeded subset of this many test points "
                              "(the final metrics use all of them; default 2000)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--test-fraction", type=float, default=0.2,
-                        help="test share of a dataset without a test split (default 0.2)")
+    parser.add_argument("--seed", type=_integer(0), default=0)
+    parser.add_argument("--test-fraction", type=_number(0, inclusive=False, maximum=1),
+                        default=0.2, help="test share of a dataset without a test split "
+                                          "(default 0.2)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the interrupted run in --output: the methods (and, in a "
+                             "benchmark, the datasets) it finished are kept, the rest are run")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the results of an earlier run in --output")
     _add_progress_options(parser)
 
 
@@ -68,9 +121,9 @@ def _add_progress_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command")
+    parser = _Parser(prog=PROG, description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     compare = commands.add_parser(
         "compare", help="side-by-side comparison on one dataset (the default command)")
     compare.add_argument("data", nargs="?", default="vehicle",
@@ -112,13 +165,17 @@ def build_parser() -> argparse.ArgumentParser:
     truth.add_argument("--output", default=None,
                        help="folder for results.json and figures/ "
                             "(default: gpflow-augmented-results/ground-truth-<dataset>)")
-    truth.add_argument("--samples", type=int, default=5000, help="Gibbs draws per chain")
-    truth.add_argument("--nuts-samples", type=int, default=1000, help="NUTS draws per chain")
-    truth.add_argument("--chains", type=int, default=4)
-    truth.add_argument("--burnin", type=int, default=500, help="burn-in steps of both samplers")
-    truth.add_argument("--seed", type=int, default=0)
-    truth.add_argument("--test-fraction", type=float, default=0.2,
-                       help="test share of a dataset without a test split (default 0.2)")
+    truth.add_argument("--samples", type=_integer(1), default=5000,
+                       help="Gibbs draws per chain")
+    truth.add_argument("--nuts-samples", type=_integer(1), default=1000,
+                       help="NUTS draws per chain")
+    truth.add_argument("--chains", type=_integer(2), default=4)
+    truth.add_argument("--burnin", type=_integer(0), default=500,
+                       help="burn-in steps of both samplers")
+    truth.add_argument("--seed", type=_integer(0), default=0)
+    truth.add_argument("--test-fraction", type=_number(0, inclusive=False, maximum=1),
+                       default=0.2, help="test share of a dataset without a test split "
+                                         "(default 0.2)")
     _add_progress_options(truth)
 
     scale = commands.add_parser(
@@ -154,8 +211,104 @@ def machine() -> Dict[str, Any]:
 
 
 def write_json(path: Path, payload: Dict[str, Any]) -> None:
+    """Write ``payload`` as strict JSON atomically: a reader, or a run interrupted mid-write,
+    sees the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_finite_or_none(payload), indent=1, allow_nan=False))
+    temporary = path.with_name(f".{path.name}.partial")
+    temporary.write_text(json.dumps(_finite_or_none(payload), indent=1, allow_nan=False))
+    os.replace(temporary, path)
+
+
+# What a run writes into its output folder; an earlier run's are replaced only when asked.
+RUN_FILES = ("results.json", "run.json", "tuning.json", "methods", "figures", "tensorboard")
+
+
+def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: bool,
+                   names: Sequence[str] = RUN_FILES) -> Path:
+    """Check, before any training, that results can be written to ``output``; return the folder
+    to use. An earlier run's results there are kept (``resume``), replaced (``overwrite``) or,
+    for a folder the user named, refused; the default folder moves on to ``<name>-2``, … instead."""
+    import shutil
+
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite contradict each other; give one")
+    while True:
+        for folder in (output, *output.parents):
+            if folder.exists() and not folder.is_dir():
+                raise ValueError(f"--output {output}: {folder} is a file, not a folder")
+        earlier = [name for name in names if (output / name).exists()]
+        if not earlier or resume or overwrite or explicit:
+            break
+        stem, _, number = output.name.rpartition("-")
+        output = output.with_name(f"{stem}-{int(number) + 1}" if stem and number.isdigit()
+                                  else f"{output.name}-2")
+    if earlier and not (resume or overwrite):
+        raise ValueError(
+            f"--output {output} already holds an earlier run ({', '.join(earlier)}); pass "
+            "--resume to continue it, --overwrite to replace it, or choose another folder"
+        )
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        if overwrite:
+            for name in earlier:
+                target = output / name
+                shutil.rmtree(target) if target.is_dir() else target.unlink()
+        probe = output / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(f"--output {output} cannot be written ({error.strerror or error})") from None
+    return output
+
+
+def _run_settings(dataset: Any, args: argparse.Namespace) -> Dict[str, Any]:
+    """What a resumed run must share with the run it continues."""
+    keys = ("methods", "num_inducing", "batch_size", "time_budget", "max_iterations",
+            "learning_rate", "tune", "class_subset_size", "train_inducing_points",
+            "trace_test_points", "seed", "test_fraction")
+    return {"dataset": dataset.name, "num_train": len(dataset.X_train),
+            **{key: getattr(args, key, None) for key in keys}}
+
+
+def _finished_methods(output: Path, settings: Dict[str, Any]) -> Dict[str, Any]:
+    """The methods an interrupted run in ``output`` finished, after checking that it was the
+    same run."""
+    import numpy as np
+
+    from .comparison import MethodResult
+
+    run_file = output / "run.json"
+    if not run_file.exists():
+        return {}
+    earlier = json.loads(run_file.read_text())
+    differing = [key for key in settings if earlier.get(key) != _finite_or_none(settings[key])]
+    if differing:
+        key = differing[0]
+        raise ValueError(
+            f"--resume: the run in {output} had {key} = {earlier.get(key)!r}, this one has "
+            f"{settings[key]!r}; resume with the same options, or pass --overwrite"
+        )
+    finished = {}
+    for name in settings["methods"] or []:
+        payload_file = output / "methods" / f"{name}.json"
+        if payload_file.exists():
+            payload = json.loads(payload_file.read_text())
+            finished[name] = MethodResult.from_json(
+                payload, np.load(output / "methods" / f"{name}.npy"))
+    return finished
+
+
+def _save_method(output: Path, result: Any) -> None:
+    """One finished method's result, written atomically as soon as it is done."""
+    import numpy as np
+
+    folder = output / "methods"
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = folder / f".{result.name}.npy.partial"
+    with open(temporary, "wb") as handle:
+        np.save(handle, result.probabilities)
+    os.replace(temporary, folder / f"{result.name}.npy")
+    write_json(folder / f"{result.name}.json", result.to_json())
 
 
 def summary_table(result: Any) -> str:
@@ -177,11 +330,27 @@ def summary_table(result: Any) -> str:
 
 def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
                    tensorboard: bool = True) -> Any:
-    """Compare on ``dataset`` and write ``output``/results.json, figures/ and tensorboard/."""
+    """Compare on ``dataset`` and write ``output``/results.json, figures/ and tensorboard/; each
+    method's result is also written to methods/ as it finishes, which ``args.resume`` reads back
+    (``output`` has passed :func:`prepare_output`)."""
+    import shutil
+
+    from .baselines import default_methods
     from .comparison import compare
     from .monitoring import tensorboard_tasks
     from .plots import calibration_figure, save_figure, traces_figure
     from gpflow.monitor import Monitor, MonitorTaskGroup
+
+    if args.methods is None:
+        args.methods = list(default_methods(dataset.num_classes))
+    settings = _run_settings(dataset, args)
+    finished = _finished_methods(output, settings) if getattr(args, "resume", False) else {}
+    if finished:
+        print(f"  resuming: {', '.join(finished)} finished earlier", flush=True)
+    for name in args.methods:  # an unfinished method's partial logs would mix with the new ones
+        if name not in finished and (output / "tensorboard" / name).exists():
+            shutil.rmtree(output / "tensorboard" / name)
+    write_json(output / "run.json", settings)
 
     monitors: Dict[str, Tuple[Monitor, Monitor, List[int]]] = {}
     image_every = 8  # evaluations; matplotlib is slow next to a training step
@@ -215,21 +384,27 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
     if getattr(args, "tune", False):
         from .tuning import settings_text, tune
 
-        tuning = tune(dataset, args.methods, method_options=fixed_options, **shared)
+        tuning_file = output / "tuning.json"
+        if getattr(args, "resume", False) and tuning_file.exists():
+            tuning = json.loads(tuning_file.read_text())
+        else:
+            tuning = tune(dataset, args.methods, method_options=fixed_options, **shared).to_json()
+            write_json(tuning_file, tuning)
         print("  chosen on the validation split: " + "; ".join(
-            f"{name} {settings_text(settings)}" for name, settings in tuning.chosen.items()),
+            f"{name} {settings_text(chosen)}" for name, chosen in tuning["chosen"].items()),
             flush=True)
     result = compare(
         dataset, args.methods, learning_rate=args.learning_rate,
-        method_options=fixed_options if tuning is None else tuning.chosen,
-        callback=log if tensorboard else None, **shared,
+        method_options=fixed_options if tuning is None else tuning["chosen"],
+        callback=log if tensorboard else None, completed=finished,
+        on_method_done=lambda method_result: _save_method(output, method_result), **shared,
     )
     payload = {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": [PROG, *sys.argv[1:]],
         "machine": machine(),
         **result.to_json(),
-        "tuning": None if tuning is None else tuning.to_json(),
+        "tuning": tuning,
     }
     if tensorboard:  # the final reliability diagram, whatever evaluation it fell on
         for m in result.methods:
@@ -263,11 +438,6 @@ def run_ground_truth(args: argparse.Namespace) -> str:
     from .ground_truth import compare_with_gibbs
     from .plots import ground_truth_figure, save_figure
 
-    for name in ("samples", "nuts_samples", "chains"):
-        if getattr(args, name) < (2 if name == "chains" else 1):
-            raise ValueError(f"--{name.replace('_', '-')} is too small")
-    if args.burnin < 0:
-        raise ValueError("--burnin must be ≥ 0")
     dataset = _load(args)
     output = Path(args.output or Path("gpflow-augmented-results") / f"ground-truth-{dataset.name}")
     print(f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
@@ -317,14 +487,13 @@ def _check_options(args: argparse.Namespace) -> None:
             raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
         if not args.methods:
             raise ValueError("--methods is empty")
+        repeated = sorted({m for m in args.methods if args.methods.count(m) > 1})
+        if repeated:
+            raise ValueError(f"--methods names {repeated[0]!r} twice; each method runs once")
     if args.class_subset_size is not None:
-        if args.class_subset_size < 1:
-            raise ValueError("--class-subset-size must be positive")
         if args.methods is not None and "lsm-subsets" not in args.methods:
             raise ValueError("--class-subset-size is an option of lsm-subsets, which --methods "
                              "does not name")
-    if args.num_inducing < 1 or args.batch_size < 1:
-        raise ValueError("--num-inducing and --batch-size must be positive")
     if args.time_budget <= 0 and args.max_iterations is None:
         raise ValueError("--time-budget must be positive (or give --max-iterations)")
     if args.time_budget <= 0:
@@ -335,8 +504,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
         argv = ["compare", *argv]
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, or a bad option already reported in one line
+        return int(stop.code or 0)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        where = getattr(args, "output", None)
+        kept = (f"; the finished results are in {where}/ (continue with --resume)"
+                if where and args.command in ("compare", "benchmark") else "")
+        print(f"{PROG}: interrupted{kept}", file=sys.stderr)
+        return 130
 
+
+def _run(args: argparse.Namespace) -> int:
     from .validation import InvalidDataError
 
     try:
@@ -360,16 +542,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             if args.datasets is None:
                 args.datasets = list(BINARY_TASKS if args.binary else DEFAULT_DATASETS)
-            if args.binary:
-                print(run_binary_benchmark(args))
-            else:
-                print(run_benchmark(args))
-            return 0
+            report, failed = (run_binary_benchmark if args.binary else run_benchmark)(args)
+            print(report)
+            # The report is written whatever failed; the exit status says whether all ran.
+            return 1 if failed else 0
         dataset = _load(args)
-        output = Path(args.output or Path("gpflow-augmented-results") / dataset.name)
+        output = prepare_output(
+            Path(args.output or Path("gpflow-augmented-results") / dataset.name),
+            resume=args.resume, overwrite=args.overwrite, explicit=args.output is not None)
+        args.output = str(output)
+        num_inducing = min(args.num_inducing, len(dataset.X_train))
+        capped = (f" (--num-inducing {args.num_inducing} capped at the training points)"
+                  if num_inducing < args.num_inducing else "")
         print(f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
               f"{dataset.X_train.shape[1]} features, {dataset.num_classes} classes; "
-              f"M={args.num_inducing}, batch {args.batch_size}, "
+              f"M={num_inducing}{capped}, batch {min(args.batch_size, len(dataset.X_train))}, "
               f"{args.time_budget or '-'} s per method", flush=True)
         result = run_comparison(dataset, args, output, tensorboard=args.tensorboard)
     except (FileNotFoundError, InvalidDataError, ValueError) as error:

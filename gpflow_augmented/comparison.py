@@ -113,12 +113,22 @@ class MethodResult(NamedTuple):
     failed_steps: int
     initial_hyperparameters: Dict[str, List[float]]
     batches_digest: str  # SHA-256 of the minibatch indices the method was given, in order
-    method: Method
+    method: Optional[Method]  # None for a result read back from disk (a resumed run)
     probabilities: np.ndarray  # the final predicted probabilities of the whole test set
     options: Optional[Dict[str, Any]] = None  # the learning rate and ρ schedule it was given
 
     def final(self) -> Dict[str, float]:
         return self.final_metrics
+
+    @classmethod
+    def from_json(cls, payload: Dict[str, Any], probabilities: np.ndarray) -> "MethodResult":
+        """A finished method's result as :meth:`to_json` saved it, without the trained method."""
+        return cls(
+            payload["name"], payload["description"], payload["trace"], payload["final"],
+            payload["compile_seconds"], payload["iterations"], payload["failed_steps"],
+            payload["initial_hyperparameters"], payload["batches_digest"], None,
+            np.asarray(probabilities), payload.get("options"),
+        )
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -203,6 +213,8 @@ def compare(
     trace_test_points: Optional[int] = 2000,
     callback: Optional[Callable[[Method, Dict[str, float], Evaluator], None]] = None,
     progress: bool = False,
+    completed: Optional[Mapping[str, "MethodResult"]] = None,
+    on_method_done: Optional[Callable[["MethodResult"], None]] = None,
 ) -> ComparisonResult:
     """Train every method in turn on ``dataset`` and trace its test metrics against training time.
 
@@ -223,6 +235,10 @@ def compare(
     (a name in :data:`~gpflow_augmented.baselines.STEP_SIZE_SCHEDULES`), e.g. as chosen by
     :func:`~gpflow_augmented.tuning.tune`, and ``lsm-subsets`` its ``class_subset_size``; the
     others use ``learning_rate`` and the default ρ.
+
+    ``on_method_done(result)`` is called as each method finishes (e.g. to save it at once), and
+    ``completed`` holds the results of methods an interrupted run already finished, which are
+    not run again: the methods are independent, so a resumed run equals an uninterrupted one.
     """
     if methods is None:
         methods = default_methods(dataset.num_classes)
@@ -234,6 +250,9 @@ def compare(
         raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
     if not methods:
         raise ValueError("no methods to compare")
+    repeated = sorted({m for m in methods if list(methods).count(m) > 1})
+    if repeated:
+        raise ValueError(f"method {repeated[0]!r} is named twice; each method runs once")
     if time_budget is None and max_iterations is None:
         raise ValueError("give a time_budget, max_iterations or both")
     options = {
@@ -270,6 +289,9 @@ def compare(
 
     results = []
     for name in methods:
+        if completed is not None and name in completed:
+            results.append(completed[name])
+            continue
         method = build_method(
             name, initial_kernel(X), Z, dataset.num_classes, len(X),
             train_inducing_points=train_inducing_points, full_batch=stream.full_batch,
@@ -278,6 +300,8 @@ def compare(
         result = _run(method, stream, X_device, Y_device, trace_evaluator, evaluator,
                       time_budget, max_iterations, evaluation_growth, callback, progress)
         results.append(result._replace(options=options[name]))
+        if on_method_done is not None:
+            on_method_done(results[-1])
     return ComparisonResult(dataset.name, settings, results)
 
 

@@ -93,8 +93,11 @@ def test_libsvm_file_with_separate_test_file(tmp_path, capsys):
 
     d = ga.datasets.load_dataset("wine")
     labels = np.array([3, 7, 9])  # arbitrary LIBSVM labels, mapped to 0..2 in sorted order
-    dump_svmlight_file(d.X_train[:60], labels[d.Y_train[:60, 0]], str(tmp_path / "wine.train"))
-    dump_svmlight_file(d.X_test[:30], labels[d.Y_test[:30, 0]], str(tmp_path / "wine.test"))
+    # LIBSVM counts features from 1 (scikit-learn writes from 0 unless told)
+    dump_svmlight_file(d.X_train[:60], labels[d.Y_train[:60, 0]], str(tmp_path / "wine.train"),
+                       zero_based=False)
+    dump_svmlight_file(d.X_test[:30], labels[d.Y_test[:30, 0]], str(tmp_path / "wine.test"),
+                       zero_based=False)
     code = main([str(tmp_path / "wine.train"), "--test-file", str(tmp_path / "wine.test"),
                  "--methods", "lsm,rm", "--num-inducing", "8", "--batch-size", "20",
                  "--max-iterations", "3", "--output", str(tmp_path / "out"), "--no-tensorboard",
@@ -197,7 +200,7 @@ def test_ground_truth_end_to_end(tiny_npz, tmp_path, capsys):
 
 def test_ground_truth_rejects_bad_options(capsys):
     assert main(["ground-truth", "--chains", "1"]) == 2
-    assert "--chains is too small" in capsys.readouterr().err
+    assert "argument --chains: must be an integer ≥ 2, got '1'" in capsys.readouterr().err
 
 
 def test_report_compares_the_package_method_with_the_best_peer_at_the_common_target():
