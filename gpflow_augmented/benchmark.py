@@ -258,7 +258,7 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
 
     lines = [
         _measured(args, started),
-        f"Settings: M={args.num_inducing}, B={args.batch_size}, {args.time_budget:g} s of "
+        f"Settings: M={args.num_inducing}, B={args.batch_size}, {_budget(args)} of "
         f"training per method, "
         + ("learning rate and ρ schedule of each method chosen on a validation split of the "
            "training data (column 'settings')" if getattr(args, "tune", False)
@@ -314,6 +314,12 @@ def _measured(args: argparse.Namespace, started: float) -> str:
         + ("." if getattr(args, "report_only", False)
            else f"; total {time.perf_counter() - started:.0f} s.")
     )
+
+
+def _budget(args: argparse.Namespace) -> str:
+    parts = ([] if args.time_budget is None else [f"{args.time_budget:g} s"]) + (
+        [] if args.max_iterations is None else [f"{args.max_iterations} steps"])
+    return " or ".join(parts)
 
 
 def _write_report(path: Path, lines: List[str]) -> str:
@@ -389,7 +395,7 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
         rows.append(_binary_row(name, json.loads(results_file.read_text())["methods"]))
     lines = [
         _measured(args, started),
-        f"Settings: M={args.num_inducing}, B={args.batch_size}, {args.time_budget:g} s of "
+        f"Settings: M={args.num_inducing}, B={args.batch_size}, {_budget(args)} of "
         f"training per method, Adam {args.learning_rate}, seed {args.seed}; one class against "
         "the rest of a multi-class dataset (no binary dataset is available here).",
         "",

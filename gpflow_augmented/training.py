@@ -26,6 +26,7 @@ from .validation import (
     OK,
     NumericalError,
     check_data,
+    check_integer,
     check_positive_number,
     raise_for_status,
     step_size_status,
@@ -374,7 +375,13 @@ def fit(
         can oscillate before they settle).
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a
         :class:`gpflow.monitor.Monitor` fits here.
+
+    On Ctrl-C the ``KeyboardInterrupt`` carries ``fit_result``, the :class:`FitResult` so far
+    (its ``trainer`` resumes training).
     """
+    iterations = check_integer(iterations, "iterations")
+    if batch_size is not None:
+        batch_size = check_integer(batch_size, "batch_size")
     if isinstance(data, tf.data.Dataset):
         if model.num_data is None:
             raise ValueError("training from a tf.data.Dataset needs model.num_data (the number of "
@@ -422,14 +429,22 @@ def fit(
         steps = tqdm(steps, desc=f"CAVI {type(model).__name__}", leave=False)
     elbos = []
     converged = False
-    for step in steps:
-        elbo = trainer.step(next(stream))
-        elbos.append(elbo)
-        if callback is not None:
-            callback(int(trainer.iteration.numpy()), model=model, elbo=elbo)
-        if stop_rule is not None and stop_rule.update(model):
-            converged = True
-            break
+    try:
+        for step in steps:
+            elbo = trainer.step(next(stream))
+            elbos.append(elbo)
+            if callback is not None:
+                callback(int(trainer.iteration.numpy()), model=model, elbo=elbo)
+            if stop_rule is not None and stop_rule.update(model):
+                converged = True
+                break
+    except KeyboardInterrupt as interrupt:
+        # Ctrl-C between or during steps: a step assigns all or nothing, so the model holds the
+        # last finished step. What was trained travels with the exception; fit(...,
+        # trainer=interrupt.fit_result.trainer) continues the same stream.
+        interrupt.fit_result = FitResult(  # type: ignore[attr-defined]
+            trainer, np.array([float(e) for e in elbos]), False, None)
+        raise
     certificate = None
     if not isinstance(data, tf.data.Dataset) and strategy is None:
         certificate = bound_certificate(model, (X, Y))

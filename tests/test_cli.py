@@ -236,3 +236,145 @@ def test_report_compares_the_package_method_with_the_best_peer_at_the_common_tar
     assert _against_best_peer("toy", [methods[0], diverged_rm]) == ""
     # Without the package's method (or any peer) there is no row.
     assert _against_best_peer("toy", methods[1:]) == ""
+
+
+# -- issue 16: options, output folders, interrupted and resumed runs ---------------------------
+
+def _numeric_options():
+    """Every option of every command whose value is a number, from the parser itself."""
+    from gpflow_augmented.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    for command, sub in commands.items():
+        for action in sub._actions:
+            if action.option_strings and action.type is not None and (
+                    "integer" in action.type.__name__ or "number" in action.type.__name__):
+                yield command, action.option_strings[0]
+
+
+@pytest.mark.parametrize("command, option", list(_numeric_options()))
+def test_no_numeric_option_accepts_nan_or_inf(command, option, capsys):
+    for value in ("nan", "inf", "-inf"):
+        assert main([command, f"{option}={value}"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"gpflow-augmented: error: argument {option}: "
+                                                   "must be"), err
+
+
+def test_the_numeric_options_cover_the_ones_users_set():
+    options = {option for _, option in _numeric_options()}
+    assert {"--time-budget", "--learning-rate", "--max-iterations", "--num-inducing",
+            "--batch-size", "--trace-test-points", "--seed", "--test-fraction", "--samples",
+            "--chains", "--burnin", "--class-subset-size"} <= options
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--methods", "lsm,lsm"], "--methods names 'lsm' twice"),
+    (["--max-iterations", "-1"], "argument --max-iterations: must be an integer ≥ 1, got '-1'"),
+    (["--seed", "-1"], "argument --seed: must be an integer ≥ 0, got '-1'"),
+    (["--trace-test-points", "0"], "argument --trace-test-points: must be an integer ≥ 1"),
+    (["--resume", "--overwrite"], "--resume and --overwrite contradict each other"),
+])
+def test_options_that_used_to_do_the_wrong_thing_are_refused(argv, message, tiny_npz, tmp_path,
+                                                             capsys):
+    assert main(["compare", str(tiny_npz), *argv, "--output", str(tmp_path / "o")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_header_gives_the_inducing_points_actually_used(tiny_npz, tmp_path, capsys):
+    assert main(["compare", str(tiny_npz), "--num-inducing", "500", "--methods", "lsm",
+                 "--max-iterations", "1", "--output", str(tmp_path / "o"), "--no-progress",
+                 "--no-tensorboard"]) == 0
+    assert "M=80 (--num-inducing 500 capped at the training points)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case", ["a file", "under a file"])
+def test_an_unusable_output_is_refused_before_training(case, tiny_npz, tmp_path, capsys):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    output = blocker if case == "a file" else blocker / "out"
+    assert main(["compare", str(tiny_npz), "--methods", "lsm", "--max-iterations", "1",
+                 "--output", str(output), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert "is a file, not a folder" in captured.err
+    assert "lsm " not in captured.out  # nothing was trained
+
+
+def test_a_reused_output_is_refused_unless_resumed_or_overwritten(tiny_npz, tmp_path, capsys):
+    output = tmp_path / "o"
+    common = ["compare", str(tiny_npz), "--max-iterations", "1", "--num-inducing", "5",
+              "--output", str(output), "--no-progress"]
+    assert main([*common, "--methods", "lsm,softmax"]) == 0
+    assert main([*common, "--methods", "lsm"]) == 2
+    assert "already holds an earlier run" in capsys.readouterr().err
+    assert main([*common, "--methods", "lsm", "--overwrite"]) == 0
+    # the earlier run's softmax is gone, not mixed into the new one
+    assert not (output / "tensorboard" / "softmax").exists()
+    assert not (output / "methods" / "softmax.json").exists()
+    assert [m["name"] for m in _strict_json(output / "results.json")["methods"]] == ["lsm"]
+    # a resumed run with other options is refused by name
+    assert main([*common, "--methods", "lsm", "--resume", "--seed", "3"]) == 2
+    assert "the run in" in capsys.readouterr().err
+
+
+def test_the_default_output_folder_moves_on_instead_of_mixing_runs(tiny_npz, tmp_path,
+                                                                     monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        assert main(["compare", str(tiny_npz), "--methods", "lsm", "--max-iterations", "1",
+                     "--num-inducing", "5", "--no-progress", "--no-tensorboard"]) == 0
+    assert (tmp_path / "gpflow-augmented-results" / "tiny" / "results.json").exists()
+    assert (tmp_path / "gpflow-augmented-results" / "tiny-2" / "results.json").exists()
+    assert "written to gpflow-augmented-results/tiny-2/" in capsys.readouterr().out
+
+
+def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz, tmp_path):
+    import signal
+    import time
+
+    output = tmp_path / "o"
+    argv = [sys.executable, "-m", "gpflow_augmented", "compare", str(tiny_npz), "--methods",
+            "lsm,softmax", "--num-inducing", "10", "--batch-size", "32", "--time-budget", "8",
+            "--output", str(output), "--no-progress", "--no-tensorboard"]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finished = output / "methods" / "lsm.json"
+    deadline = time.time() + 300
+    while not finished.exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    assert finished.exists(), process.communicate()[1][-2000:]
+    time.sleep(2)  # softmax is training now
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err[-2000:]
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("gpflow-augmented: interrupted; the finished results are in"), err
+    assert not any("Traceback" in line for line in lines), err
+    kept = _strict_json(finished)
+    assert not (output / "results.json").exists()
+    assert not (output / "methods" / "softmax.json").exists()
+
+    # The same command with --resume keeps lsm as it was and runs softmax.
+    completed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "resuming: lsm finished earlier" in completed.stdout
+    results = _strict_json(output / "results.json")
+    assert [m["name"] for m in results["methods"]] == ["lsm", "softmax"]
+    assert results["methods"][0] == kept
+    assert results["methods"][1]["iterations"] > 0
+
+
+def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "good.npz").write_bytes(tiny_npz.read_bytes())
+    np.savez(data_dir / "flat.npz", X=np.ones((30, 3)), y=np.arange(30) % 2)
+    (data_dir / "empty.npz").write_bytes(b"")
+    code = main(["benchmark", "--data-dir", str(data_dir), "--datasets", "flat,good,empty",
+                 "--methods", "lsm,rm", "--max-iterations", "2", "--num-inducing", "5",
+                 "--time-budget", "0", "--output", str(tmp_path / "bench"), "--no-progress"])
+    assert code == 1  # the report is written, and the status says not everything ran
+    report = (tmp_path / "bench" / "benchmark.md").read_text()
+    assert "| good | lsm |" in report and "| good | rm |" in report
+    assert "- **flat**: flat: every feature is constant on the training split" in report
+    assert "- **empty**: " in report and "(empty file)" in report

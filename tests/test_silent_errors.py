@@ -275,3 +275,35 @@ def test_an_empty_npz_file_is_one_clear_error(tmp_path):
     with pytest.raises(ga.InvalidDataError, match=r"empty\.npz: not a readable \.npz file "
                                                   r"\(empty file\)"):
         ga.datasets.load_file(path)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(iterations=2.5), r"^iterations must be an integer ≥ 1, got 2.5"),
+    (dict(iterations=0), r"^iterations must be an integer ≥ 1, got 0"),
+    (dict(batch_size=0), r"^batch_size must be an integer ≥ 1, got 0"),
+    (dict(batch_size=-5), r"^batch_size must be an integer ≥ 1, got -5"),
+])
+def test_fit_names_bad_loop_options(options, message):
+    model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0)
+    with pytest.raises(ValueError, match=message):
+        ga.fit(model, (X, Y), progress=False, **options)
+
+
+def test_ctrl_c_in_fit_hands_back_what_was_trained():
+    model, (X, Y) = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
+
+    def interrupt_at_step_3(step, **_):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        ga.fit(model, (X, Y), iterations=10, batch_size=10, callback=interrupt_at_step_3,
+               progress=False)
+    result = caught.value.fit_result
+    assert int(result.trainer.iteration) == 3 and len(result.elbo) == 3
+    # the trainer continues the same stream: 3 + 4 steps equal 7 uninterrupted ones
+    ga.fit(model, (X, Y), iterations=4, batch_size=10, trainer=result.trainer, progress=False)
+    straight, _ = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
+    ga.fit(straight, (X, Y), iterations=7, batch_size=10, progress=False)
+    for a, b in zip(model.variables, straight.variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
