@@ -3,6 +3,12 @@
 The logistic-softmax likelihood σ(f_k) / Σ_c σ(f_c), made conditionally conjugate by Gamma, Poisson
 and Pólya-Gamma augmentation, so that q(u) is updated in closed form by a compiled CAVI step.
 """
+from ._quiet import quiet_start_up
+
+with quiet_start_up():
+    import tensorflow  # noqa: F401  (loaded here, quietly for the command-line tool)
+    import gpflow  # noqa: F401
+
 from . import (
     baselines,
     certificate,

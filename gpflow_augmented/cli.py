@@ -18,8 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
 PROG = "gpflow-augmented"
 COMMANDS = ("compare", "benchmark", "ground-truth", "scale")
 
@@ -77,7 +75,7 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
     from .baselines import DEFAULT_MULTICLASS_METHODS, METHODS
 
     parser.add_argument("--methods", type=_methods, default=None,
-                        help=f"comma-separated, from {', '.join(METHODS)} (default: xgpc and "
+                        help=f"comma-separated, from {', '.join(METHODS)}, described below (default: xgpc and "
                              f"bernoulli for binary labels, {', '.join(DEFAULT_MULTICLASS_METHODS)} "
                              "for more classes)")
     parser.add_argument("--num-inducing", type=_integer(1), default=100,
@@ -114,7 +112,10 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
 
 
 def _add_progress_options(parser: argparse.ArgumentParser) -> None:
-    """--progress / --no-progress; neither means: a progress bar when stderr is a terminal."""
+    """--progress / --no-progress; neither means: a progress bar when stderr is a terminal.
+    --verbose: TensorFlow's start-up and runtime logs (read before argparse runs, by _quiet)."""
+    parser.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's own log lines (hidden by default)")
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None)
     progress.add_argument("--no-progress", dest="progress", action="store_false")
@@ -124,8 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
+    from .baselines import METHODS
+
+    width = max(map(len, METHODS))
+    methods_epilog = "methods:\n" + "\n".join(
+        f"  {name:<{width}}  {description}" for name, description in METHODS.items())
     compare = commands.add_parser(
-        "compare", help="side-by-side comparison on one dataset (the default command)")
+        "compare", help="side-by-side comparison on one dataset (the default command)",
+        epilog=methods_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     compare.add_argument("data", nargs="?", default="vehicle",
                          help=".npz or LIBSVM file, or a bundled dataset name (default: vehicle)")
     compare.add_argument("--test-file", default=None, help="a separate test file of the same kind")
@@ -138,7 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--no-tensorboard", dest="tensorboard", action="store_false")
     _add_training_options(compare, time_budget=20.0)
 
-    benchmark = commands.add_parser("benchmark", help="compare on many datasets; write the table")
+    benchmark = commands.add_parser("benchmark", help="compare on many datasets; write the table",
+                                    epilog=methods_epilog,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     benchmark.add_argument("--data-dir", default=str(Path("..") / "shared" / "data"),
                            help="folder of .npz datasets (default ../shared/data)")
     from .benchmark import BINARY_TASKS, DEFAULT_DATASETS
@@ -183,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--output", default="gpflow-augmented-results/scale",
                        help="folder for scale.json and scale.md")
     scale.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    scale.add_argument("--verbose", action="store_true",
+                       help="show TensorFlow's own log lines (hidden by default)")
     return parser
 
 

@@ -1,5 +1,7 @@
 """The command-line tool end to end on a tiny dataset, and its answers to bad input."""
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -9,6 +11,10 @@ import pytest
 import gpflow_augmented as ga
 from gpflow_augmented.baselines import BINARY_METHODS, DEFAULT_MULTICLASS_METHODS
 from gpflow_augmented.cli import main
+
+# TensorFlow's C++ log lines (I0000 …, W0000 …, E0000 …) and its absl start-up notice.
+TF_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)|oneDNN|cuda",
+                         re.MULTILINE)
 
 TRACE_KEYS = {"time", "iteration", "elbo", "step_size", "error", "nll", "ece", "classwise_ece",
               "brier"}
@@ -42,8 +48,11 @@ def test_compare_end_to_end(tiny_npz, tmp_path):
          "--batch-size", "32", "--max-iterations", "4", "--time-budget", "60",
          "--output", str(output), "--no-progress"],
         capture_output=True, text=True, timeout=600,
+        # as a user's shell has it (conftest sets a log level for the test process)
+        env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"},
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
+    assert not TF_LOG_LINE.search(completed.stderr), completed.stderr[:2000]
     table = completed.stdout
     for name in DEFAULT_MULTICLASS_METHODS:
         assert f"\n{name} " in table
@@ -378,3 +387,21 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys):
     assert "| good | lsm |" in report and "| good | rm |" in report
     assert "- **flat**: flat: every feature is constant on the training split" in report
     assert "- **empty**: " in report and "(empty file)" in report
+
+
+def test_start_up_is_quiet_unless_verbose():
+    """`python -m gpflow_augmented` and the `gpflow-augmented` script print no TensorFlow log
+    lines; --verbose brings them back (so the check above can fail)."""
+    script = os.path.join(os.path.dirname(sys.executable), "gpflow-augmented")
+    commands = [[sys.executable, "-m", "gpflow_augmented"]]
+    if os.path.exists(script):
+        commands.append([script])
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    for command in commands:
+        quiet = subprocess.run([*command, "compare", "--help"], capture_output=True, text=True,
+                               timeout=300, env=environment)
+        assert quiet.returncode == 0 and "robust-max" in quiet.stdout
+        assert quiet.stderr == "", quiet.stderr[:2000]
+    verbose = subprocess.run([*commands[0], "compare", "--help", "--verbose"],
+                             capture_output=True, text=True, timeout=300, env=environment)
+    assert TF_LOG_LINE.search(verbose.stderr), verbose.stderr[:2000]
