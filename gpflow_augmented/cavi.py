@@ -273,6 +273,12 @@ def numerical_errors(what: str) -> Iterator[None]:
 def _check_static_shapes(X: tf.Tensor, Y: tf.Tensor, model: AugmentedSVGP) -> None:
     from .validation import InvalidDataError
 
+    if Y.dtype == tf.string or not (Y.dtype.is_integer or Y.dtype.is_floating):
+        raise InvalidDataError(
+            f"labels must be integers in 0..{model.num_classes - 1} (num_classes="
+            f"{model.num_classes}), got dtype {Y.dtype.name}; map class names to 0..C-1 first "
+            "(gpflow_augmented.datasets.from_arrays maps class names)"
+        )
     if X.shape.rank != 2:
         raise InvalidDataError(f"X must be a 2-D array [N, D], got shape {X.shape}")
     if Y.shape.rank != 2 or Y.shape[1] != 1:

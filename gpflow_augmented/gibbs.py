@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 
 from .likelihoods import LogisticSoftmax
 from .posterior import LatentSampler, PosteriorSamples, check_counts
+from .validation import check_integer
 
 __all__ = ["GibbsSampler", "SCANS", "polya_gamma_moments", "sample_polya_gamma"]
 
@@ -175,6 +176,8 @@ class GibbsSampler(LatentSampler):
             num_burnin=(num_burnin, 0),
             thinning=(thinning, 1),
         )
+        if seed is not None:
+            seed = check_integer(seed, "seed", minimum=0)
         rng = np.random.default_rng(seed)
         A = self.projection.numpy()
         v = rng.standard_normal((num_chains, self.num_classes, self.num_latent))

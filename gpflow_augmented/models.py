@@ -68,6 +68,19 @@ class BatchGeometry(NamedTuple):
     label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None
 
 
+def _checked_inducing_inputs(Z: object) -> np.ndarray:
+    """Inducing inputs given as an array: [M, D] finite numbers with M ≥ 1 (GPflow would fail
+    later, inside a transform or a slice, with a message that does not say which argument)."""
+    Z = np.asarray(Z)
+    if Z.ndim != 2 or Z.shape[0] < 1 or Z.shape[1] < 1:
+        raise ValueError(f"inducing points Z must be a 2-D array [M, D] with M ≥ 1, got shape "
+                         f"{Z.shape}")
+    if not np.issubdtype(Z.dtype, np.number) or not np.all(np.isfinite(Z)):
+        raise ValueError("inducing points Z must be finite numbers (found NaN, inf or "
+                         "non-numbers)")
+    return Z
+
+
 class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     r"""What every conditionally conjugate sparse GP classifier here shares.
 
@@ -92,6 +105,8 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     ) -> None:
         if num_data is not None:
             num_data = check_integer(num_data, "num_data")
+        if not isinstance(inducing_variable, InducingVariables):
+            inducing_variable = _checked_inducing_inputs(inducing_variable)
         kernel, inducing_variable = canonical_kernel_and_inducing(
             kernel, inducingpoint_wrapper(inducing_variable), num_latent_gps
         )

@@ -28,8 +28,13 @@ __all__ = [
     "raise_for_status",
 ]
 
-OK, EMPTY_BATCH, NONFINITE_INPUTS, BAD_LABELS, NUMERICAL_FAILURE, BAD_STEP_SIZE = range(6)
-NUM_STATUS_CODES = 6
+(OK, EMPTY_BATCH, NONFINITE_INPUTS, BAD_LABELS, NUMERICAL_FAILURE, BAD_STEP_SIZE,
+ OVERFLOWING_INPUTS) = range(7)
+NUM_STATUS_CODES = 7
+OVERFLOW_MESSAGE = (
+    "X has values whose square overflows (|x| above about 1e154 in float64, 1e19 in float32), "
+    "so every kernel distance is infinite: standardise the features"
+)
 
 
 class InvalidDataError(ValueError):
@@ -89,6 +94,9 @@ def check_data(X: object, Y: object, num_classes: int, input_dim: Optional[int] 
     if not np.all(np.isfinite(X)):
         bad = np.argwhere(~np.isfinite(X))[0]
         raise InvalidDataError(f"X contains NaN or inf (first at row {bad[0]}, column {bad[1]})")
+    with np.errstate(over="ignore"):
+        if not np.all(np.isfinite(np.square(np.asarray(X, dtype=np.float64)))):
+            raise InvalidDataError(OVERFLOW_MESSAGE)
     if not (np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.floating)):
         raise InvalidDataError(f"Y must hold integer class labels, got dtype {Y.dtype}")
     if np.issubdtype(Y.dtype, np.floating) and not np.all(np.isfinite(Y) & (Y == np.round(Y))):
@@ -163,6 +171,7 @@ def data_status(X: tf.Tensor, Y: tf.Tensor, num_classes: int) -> tf.Tensor:
     labels = tf.cast(Y, tf.float64) if Y.dtype.is_floating else tf.cast(Y, tf.int64)
     in_range = tf.reduce_all((labels >= 0) & (labels < num_classes))
     status = tf.where(integral & in_range, OK, BAD_LABELS)
+    status = tf.where(tf.reduce_all(tf.math.is_finite(tf.square(X))), status, OVERFLOWING_INPUTS)
     status = tf.where(tf.reduce_all(tf.math.is_finite(X)), status, NONFINITE_INPUTS)
     return tf.where(tf.shape(X)[0] > 0, status, EMPTY_BATCH)
 
@@ -179,6 +188,7 @@ def error_for_status(status: int, num_classes: int) -> Exception:
     messages = {
         EMPTY_BATCH: (InvalidDataError, "the batch is empty (N = 0)"),
         NONFINITE_INPUTS: (InvalidDataError, "X contains NaN or inf"),
+        OVERFLOWING_INPUTS: (InvalidDataError, OVERFLOW_MESSAGE),
         BAD_LABELS: (InvalidDataError, label_error_message(num_classes)),
         BAD_STEP_SIZE: (
             ValueError,

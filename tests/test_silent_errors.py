@@ -307,3 +307,45 @@ def test_ctrl_c_in_fit_hands_back_what_was_trained():
     ga.fit(straight, (X, Y), iterations=7, batch_size=10, progress=False)
     for a, b in zip(model.variables, straight.variables):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# -- messages that name the problem -------------------------------------------------------------
+
+def test_string_labels_in_a_step_are_named():
+    model, (X, _) = make_problem(4, 3, num_inducing=3, seed=0)
+    with pytest.raises(ga.InvalidDataError, match=r"^labels must be integers in 0\.\.2 "
+                                                  r"\(num_classes=3\), got dtype string"):
+        ga.CAVI(model).step((X, np.array([["a"], ["b"], ["a"], ["c"]])))
+
+
+@pytest.mark.parametrize("Z, message", [
+    (np.full((3, 1), np.nan), r"^inducing points Z must be finite numbers"),
+    (np.zeros((0, 1)), r"^inducing points Z must be a 2-D array \[M, D\] with M ≥ 1, got shape"),
+    (np.zeros(3), r"^inducing points Z must be a 2-D array"),
+])
+def test_bad_inducing_points_are_named(Z, message):
+    with pytest.raises(ValueError, match=message):
+        ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), Z, 3)
+
+
+def test_inputs_whose_square_overflows_are_refused_not_trained_on():
+    """1e200 passes a finiteness check, but every squared distance is inf: the step used to be
+    taken (with K_nm = 0) without a word."""
+    model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0, scheme="exact")
+    before = model_variables(model)
+    huge = np.full_like(X, 1e200)
+    for run in (lambda: ga.CAVI(model).step((huge, Y)),
+                lambda: ga.Trainer(model).step((huge, Y)),
+                lambda: ga.fit(model, (huge, Y), iterations=1, progress=False)):
+        with pytest.raises(ga.InvalidDataError, match=r"^X has values whose square overflows"):
+            run()
+    for b, a in zip(before, model_variables(model)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_gibbs_seed_is_checked():
+    d = ga.datasets.load_dataset("wine")
+    sampler = ga.GibbsSampler((d.X_train[:30], d.Y_train[:30]),
+                              gpflow.kernels.SquaredExponential(), 3)
+    with pytest.raises(ValueError, match=r"^seed must be an integer ≥ 0, got -1"):
+        sampler.sample(5, seed=-1)
