@@ -134,8 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
         "compare", help="side-by-side comparison on one dataset (the default command)",
         epilog=methods_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     compare.add_argument("data", nargs="?", default="vehicle",
-                         help=".npz or LIBSVM file, or a bundled dataset name (default: vehicle)")
+                         help=".npz, .csv/.tsv or LIBSVM file, or a bundled dataset name "
+                              "(default: vehicle)")
     compare.add_argument("--test-file", default=None, help="a separate test file of the same kind")
+    compare.add_argument("--label-column", default=None,
+                         help="CSV/TSV: the labels' column, a header name or an index (negative "
+                              "from the end; default: the last column)")
     compare.add_argument("--zero-based", action="store_true",
                          help="the LIBSVM file's feature indices count from 0 (LIBSVM's own "
                               "count from 1)")
@@ -169,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help=".npz or LIBSVM file, or a bundled dataset name (default: wine); "
                             "a full GP is sampled, so keep it small (a few hundred points)")
     truth.add_argument("--test-file", default=None, help="a separate test file of the same kind")
+    truth.add_argument("--label-column", default=None,
+                       help="CSV/TSV: the labels' column, a header name or an index (default: "
+                            "the last column)")
     truth.add_argument("--zero-based", action="store_true",
                        help="the LIBSVM file's feature indices count from 0")
     truth.add_argument("--output", default=None,
@@ -435,7 +442,8 @@ def _load(args: argparse.Namespace) -> Any:
 
     if Path(args.data).is_file() or args.test_file is not None:
         return datasets.load_file(args.data, args.test_file, test_fraction=args.test_fraction,
-                                  seed=args.seed, zero_based=args.zero_based)
+                                  seed=args.seed, zero_based=args.zero_based,
+                                  label_column=args.label_column)
     if args.data in datasets.BUNDLED:
         return datasets.load_dataset(args.data, test_fraction=args.test_fraction, seed=args.seed)
     raise FileNotFoundError(
@@ -569,6 +577,10 @@ def _run(args: argparse.Namespace) -> int:
               f"{dataset.X_train.shape[1]} features, {dataset.num_classes} classes; "
               f"M={num_inducing}{capped}, batch {min(args.batch_size, len(dataset.X_train))}, "
               f"{args.time_budget or '-'} s per method", flush=True)
+        if dataset.class_names is not None:
+            shown = ", ".join(f"{i}={name}" for i, name in enumerate(dataset.class_names[:12]))
+            more = f", … ({dataset.num_classes} in all)" if dataset.num_classes > 12 else ""
+            print(f"  classes: {shown}{more}", flush=True)
         result = run_comparison(dataset, args, output, tensorboard=args.tensorboard)
     except (FileNotFoundError, InvalidDataError, ValueError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)

@@ -405,3 +405,64 @@ def test_start_up_is_quiet_unless_verbose():
     verbose = subprocess.run([*commands[0], "compare", "--help", "--verbose"],
                              capture_output=True, text=True, timeout=300, env=environment)
     assert TF_LOG_LINE.search(verbose.stderr), verbose.stderr[:2000]
+
+
+def _write_table(path, delimiter, header=True, label_first=False):
+    d = ga.datasets.load_dataset("wine")
+    names = np.array(["barolo", "grignolino", "barbera"])
+    X = np.vstack([d.X_train[:60], d.X_test[:30]])[:, :4]
+    y = names[np.r_[d.Y_train[:60, 0], d.Y_test[:30, 0]]]
+    lines = []
+    if header:
+        columns = [f"f{j}" for j in range(4)]
+        lines.append(delimiter.join(["cultivar", *columns] if label_first else
+                                    [*columns, "cultivar"]))
+    for row, label in zip(X, y):
+        cells = [f"{v:.6f}" for v in row]
+        lines.append(delimiter.join([label, *cells] if label_first else [*cells, label]))
+    path.write_text("\n".join(lines) + "\n")
+    return X, y
+
+
+@pytest.mark.parametrize("suffix, delimiter, header, label_first, label_column", [
+    (".csv", ",", True, False, None),
+    (".tsv", "\t", True, True, "cultivar"),
+    (".csv", ",", False, True, "0"),
+])
+def test_csv_and_tsv_end_to_end(suffix, delimiter, header, label_first, label_column, tmp_path,
+                                capsys):
+    path = tmp_path / f"wine{suffix}"
+    X, y = _write_table(path, delimiter, header, label_first)
+    dataset = ga.datasets.load_file(path, label_column=label_column, seed=0)
+    assert dataset.class_names == ("barbera", "barolo", "grignolino")
+    assert dataset.num_classes == 3 and dataset.X_train.shape[1] == 4
+    # labels follow the names, whatever the column order or header
+    labels = np.r_[dataset.Y_train[:, 0], dataset.Y_test[:, 0]]
+    assert sorted(np.bincount(labels)) == sorted(np.unique(y, return_counts=True)[1])
+    argv = ["compare", str(path), "--methods", "lsm", "--max-iterations", "2",
+            "--num-inducing", "5", "--output", str(tmp_path / "out"), "--no-progress",
+            "--no-tensorboard"]
+    if label_column is not None:
+        argv += ["--label-column", label_column]
+    assert main(argv) == 0
+    assert "classes: 0=barbera, 1=barolo, 2=grignolino" in capsys.readouterr().out
+    assert _strict_json(tmp_path / "out" / "results.json")["settings"]["num_classes"] == 3
+
+
+def test_csv_errors_name_the_row_and_column(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("a,b,label\n1.0,2.0,x\n1.5,oops,y\n")
+    with pytest.raises(ga.InvalidDataError, match=r"row 3, column 2: 'oops' is not a number"):
+        ga.datasets.load_file(path)
+    with pytest.raises(ga.InvalidDataError, match=r"no column named 'kind' \(columns a, b, "
+                                                  r"label\)"):
+        ga.datasets.load_file(path, label_column="kind")
+    path.write_text("1.0,2.0,x\n1.5,2.5\n")
+    with pytest.raises(ga.InvalidDataError, match=r"row 2 has 2 columns, row 1 has 3"):
+        ga.datasets.load_file(path)
+
+
+def test_string_class_names_in_from_arrays():
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    d = ga.datasets.from_arrays("names", X, np.array(["cat", "dog", "emu"] * 10))
+    assert d.class_names == ("cat", "dog", "emu") and d.num_classes == 3

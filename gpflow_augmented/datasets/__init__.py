@@ -1,14 +1,16 @@
-"""Small real classification datasets shipped with the package, and loaders for `.npz` and LIBSVM
-files.
+"""Small real classification datasets shipped with the package, and loaders for `.npz`, CSV/TSV and
+LIBSVM files.
 
 Bundled (UCI/Statlog, as in ``../shared/data``): ``vehicle`` (846 × 18, 4 classes), ``segment``
 (2310 × 19, 7 classes), ``satimage`` (6435 × 36, 6 classes, official 4435/2000 split); ``wine``
 (178 × 13, 3 classes) comes from scikit-learn's bundled copy. Benchmarks read other datasets from a
 folder of ``.npz`` files with arrays ``X``, ``y`` and optionally a boolean ``is_test``;
-:func:`load_file` reads one such file, or a LIBSVM text file, for the command-line tool.
+:func:`load_file` reads one such file, a CSV/TSV table or a LIBSVM text file, for the command-line
+tool.
 """
+import csv
 from pathlib import Path
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -39,6 +41,8 @@ class Dataset(NamedTuple):
     X_test: np.ndarray
     Y_test: np.ndarray
     num_classes: int
+    # The names of classes 0..C-1 when the file gave names (or labels other than 0..C-1).
+    class_names: Optional[Tuple[str, ...]] = None
 
 
 def _raw(name: str, data_dir: Optional[Union[str, Path]]) -> tuple:
@@ -73,10 +77,15 @@ def from_arrays(
     test_fraction: float = 0.2,
     seed: int = 0,
 ) -> Dataset:
-    """Check ``X`` [N, D] and labels ``y`` (integers 0..C-1, C ≥ 2), split them (by ``is_test``
-    if given, else a seeded random split) and standardise the features with training statistics
+    """Check ``X`` [N, D] and labels ``y`` (integers 0..C-1, C ≥ 2, or class names, which are
+    mapped to 0..C-1 in sorted order and kept in ``class_names``), split them (by ``is_test`` if
+    given, else a seeded random split) and standardise the features with training statistics
     (constant columns are left at zero)."""
     X, y = np.asarray(X), np.asarray(y)
+    class_names = None
+    if y.dtype.kind in "USO":  # class names as strings
+        y = y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
+        class_names, y = _names_to_indices(y.astype(str))
     if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
         raise InvalidDataError(f"{name}: X must be a non-empty 2-D array [N, D], got {X.shape}")
     if not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
@@ -111,7 +120,20 @@ def from_arrays(
     if len(is_test) != len(y) or is_test.all() or not is_test.any():
         raise InvalidDataError(f"{name}: is_test must mark some, not all, of the {len(y)} rows")
     X = _standardised(np.asarray(X, dtype=np.float64), ~is_test, name)
-    return Dataset(name, X[~is_test], y[~is_test, None], X[is_test], y[is_test, None], num_classes)
+    return Dataset(name, X[~is_test], y[~is_test, None], X[is_test], y[is_test, None], num_classes,
+                   class_names)
+
+
+def _names_to_indices(labels: Sequence[str]) -> Tuple[Tuple[str, ...], np.ndarray]:
+    """Class names in sorted order (numerically if every name is a number) and each label's
+    index among them."""
+    names = sorted(set(labels))
+    try:
+        names = sorted(names, key=float)
+    except ValueError:
+        pass
+    index = {name: i for i, name in enumerate(names)}
+    return tuple(names), np.array([index[label] for label in labels], dtype=np.int64)
 
 
 def _standardised(X: np.ndarray, train: np.ndarray, name: str) -> np.ndarray:
@@ -165,6 +187,69 @@ def _read_libsvm(path: Path, zero_based: bool = False) -> Tuple[np.ndarray, np.n
     return X.toarray(), y
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_table(path: Path, label_column: Union[int, str, None]) -> Tuple[np.ndarray, List[str]]:
+    """Features and label strings of a CSV (``.csv``) or TSV (other suffixes) file, read by the
+    standard library's csv module. The first row is a header if it has a name above a column
+    of numbers. ``label_column``: a header name, or an index (negative from the end); default the
+    last column."""
+    delimiter = "," if path.suffix.lower() == ".csv" else "\t"
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = [row for row in csv.reader(handle, delimiter=delimiter)
+                    if any(cell.strip() for cell in row)]
+    except (UnicodeDecodeError, csv.Error) as error:
+        raise InvalidDataError(f"{path}: not a readable {path.suffix[1:].upper()} file "
+                               f"({error})") from None
+    if len(rows) < 2:
+        raise InvalidDataError(f"{path}: needs a row per point and at least two rows")
+    width = len(rows[0])
+    for number, row in enumerate(rows, start=1):
+        if len(row) != width:
+            raise InvalidDataError(f"{path}: row {number} has {len(row)} columns, row 1 has "
+                                   f"{width}")
+    sample = rows[1:51]
+    header = None
+    if any(not _is_number(cell) and all(_is_number(row[i]) for row in sample)
+           for i, cell in enumerate(rows[0])):
+        header, rows = [cell.strip() for cell in rows[0]], rows[1:]
+    if label_column is None:
+        column = width - 1
+    elif isinstance(label_column, str) and not label_column.lstrip("-").isdigit():
+        if header is None or label_column not in header:
+            found = "no header row" if header is None else f"columns {', '.join(header)}"
+            raise InvalidDataError(f"{path}: no column named {label_column!r} ({found})")
+        column = header.index(label_column)
+    else:
+        column = int(label_column)
+        if not -width <= column < width:
+            raise InvalidDataError(f"{path}: label column {column} is outside the file's "
+                                   f"{width} columns")
+        column %= width
+    if width < 2:
+        raise InvalidDataError(f"{path}: needs a label column and at least one feature column")
+    features = np.empty((len(rows), width - 1))
+    first_row = 2 if header is not None else 1
+    for i, row in enumerate(rows):
+        cells = row[:column] + row[column + 1:]
+        for j, cell in enumerate(cells):
+            try:
+                features[i, j] = float(cell)
+            except ValueError:
+                feature = j if j < column else j + 1
+                raise InvalidDataError(
+                    f"{path}: row {i + first_row}, column {feature + 1}: {cell!r} is not a number"
+                ) from None
+    return features, [row[column].strip() for row in rows]
+
+
 def _read_npz(path: Path) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
     import zipfile
 
@@ -186,13 +271,18 @@ def load_file(
     test_fraction: float = 0.2,
     seed: int = 0,
     zero_based: bool = False,
+    label_column: Union[int, str, None] = None,
 ) -> Dataset:
     """Load a ``.npz`` file (arrays ``X``, ``y``, optional boolean ``is_test``) or a LIBSVM text
     file, with an optional separate test file of the same kind.
 
     LIBSVM labels are arbitrary numbers; they are mapped to 0..C-1 in sorted order over the
-    training and test files together. ``.npz`` labels must already be 0..C-1. LIBSVM feature
-    indices start at 1 unless ``zero_based``.
+    training and test files together. ``.npz`` labels must already be 0..C-1 (or be class
+    names). LIBSVM feature indices start at 1 unless ``zero_based``.
+
+    A ``.csv`` or ``.tsv`` file has one point per row, an optional header and the labels in
+    ``label_column`` (a name or an index; default the last column); labels are class names or
+    numbers, mapped to 0..C-1 in sorted order (``Dataset.class_names``).
     """
     path = Path(path)
     if not path.is_file():
@@ -200,6 +290,15 @@ def load_file(
     if test_path is not None and not Path(test_path).is_file():
         raise FileNotFoundError(f"no such file: {test_path}")
     name = path.stem
+    if path.suffix.lower() in (".csv", ".tsv", ".tab"):
+        X, labels = _read_table(path, label_column)
+        is_test = None
+        if test_path is not None:
+            X_test, test_labels = _read_table(Path(test_path), label_column)
+            X, _, is_test = _stack(X, np.zeros(len(X)), X_test, np.zeros(len(X_test)), name)
+            labels = labels + test_labels
+        return from_arrays(name, X, np.array(labels, dtype=str), is_test,
+                           test_fraction=test_fraction, seed=seed)
     if path.suffix == ".npz":
         X, y, is_test = _read_npz(path)
         if test_path is not None:
