@@ -28,6 +28,7 @@ from .cavi import CAVI
 from .checkpoints import CheckpointError, restore_checkpoint
 from .certificate import BoundCertificate, bound_certificate
 from .convergence import GlobalParameterConvergence
+from .export import export_model, load_model
 from .gibbs import GibbsSampler
 from .mcmc import NutsSampler
 from .posterior import PosteriorSamples
@@ -60,10 +61,12 @@ __all__ = [
     "baselines",
     "comparison",
     "datasets",
+    "export_model",
     "fit",
     "ground_truth",
     "inducing_points",
     "initial_kernel",
+    "load_model",
     "median_lengthscale",
     "metrics",
     "minibatches",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 PROG = "gpflow-augmented"
-COMMANDS = ("compare", "benchmark", "ground-truth", "scale")
+COMMANDS = ("compare", "benchmark", "ground-truth", "scale", "predict")
 
 
 def _methods(text: str) -> List[str]:
@@ -193,6 +193,18 @@ def build_parser() -> argparse.ArgumentParser:
                        default=0.2, help="test share of a dataset without a test split "
                                          "(default 0.2)")
     _add_progress_options(truth)
+
+    predict = commands.add_parser(
+        "predict", help="class probabilities of an exported model (gpflow_augmented.export_model) "
+                        "for the rows of a table")
+    predict.add_argument("model", help="the folder export_model wrote")
+    predict.add_argument("data", help=".csv/.tsv table of feature rows (or .npz with X)")
+    predict.add_argument("--label-column", default=None,
+                         help="a column of the table to leave out (e.g. the labels)")
+    predict.add_argument("--output", default=None,
+                         help="write the probabilities to this CSV file (default: standard output)")
+    predict.add_argument("--verbose", action="store_true",
+                         help="show TensorFlow's own log lines (hidden by default)")
 
     scale = commands.add_parser(
         "scale", help="step time against C (class subsets), N (streamed), M, precision; roofline")
@@ -493,6 +505,43 @@ def run_ground_truth(args: argparse.Namespace) -> str:
     return f"{comparison.report()}\nwritten to {output}/ (results.json, figures/ground_truth.png)"
 
 
+def _predict(args: argparse.Namespace) -> int:
+    """``predict MODEL DATA``: one CSV row of class probabilities per input row."""
+    import csv
+    import io
+
+    import numpy as np
+
+    from .datasets import read_features
+    from .export import METADATA, load_model
+
+    metadata_file = Path(args.model) / METADATA
+    if not metadata_file.is_file():
+        raise FileNotFoundError(f"{args.model}: not a folder written by export_model (no {METADATA})")
+    metadata = json.loads(metadata_file.read_text())
+    X = read_features(args.data, args.label_column)
+    if X.shape[1] != metadata["input_dim"]:
+        raise ValueError(f"{args.data} has {X.shape[1]} feature columns, the model takes "
+                         f"{metadata['input_dim']}")
+    exported = load_model(args.model)  # held: its variables must outlive the call
+    probabilities = exported.predict_y(X)["mean"].numpy()
+    if probabilities.shape[1] == 1:  # a binary model predicts p(y = 1)
+        probabilities = np.hstack([1.0 - probabilities, probabilities])
+    names = metadata["class_names"] or [f"p_{k}" for k in range(probabilities.shape[1])]
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(names)
+    writer.writerows([[repr(float(p)) for p in row] for row in probabilities])
+    if args.output is None:
+        sys.stdout.write(text.getvalue())
+    else:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        temporary = Path(args.output).with_name(f".{Path(args.output).name}.partial")
+        temporary.write_text(text.getvalue())
+        os.replace(temporary, args.output)
+    return 0
+
+
 def _check_options(args: argparse.Namespace) -> None:
     from .baselines import METHODS, RENAMED_METHODS
 
@@ -544,6 +593,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "ground-truth":
             print(run_ground_truth(args))
             return 0
+        if args.command == "predict":
+            return _predict(args)
         if args.command == "scale":
             from .scaling import run_scaling, scaling_report
 

@@ -24,6 +24,7 @@ __all__ = [
     "load_dataset",
     "load_file",
     "one_vs_rest",
+    "read_features",
     "synthetic_stream",
     "train_test_split",
 ]
@@ -195,11 +196,12 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _read_table(path: Path, label_column: Union[int, str, None]) -> Tuple[np.ndarray, List[str]]:
+def _read_table(path: Path, label_column: Union[int, str, None],
+                has_labels: bool = True) -> Tuple[np.ndarray, List[str]]:
     """Features and label strings of a CSV (``.csv``) or TSV (other suffixes) file, read by the
     standard library's csv module. The first row is a header if it has a name above a column
     of numbers. ``label_column``: a header name, or an index (negative from the end); default the
-    last column."""
+    last column, or none at all if not ``has_labels``."""
     delimiter = "," if path.suffix.lower() == ".csv" else "\t"
     try:
         with open(path, newline="", encoding="utf-8") as handle:
@@ -221,7 +223,7 @@ def _read_table(path: Path, label_column: Union[int, str, None]) -> Tuple[np.nda
            for i, cell in enumerate(rows[0])):
         header, rows = [cell.strip() for cell in rows[0]], rows[1:]
     if label_column is None:
-        column = width - 1
+        column = width - 1 if has_labels else width  # width: no column is the labels
     elif isinstance(label_column, str) and not label_column.lstrip("-").isdigit():
         if header is None or label_column not in header:
             found = "no header row" if header is None else f"columns {', '.join(header)}"
@@ -233,9 +235,10 @@ def _read_table(path: Path, label_column: Union[int, str, None]) -> Tuple[np.nda
             raise InvalidDataError(f"{path}: label column {column} is outside the file's "
                                    f"{width} columns")
         column %= width
-    if width < 2:
-        raise InvalidDataError(f"{path}: needs a label column and at least one feature column")
-    features = np.empty((len(rows), width - 1))
+    num_features = width - (column < width)
+    if num_features < 1:
+        raise InvalidDataError(f"{path}: needs at least one feature column")
+    features = np.empty((len(rows), num_features))
     first_row = 2 if header is not None else 1
     for i, row in enumerate(rows):
         cells = row[:column] + row[column + 1:]
@@ -247,7 +250,24 @@ def _read_table(path: Path, label_column: Union[int, str, None]) -> Tuple[np.nda
                 raise InvalidDataError(
                     f"{path}: row {i + first_row}, column {feature + 1}: {cell!r} is not a number"
                 ) from None
-    return features, [row[column].strip() for row in rows]
+    return features, [row[column].strip() for row in rows] if column < width else []
+
+
+def read_features(path: Union[str, Path], label_column: Union[int, str, None] = None) -> np.ndarray:
+    """The feature rows [N, D] of a ``.csv``/``.tsv`` table (without ``label_column``, if the
+    table has one) or of an ``.npz`` file's ``X``, as given (not standardised): the input of an
+    exported model's ``predict``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.suffix == ".npz":
+        X = _read_npz(path)[0]
+    else:
+        X = _read_table(path, label_column, has_labels=label_column is not None)[0]
+    X = np.asarray(X)
+    if X.ndim != 2 or not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
+        raise InvalidDataError(f"{path}: the features must be a 2-D table of finite numbers")
+    return X.astype(np.float64)
 
 
 def _read_npz(path: Path) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:

@@ -1,0 +1,97 @@
+"""
+A trained model as a ``tf.saved_model``, GPflow's documented way to keep a model: compiled
+``predict_f`` and ``predict_y`` with a fixed input signature, loadable without this package's
+Python code (``tf.saved_model.load(path).predict_y(X)``), and the ``gpflow-augmented predict``
+command.
+
+The features a model was trained on are usually standardised; pass the training mean and scale
+(e.g. from :func:`~gpflow_augmented.datasets.from_arrays`' statistics) and the exported functions
+take raw rows.
+"""
+import json
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+from gpflow.config import default_float
+
+__all__ = ["export_model", "load_model"]
+
+METADATA = "gpflow_augmented.json"
+
+
+class _Predictor(tf.Module):
+    def __init__(self, model: Any, feature_mean: np.ndarray, feature_scale: np.ndarray) -> None:
+        super().__init__(name="predictor")
+        self.model = model
+        self.feature_mean = tf.constant(feature_mean, default_float())
+        self.feature_scale = tf.constant(feature_scale, default_float())
+        spec = tf.TensorSpec([None, len(feature_mean)], default_float(), name="X")
+        self.predict_f = tf.function(self._predict_f, input_signature=[spec])
+        self.predict_y = tf.function(self._predict_y, input_signature=[spec])
+
+    def _standardised(self, X: tf.Tensor) -> tf.Tensor:
+        return (X - self.feature_mean) / self.feature_scale
+
+    def _predict_f(self, X: tf.Tensor) -> dict:
+        mean, variance = self.model.predict_f(self._standardised(X))
+        return {"mean": mean, "variance": variance}
+
+    def _predict_y(self, X: tf.Tensor) -> dict:
+        mean, variance = self.model.predict_y(self._standardised(X))
+        return {"mean": mean, "variance": variance}
+
+
+def export_model(
+    model: Any,
+    path: Union[str, Path],
+    *,
+    feature_mean: Optional[Sequence[float]] = None,
+    feature_scale: Optional[Sequence[float]] = None,
+    class_names: Optional[Sequence[str]] = None,
+) -> Path:
+    """Save ``model`` (any GPflow model with ``predict_f``/``predict_y``, e.g. a trained
+    :class:`~gpflow_augmented.LogisticSoftmaxSVGP`) to the folder ``path`` as a
+    ``tf.saved_model`` with the signatures ``predict_f`` and ``predict_y`` (inputs ``X`` [N, D]
+    in the model's float type; outputs ``mean`` and ``variance``).
+
+    ``feature_mean``/``feature_scale`` [D]: the standardisation the model was trained under,
+    applied inside the exported functions; ``class_names``: stored for the ``predict`` command's
+    column headers."""
+    from .projection import inducing_inputs
+
+    input_dim = int(inducing_inputs(model.inducing_variable).shape[-1])
+    mean = np.zeros(input_dim) if feature_mean is None else np.asarray(feature_mean, np.float64)
+    scale = np.ones(input_dim) if feature_scale is None else np.asarray(feature_scale, np.float64)
+    if mean.shape != (input_dim,) or scale.shape != (input_dim,):
+        raise ValueError(f"feature_mean and feature_scale must have one entry per feature "
+                         f"({input_dim}), got shapes {mean.shape} and {scale.shape}")
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale)) and np.all(scale > 0)):
+        raise ValueError("feature_mean must be finite and feature_scale finite and > 0")
+    path = Path(path)
+    predictor = _Predictor(model, mean, scale)
+    tf.saved_model.save(predictor, str(path), signatures={
+        "predict_f": predictor.predict_f.get_concrete_function(),
+        "predict_y": predictor.predict_y.get_concrete_function(),
+    })
+    num_outputs = int(predictor.predict_y(tf.zeros([1, input_dim], default_float()))["mean"]
+                      .shape[-1])
+    names = list(class_names) if class_names is not None else None
+    if names is not None and len(names) != max(num_outputs, 2):
+        raise ValueError(f"class_names has {len(names)} names, the model predicts "
+                         f"{max(num_outputs, 2)} classes")
+    (path / METADATA).write_text(json.dumps(
+        {"input_dim": input_dim, "class_names": names, "model": type(model).__name__}, indent=1))
+    return path
+
+
+def load_model(path: Union[str, Path]) -> Any:
+    """The exported model: ``load_model(path).predict_y(X)["mean"]``. Needs TensorFlow only."""
+    try:
+        return tf.saved_model.load(str(path))
+    except (OSError, tf.errors.NotFoundError, ValueError) as error:
+        from .validation import InvalidDataError
+
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InvalidDataError(f"{path}: not an exported model ({first})") from None

@@ -1,0 +1,77 @@
+"""A trained model kept as a tf.saved_model: it reloads in a fresh process, without this package,
+with predictions equal to the trained model's; the predict command writes them as CSV."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gpflow_augmented as ga
+from gpflow_augmented.cli import main
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    d = ga.datasets.load_dataset("wine")
+    model = ga.LogisticSoftmaxSVGP(ga.initial_kernel(d.X_train), d.X_train[:15].copy(), 3,
+                                   num_data=len(d.X_train))
+    ga.fit(model, (d.X_train, d.Y_train), iterations=20, batch_size=None, progress=False)
+    raw = d.X_test * 2.5 + 7.0  # "raw" rows, standardised inside the export
+    path = ga.export_model(model, tmp_path_factory.mktemp("m") / "wine-model",
+                           feature_mean=np.full(13, 7.0), feature_scale=np.full(13, 2.5),
+                           class_names=["barolo", "grignolino", "barbera"])
+    return model, d, raw, path
+
+
+def test_a_fresh_process_reloads_the_export_with_tensorflow_alone(trained, tmp_path):
+    model, d, raw, path = trained
+    expected = model.predict_y(d.X_test)[0].numpy()
+    np.save(tmp_path / "raw.npy", raw)
+    script = (
+        "import sys, numpy as np, tensorflow as tf\n"
+        "assert 'gpflow_augmented' not in sys.modules\n"
+        f"m = tf.saved_model.load({str(path)!r})\n"
+        f"X = np.load({str(tmp_path / 'raw.npy')!r})\n"
+        f"np.save({str(tmp_path / 'p.npy')!r}, m.predict_y(X)['mean'].numpy())\n"
+        "sig = m.signatures['predict_y'](X=tf.constant(X))\n"
+        f"np.save({str(tmp_path / 's.npy')!r}, sig['mean'].numpy())\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                               timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    for name in ("p.npy", "s.npy"):
+        np.testing.assert_allclose(np.load(tmp_path / name), expected, rtol=1e-12, atol=1e-12)
+    assert json.loads((path / "gpflow_augmented.json").read_text())["class_names"] == [
+        "barolo", "grignolino", "barbera"]
+
+
+def test_predict_command_writes_probabilities_as_csv(trained, tmp_path):
+    model, d, raw, path = trained
+    table = tmp_path / "rows.csv"
+    table.write_text("\n".join(",".join(f"{v!r}" for v in row) + ",x" for row in raw) + "\n")
+    out = tmp_path / "probabilities.csv"
+    completed = subprocess.run(
+        [sys.executable, "-m", "gpflow_augmented", "predict", str(path), str(table),
+         "--label-column", "-1", "--output", str(out)],
+        capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
+    assert completed.returncode == 0 and completed.stderr == "", completed.stderr[-2000:]
+    lines = out.read_text().splitlines()
+    assert lines[0] == "barolo,grignolino,barbera"
+    written = np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
+    np.testing.assert_allclose(written, model.predict_y(d.X_test)[0].numpy(), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_predict_refuses_what_it_cannot_use(trained, tmp_path, capsys):
+    _, _, raw, path = trained
+    narrow = tmp_path / "narrow.csv"
+    narrow.write_text("\n".join(",".join(map(str, row[:5])) for row in raw) + "\n")
+    assert main(["predict", str(path), str(narrow)]) == 2
+    assert "has 5 feature columns, the model takes 13" in capsys.readouterr().err
+    assert main(["predict", str(tmp_path), str(narrow)]) == 2
+    assert "not a folder written by export_model" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"^class_names has 2 names, the model predicts 3"):
+        ga.export_model(trained[0], tmp_path / "x", class_names=["a", "b"])
