@@ -1,0 +1,23 @@
+"""The wheel and the sdist carry what a user's install needs: the bundled datasets and py.typed."""
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+NEEDED = ["gpflow_augmented/py.typed"] + [
+    f"gpflow_augmented/datasets/data/{name}.npz" for name in ("vehicle", "segment", "satimage")
+]
+
+dist = Path(sys.argv[1])
+wheels, sdists = sorted(dist.glob("*.whl")), sorted(dist.glob("*.tar.gz"))
+if len(wheels) != 1 or len(sdists) != 1:
+    sys.exit(f"expected one wheel and one sdist in {dist}, found {wheels + sdists}")
+contents = {
+    wheels[0].name: set(zipfile.ZipFile(wheels[0]).namelist()),
+    sdists[0].name: {"/".join(n.split("/")[1:]) for n in tarfile.open(sdists[0]).getnames()},
+}
+for name, files in contents.items():
+    missing = [f for f in NEEDED if f not in files]
+    if missing:
+        sys.exit(f"{name} lacks {', '.join(missing)}")
+print(f"{', '.join(contents)}: datasets and py.typed present")
