@@ -1,5 +1,5 @@
 """
-The README's benchmark: ``gpflow-augmented benchmark --data-dir ../shared/data``.
+The benchmark of docs/benchmarks.md: ``gpflow-augmented benchmark --data-dir ../shared/data``.
 
 For each dataset it runs :func:`~gpflow_augmented.comparison.compare` under one time budget per
 method and records the final error, NLL, both ECEs, the Brier score, the training time to come

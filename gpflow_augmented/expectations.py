@@ -19,7 +19,7 @@ order cancels because Z/κ has mean one), so the trapezoidal rule on a fixed gri
 accurate. Nothing is random: the expectation is a smooth deterministic function of (m, v), so an
 optimiser converges to one point and its derivatives are exact derivatives of one objective.
 
-Accuracy (README, "Accuracy of the expectation", ``tools/expectation_accuracy.py``): with the
+Accuracy (docs/benchmarks.md, "Accuracy of the expectation", ``tools/expectation_accuracy.py``): with the
 defaults (20 Hermite nodes, grid step 1.0 on [-8, 25]) the error of E log Z is about 1e-4 nats per
 point at most while the marginal standard deviations stay below 2 (C = 6, 10 and 26), and up to
 about 1e-3 when they reach 4. The Hermite nodes, not the s-grid, set the error.
@@ -147,7 +147,7 @@ def _log_normaliser(
 
 
 # The quadrature is a chain of elementwise maps and reductions over an [N, K, H, T] tensor: XLA
-# fuses them (forward and backward) into loops that never store that tensor (README, "The
+# fuses them (forward and backward) into loops that never store that tensor (docs/benchmarks.md, "The
 # iteration at the cost of a softmax iteration"). It is compiled on its own, so the step around it
 # keeps TensorFlow's faster CPU Cholesky. reduce_retracing: batches of many sizes (the last chunk
 # of a data set, a full batch) share one trace; XLA still compiles each new shape once.

@@ -60,7 +60,7 @@ def synthetic_model(
     rng = np.random.default_rng(seed)
     Z = rng.normal(size=(num_inducing, input_dim))
     kernel = gpflow.kernels.SquaredExponential(lengthscales=np.sqrt(input_dim))
-    # The scheme the README's scale figures were measured with.
+    # The scheme the scale figures of docs/scale.md were measured with.
     return LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme="collapsed")
 
 
@@ -227,7 +227,7 @@ def precision_comparison(
         with gpflow.config.as_context(gpflow.config.Config(float=dtype, jitter=1e-6)):
             model = LogisticSoftmaxSVGP(initial_kernel(data.X_train), Z.astype(dtype),
                                         data.num_classes, num_data=len(data.X_train),
-                                        scheme="collapsed")  # as the README's figures
+                                        scheme="collapsed")  # as docs/scale.md's figures
             trainer = Trainer(model, RobbinsMonro(), 0.01, jit_compile=True)
             fit(model, (data.X_train, data.Y_train), iterations=2, batch_size=batch_size,
                 trainer=trainer, seed=seed, progress=False)  # compile

@@ -38,7 +38,7 @@ __all__ = ["EXACT_WARM_START", "HYPERPARAMETER_BOUNDS", "Trainer", "FitResult",
 
 HYPERPARAMETER_BOUNDS = ("model", "exact")
 # The first minibatch steps of a model on the exact bound take the collapsed bound's sites: chosen
-# on validation splits of ten datasets (README, "Choices made on validation").
+# on validation splits of ten datasets (docs/benchmarks.md, "Choices made on validation").
 EXACT_WARM_START = 50
 
 

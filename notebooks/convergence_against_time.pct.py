@@ -22,7 +22,7 @@
 # hyperparameters).
 #
 # **What we run.** `gpflow_augmented.comparison.compare`: every method from the same kernel,
-# inducing points and minibatch stream, on one clock that counts training only (see the README's
+# inducing points and minibatch stream, on one clock that counts training only (see docs/benchmarks.md's
 # comparison section), with the table's settings M = 200 and B = 100 and a 100-second budget, on
 # the Table B.1 datasets we have: vehicle, segment and satimage (bundled) and, from the benchmark
 # data folder (`GPFLOW_AUGMENTED_DATA`, default `../shared/data`), DNA and Shuttle. One split
@@ -32,7 +32,7 @@
 # `lsm` is the package's method: the logistic-softmax model trained by closed-form natural-gradient
 # steps on the exact bound (the paper's LSM is its augmented bound, our `lsm-collapsed`).
 # `METHODS` below runs the two methods of the table; add `"lsm-collapsed"`, `"softmax"` and
-# `"lsm-vi"` for every method of the README's benchmark (2.5× the time). In full mode this
+# `"lsm-vi"` for every method of the benchmark in docs/benchmarks.md (2.5× the time). In full mode this
 # notebook takes about 20 minutes, because the table is defined by its 100-second budget.
 #
 # **What we measured** (full mode, 2026-11-24, 2 CPU cores, 18 minutes; the cells below print the

@@ -1,7 +1,7 @@
 """Design choices of our methods made on validation splits carved from the training data (the
 test sets are never read): each method, and for the exact-bound methods each warm-start length, is
 trained on 80 % of a dataset's training set and scored by its final NLL on the other 20 %
-(README, "Choices made on validation").
+(docs/benchmarks.md, "Choices made on validation").
 
     python tools/validation_choice.py --data-dir ../shared/data \
         --datasets shuttle,satimage,segment,letter,vehicle,waveform,pendigits,dna,optdigits,usps11k \
