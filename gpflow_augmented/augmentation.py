@@ -323,20 +323,28 @@ def collapsed_local_elbo(
     Y_onehot: tf.Tensor,
     num_classes: Optional[int] = None,
     log_weights: Optional[tf.Tensor] = None,
+    soft_labels: bool = False,
 ) -> tf.Tensor:
     """The collapsed scheme's local ELBO of each point at its optimal q(n, ω), in closed form.
+    With ``soft_labels`` the rows of ``Y_onehot`` may be any class probabilities y (the
+    Pólya-Gamma augmentation holds for the real shape y + n).
 
     On a class subset the observed class's Jaakkola–Jordan term counts C/|K| times when it is in
     the subset, and log Σ_c (1 - σ̃_c) is :func:`log_sum_complement`'s estimate. The gradient with
     respect to a class's marginals is then that of the full bound with S replaced by its estimate.
     """
     _, weight = class_weight(Fmu, num_classes)
-    # The observed class's marginals, gathered by the one-hot row (all zero when it is not in the
-    # subset, which zeroes the term): log cosh is then evaluated once per point, not per class.
-    labelled = tf.reduce_sum(Y_onehot, axis=-1)
-    m_y = tf.reduce_sum(Y_onehot * Fmu, axis=-1)
-    c_y = tf.reduce_sum(Y_onehot * tilt(Fmu, Fvar), axis=-1)
-    observed = labelled * (m_y / 2 - np.log(2.0) - log_cosh_half(c_y))
+    if soft_labels:
+        # Σ_c y_c (m_c/2 - log 2 - log cosh(c_c/2)): each class's Jaakkola–Jordan term, weighted.
+        observed = tf.reduce_sum(
+            Y_onehot * (Fmu / 2 - np.log(2.0) - log_cosh_half(tilt(Fmu, Fvar))), axis=-1)
+    else:
+        # The observed class's marginals, gathered by the one-hot row (all zero when it is not in
+        # the subset, which zeroes the term): log cosh is then evaluated once per point.
+        labelled = tf.reduce_sum(Y_onehot, axis=-1)
+        m_y = tf.reduce_sum(Y_onehot * Fmu, axis=-1)
+        c_y = tf.reduce_sum(Y_onehot * tilt(Fmu, Fvar), axis=-1)
+        observed = labelled * (m_y / 2 - np.log(2.0) - log_cosh_half(c_y))
     if log_weights is not None:
         observed += tf.reduce_sum(Y_onehot * log_weights, axis=-1)
     return weight * observed - log_sum_complement(Fmu, Fvar, num_classes, log_weights)[:, 0]

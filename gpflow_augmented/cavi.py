@@ -20,6 +20,7 @@ from .models import AugmentedSVGP
 from .schedules import ConstantStepSize, StepSizeSchedule
 from .validation import (
     NUM_STATUS_CODES,
+    InvalidDataError,
     NUMERICAL_FAILURE,
     OK,
     NumericalError,
@@ -241,6 +242,9 @@ class CAVI(tf.Module):
         X = tf.convert_to_tensor(data[0], dtype=default_float())
         Y = tf.convert_to_tensor(data[1])
         _check_static_shapes(X, Y, self.model)
+        if self.class_sampler is not None and Y.shape.rank == 2 and Y.shape[1] != 1:
+            raise InvalidDataError("class subsets need integer labels [N, 1], not rows of class "
+                                   "probabilities")
         return X, Y
 
     def minimize(self, data: Tuple[tf.Tensor, tf.Tensor], iterations: int = 1) -> tf.Tensor:
@@ -271,7 +275,7 @@ def numerical_errors(what: str) -> Iterator[None]:
 
 
 def _check_static_shapes(X: tf.Tensor, Y: tf.Tensor, model: AugmentedSVGP) -> None:
-    from .validation import InvalidDataError
+    from .validation import InvalidDataError, is_soft
 
     if Y.dtype == tf.string or not (Y.dtype.is_integer or Y.dtype.is_floating):
         raise InvalidDataError(
@@ -281,8 +285,12 @@ def _check_static_shapes(X: tf.Tensor, Y: tf.Tensor, model: AugmentedSVGP) -> No
         )
     if X.shape.rank != 2:
         raise InvalidDataError(f"X must be a 2-D array [N, D], got shape {X.shape}")
-    if Y.shape.rank != 2 or Y.shape[1] != 1:
-        raise InvalidDataError(f"Y must be a column of integer labels [N, 1], got shape {Y.shape}")
+    soft = model.accepts_soft_labels and is_soft(Y, model.num_classes)
+    if not soft and (Y.shape.rank != 2 or Y.shape[1] != 1):
+        also = (f" or rows of class probabilities [N, {model.num_classes}]"
+                if model.accepts_soft_labels else "")
+        raise InvalidDataError(
+            f"Y must be a column of integer labels [N, 1]{also}, got shape {Y.shape}")
     if X.shape[0] is not None and Y.shape[0] is not None and X.shape[0] != Y.shape[0]:
         raise InvalidDataError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
     if X.shape[1] is not None and X.shape[1] != model.input_dim:

@@ -172,9 +172,11 @@ def expected_log_logistic_softmax(
     grid_step: float = S_STEP,
     log_weights: Optional[tf.Tensor] = None,
     label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
+    soft_labels: bool = False,
 ) -> tf.Tensor:
     """E log p(y | f) = log θ_y + E log σ(f_y) - E log Σ_c θ_c σ(f_c) for each point (θ = 1 if
-    ``log_weights`` is ``None``).
+    ``log_weights`` is ``None``). With ``soft_labels`` the rows of ``Y_onehot`` may be any class
+    probabilities y, and the expectation is Σ_c y_c (log θ_c + E log σ(f_c)) - E log Σ_c θ_c σ(f_c).
 
     On a class subset (``num_classes`` > the last axis, ``Y_onehot`` zero where the label is not
     in it) ``label_marginals`` = (mean [N], variance [N]) of each point's observed class are
@@ -183,6 +185,8 @@ def expected_log_logistic_softmax(
     inside the normaliser is then unbiased, and unlike a C/|K| weight on every column, the class
     that dominates a trained model's normaliser is never missed or counted C/|K| times."""
     if num_classes is not None:
+        if soft_labels:
+            raise ValueError("class subsets need integer labels, not soft labels")
         if label_marginals is None:
             raise ValueError("a class subset's expectation needs the observed classes' marginals")
         if log_weights is not None:
@@ -194,9 +198,13 @@ def expected_log_logistic_softmax(
         return observed - expected_log_normaliser(
             columns_mu, columns_var, num_hermite, grid_step, column_weights=column_weights
         )
-    m_y = tf.reduce_sum(Y_onehot * Fmu, axis=-1)
-    v_y = tf.reduce_sum(Y_onehot * Fvar, axis=-1)
-    observed = expected_log_sigmoid(m_y, v_y)
+    if soft_labels:
+        # Σ_c y_c E log σ(f_c): the expected log-likelihood is linear in y.
+        observed = tf.reduce_sum(Y_onehot * expected_log_sigmoid(Fmu, Fvar), axis=-1)
+    else:  # one class per point: gather its marginals, one 1-D quadrature per point
+        m_y = tf.reduce_sum(Y_onehot * Fmu, axis=-1)
+        v_y = tf.reduce_sum(Y_onehot * Fvar, axis=-1)
+        observed = expected_log_sigmoid(m_y, v_y)
     if log_weights is not None:
         observed += tf.reduce_sum(Y_onehot * log_weights, axis=-1)
     return observed - expected_log_normaliser(Fmu, Fvar, num_hermite, grid_step, log_weights)
@@ -256,6 +264,7 @@ def exact_sites(
     num_hermite: int = DEFAULT_NUM_HERMITE,
     log_weights: Optional[tf.Tensor] = None,
     label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
+    soft_labels: bool = False,
 ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """(E log p(y|f) [N], linear [N, K], quadratic [N, K]): the exact expected log-likelihood and
     the coefficients of f and -f²/2 of its natural-gradient site (module docstring). On a class
@@ -271,7 +280,7 @@ def exact_sites(
         tape.watch([Fmu, Fvar])
         expected = expected_log_logistic_softmax(
             Fmu, Fvar, Y_onehot, num_classes, num_hermite, log_weights=log_weights,
-            label_marginals=label_marginals,
+            label_marginals=label_marginals, soft_labels=soft_labels,
         )
         # Points are independent, so the gradient of the sum holds each point's own derivatives.
         total = tf.reduce_sum(expected)

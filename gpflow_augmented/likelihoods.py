@@ -22,7 +22,7 @@ from gpflow.likelihoods import Likelihood
 from gpflow.utilities import positive
 
 from .expectations import DEFAULT_NUM_HERMITE, expected_log_logistic_softmax
-from .validation import check_integer, check_num_classes, checked_labels
+from .validation import check_integer, check_num_classes, checked_label_rows, is_soft
 
 __all__ = [
     "LogisticSoftmax",
@@ -65,7 +65,9 @@ def log_logistic_softmax(F: tf.Tensor, log_weights: Optional[tf.Tensor] = None) 
 
 class LogisticSoftmax(Likelihood):
     """The logistic-softmax multi-class likelihood for integer labels ``Y`` [N, 1] in 0..C-1,
-    p(y = k | f) = θ_k σ(f_k) / Σ_c θ_c σ(f_c).
+    p(y = k | f) = θ_k σ(f_k) / Σ_c θ_c σ(f_c). Training also takes rows ``Y`` [N, C] of class
+    probabilities (one-hot or soft labels), for which log p(y | f) = Σ_k y_k log p(k | f);
+    ``predict_log_density`` needs integer labels.
 
     :param num_classes: C ≥ 2.
     :param num_hermite: Gauss–Hermite nodes per class of ``variational_expectations``.
@@ -120,13 +122,11 @@ class LogisticSoftmax(Likelihood):
         eps = self._normal_points(num_samples, Fmu.dtype)  # [S, C]
         return Fmu[None] + tf.sqrt(tf.maximum(Fvar, 0.0))[None] * eps[:, None, :]  # [S, N, C]
 
-    def _one_hot(self, Y: TensorType, dtype: tf.DType) -> tf.Tensor:
+    def _one_hot(self, Y: TensorType, dtype: tf.DType, allow_soft: bool = True) -> tf.Tensor:
         # Every method that takes labels reads them here: an invalid label is refused (eagerly
         # and in a tf.function), and under XLA, which drops the assertion, its row is NaN rather
         # than the zero row tf.one_hot would give (log p = 0: a perfect score).
-        labels, valid = checked_labels(Y, self.num_classes)
-        one_hot = tf.one_hot(labels, self.num_classes, dtype=dtype)
-        return tf.where(valid[..., None], one_hot, tf.constant(np.nan, dtype))
+        return checked_label_rows(Y, self.num_classes, dtype, allow_soft)
 
     @inherit_check_shapes
     def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:
@@ -143,6 +143,7 @@ class LogisticSoftmax(Likelihood):
         return expected_log_logistic_softmax(
             Fmu, tf.convert_to_tensor(Fvar), self._one_hot(Y, Fmu.dtype),
             num_hermite=self.num_hermite, log_weights=self.log_class_weights(),
+            soft_labels=is_soft(Y, self.num_classes),
         )
 
     @inherit_check_shapes
@@ -158,8 +159,11 @@ class LogisticSoftmax(Likelihood):
         self, X: TensorType, Fmu: TensorType, Fvar: TensorType, Y: TensorType
     ) -> tf.Tensor:
         F = self._latent_samples(Fmu, Fvar, self.num_predictive_samples)
+        # The predictive density of an observed class: integer labels only.
         log_p = tf.reduce_sum(  # [S, N]
-            self._one_hot(Y, F.dtype) * log_logistic_softmax(F, self.log_class_weights()), axis=-1
+            self._one_hot(Y, F.dtype, allow_soft=False)
+            * log_logistic_softmax(F, self.log_class_weights()),
+            axis=-1,
         )
         num = tf.cast(self.num_predictive_samples, log_p.dtype)
         return tf.reduce_logsumexp(log_p, axis=0) - tf.math.log(num)

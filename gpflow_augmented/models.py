@@ -38,11 +38,14 @@ from .projection import (
 from .distributed import num_replicas, replica_sum, replicated_by_first, set_trainable
 from .updates import conjugate_statistics, natural_parameter_step_with_backoff
 from .validation import (
+    InvalidDataError,
     check_data,
     check_finite_inputs,
     check_integer,
     check_num_classes,
+    checked_label_rows,
     checked_labels,
+    is_soft,
 )
 
 __all__ = ["AUGMENTED_SCHEMES", "AugmentedSVGP", "BatchGeometry", "LogisticSoftmaxSVGP", "SCHEMES"]
@@ -138,6 +141,11 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     @property
     def learns_class_weights(self) -> bool:
         """Whether the likelihood has class weights θ that :class:`~gpflow_augmented.CAVI` updates."""
+        return False
+
+    @property
+    def accepts_soft_labels(self) -> bool:
+        """Whether training takes rows [N, C] of class probabilities as well as labels [N, 1]."""
         return False
 
     @property
@@ -257,7 +265,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         "return.Fvar: [N, K]",
         "return.A: [broadcast K, M, N]",
         "return.prior_mean: [N, broadcast K]",
-        "Y: [N, 1]",
+        "Y: [N, L]",
     )
     def batch_geometry(
         self, X: tf.Tensor, classes: Optional[tf.Tensor] = None, Y: Optional[tf.Tensor] = None
@@ -306,7 +314,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     @check_shapes(
         "Fmu: [N, K]",
         "Fvar: [N, K]",
-        "Y: [N, 1]",
+        "Y: [N, L]",
         "classes: [K]",
         "label_marginals[0]: [N]",
         "label_marginals[1]: [N]",
@@ -327,7 +335,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     @check_shapes(
         "Fmu: [N, K]",
         "Fvar: [N, K]",
-        "Y: [N, 1]",
+        "Y: [N, L]",
         "classes: [K]",
         "label_marginals[0]: [N]",
         "label_marginals[1]: [N]",
@@ -347,7 +355,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     @check_shapes(
         "Fmu: [N, K]",
         "Fvar: [N, K]",
-        "Y: [N, 1]",
+        "Y: [N, L]",
         "classes: [K]",
         "label_marginals[0]: [N]",
         "label_marginals[1]: [N]",
@@ -368,7 +376,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     @check_shapes(
         "Fmu: [N, K]",
         "Fvar: [N, K]",
-        "Y: [N, 1]",
+        "Y: [N, L]",
         "classes: [K]",
         "label_marginals[0]: [N]",
         "label_marginals[1]: [N]",
@@ -444,11 +452,15 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         whose status refuses bad labels: an assertion here would pre-empt that clear error)."""
         X, Y = data
         if tf.executing_eagerly():
-            check_data(X, Y, self.num_classes, self.input_dim)
+            check_data(X, Y, self.num_classes, self.input_dim, self.accepts_soft_labels)
         X = tf.convert_to_tensor(X, dtype=default_float())
         all_valid = tf.constant(True)
         if validate and not tf.executing_eagerly():
-            all_valid = tf.reduce_all(checked_labels(Y, self.num_classes)[1])
+            if self.accepts_soft_labels and is_soft(Y, self.num_classes):
+                rows = checked_label_rows(Y, self.num_classes, default_float())
+                all_valid = tf.reduce_all(tf.math.is_finite(rows))
+            else:
+                all_valid = tf.reduce_all(checked_labels(Y, self.num_classes)[1])
             X = check_finite_inputs(X)
         geometry = self.batch_geometry(X, classes, Y)
         local_elbo = local_elbo_fn(geometry.Fmu, geometry.Fvar, Y, classes,
@@ -474,7 +486,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     @check_shapes(
         "X: [N, D]",
-        "Y: [N, 1]",
+        "Y: [N, L]",
         "step_size: []",
         "classes: [K]",
         "return[0]: [M, K]",
@@ -654,7 +666,13 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
     def learns_class_weights(self) -> bool:
         return self.likelihood.class_weights is not None
 
-    @check_shapes("Y: [N, 1]", "log_weight_gradient: [C]", "return[0]: [C]", "return[1]: [C]")
+    @property
+    def accepts_soft_labels(self) -> bool:
+        # y enters the exact expectation linearly, and the augmented bounds through linear terms
+        # and the Pólya-Gamma shape y + n, which need not be an integer.
+        return True
+
+    @check_shapes("Y: [N, L]", "log_weight_gradient: [C]", "return[0]: [C]", "return[1]: [C]")
     def class_weight_statistics(
         self, Y: tf.Tensor, log_weight_gradient: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -676,9 +694,15 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
 
     # -- local parameters and the ELBO ----------------------------------------------------------
 
-    @check_shapes("Y: [N, 1]", "classes: [K]", "return: [N, K]")
+    @check_shapes("Y: [N, L]", "classes: [K]", "return: [N, K]")
     def one_hot(self, Y: tf.Tensor, classes: Optional[tf.Tensor] = None) -> tf.Tensor:
-        """y'_ic for all classes, or for the columns ``classes``."""
+        """y'_ic for all classes, or for the columns ``classes``: one-hot rows of integer labels
+        [N, 1], or the given rows of class probabilities [N, C]."""
+        if is_soft(Y, self.num_classes):
+            if classes is not None:
+                raise InvalidDataError("class subsets need integer labels [N, 1], not rows of "
+                                       "class probabilities")
+            return tf.cast(Y, default_float())
         if classes is None:
             return tf.one_hot(tf.cast(Y[:, 0], tf.int32), self.num_classes, dtype=default_float())
         labels = tf.cast(Y, tf.int64)
@@ -717,7 +741,8 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         if self.on_exact_bound:
             return self.exact_local_elbo(Fmu, Fvar, Y, classes, label_marginals)
         return self._local_elbo(
-            Fmu, Fvar, self.one_hot(Y, classes), log_weights=self.log_class_weights(classes)
+            Fmu, Fvar, self.one_hot(Y, classes), log_weights=self.log_class_weights(classes),
+            soft_labels=is_soft(Y, self.num_classes),
         )
 
     @inherit_check_shapes
@@ -732,7 +757,8 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         if not self.on_exact_bound:
             return self.local_elbo(Fmu, Fvar, Y, classes)
         return augmentation.collapsed_local_elbo(
-            Fmu, Fvar, self.one_hot(Y, classes), self.num_classes, self.log_class_weights(classes)
+            Fmu, Fvar, self.one_hot(Y, classes), self.num_classes, self.log_class_weights(classes),
+            soft_labels=is_soft(Y, self.num_classes),
         )
 
     @inherit_check_shapes
@@ -747,6 +773,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         return expected_log_logistic_softmax(
             Fmu, Fvar, self.one_hot(Y, classes), self._subset_classes(classes),
             log_weights=self.log_class_weights(classes), label_marginals=label_marginals,
+            soft_labels=is_soft(Y, self.num_classes),
         )
 
     def _subset_classes(self, classes: Optional[tf.Tensor]) -> Optional[int]:
@@ -774,12 +801,13 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
             # expectation comes back as zero.
             expected, linear, quadratic = exact_sites(
                 Fmu, Fvar, Y_onehot, self._subset_classes(classes), log_weights=log_weights,
-                label_marginals=label_marginals,
+                label_marginals=label_marginals, soft_labels=is_soft(Y, self.num_classes),
             )
             return (expected, *self.step_sites(Fmu, Fvar, Y_onehot, (linear, quadratic),
                                                augmented_sites, log_weights, classes))
         local = self.local_parameters(Fmu, Fvar, Y_onehot, log_weights)
-        local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local, log_weights)
+        local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local, log_weights,
+                                      soft_labels=is_soft(Y, self.num_classes))
         return local_elbo, (Y_onehot - local.gamma) / 2, local.theta
 
     @check_shapes(
@@ -848,6 +876,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         Y_onehot: tf.Tensor,
         local: Optional[augmentation.LocalParameters] = None,
         log_weights: Optional[tf.Tensor] = None,
+        soft_labels: bool = False,
     ) -> tf.Tensor:
         """Each point's contribution to the augmented ELBO at its local parameters.
 
@@ -857,7 +886,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         """
         if self.scheme == "collapsed":
             return augmentation.collapsed_local_elbo(
-                Fmu, Fvar, Y_onehot, self.num_classes, log_weights
+                Fmu, Fvar, Y_onehot, self.num_classes, log_weights, soft_labels
             )
         if local is None:
             local = self.local_parameters(Fmu, Fvar, Y_onehot)

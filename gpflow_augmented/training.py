@@ -28,6 +28,7 @@ from .validation import (
     check_data,
     check_integer,
     check_positive_number,
+    is_soft,
     raise_for_status,
     step_size_status,
 )
@@ -390,9 +391,10 @@ def fit(
         batches = data.map(lambda X, Y: (tf.cast(X, default_float()), Y)).repeat()
     else:
         X, Y = data
-        check_data(X, Y, model.num_classes, model.input_dim)
+        check_data(X, Y, model.num_classes, model.input_dim, model.accepts_soft_labels)
         X = np.asarray(X, dtype=default_float())
-        Y = np.asarray(Y).astype(np.int64)
+        soft = model.accepts_soft_labels and is_soft(Y, model.num_classes)
+        Y = np.asarray(Y, dtype=default_float()) if soft else np.asarray(Y).astype(np.int64)
         num_data = len(X)
         if model.num_data is not None and model.num_data != num_data:
             raise ValueError(

@@ -22,15 +22,17 @@ __all__ = [
     "check_data",
     "check_integer",
     "check_positive_number",
+    "checked_label_rows",
     "checked_labels",
+    "is_soft",
     "data_status",
     "error_for_status",
     "raise_for_status",
 ]
 
 (OK, EMPTY_BATCH, NONFINITE_INPUTS, BAD_LABELS, NUMERICAL_FAILURE, BAD_STEP_SIZE,
- OVERFLOWING_INPUTS) = range(7)
-NUM_STATUS_CODES = 7
+ OVERFLOWING_INPUTS, BAD_SOFT_LABELS) = range(8)
+NUM_STATUS_CODES = 8
 OVERFLOW_MESSAGE = (
     "X has values whose square overflows (|x| above about 1e154 in float64, 1e19 in float32), "
     "so every kernel distance is infinite: standardise the features"
@@ -76,13 +78,29 @@ def check_num_classes(num_classes: object) -> int:
     return check_integer(num_classes, "num_classes", minimum=2)
 
 
-def check_data(X: object, Y: object, num_classes: int, input_dim: Optional[int] = None) -> None:
-    """Raise :class:`InvalidDataError` unless X is [N, D] finite and Y is [N, 1] integers in 0..C-1."""
+SOFT_LABEL_TOLERANCE = 1e-6
+SOFT_LABEL_MESSAGE = "soft labels must be rows of C probabilities (≥ 0, each row summing to 1)"
+
+
+def is_soft(Y: object, num_classes: int) -> bool:
+    """Whether labels of this (static) shape are rows [N, C] of class probabilities (one-hot or
+    soft) rather than a column [N, 1] of class indices."""
+    shape = np.shape(Y) if not isinstance(Y, tf.Tensor) else tuple(Y.shape)
+    return len(shape) == 2 and num_classes > 1 and shape[1] == num_classes
+
+
+def check_data(X: object, Y: object, num_classes: int, input_dim: Optional[int] = None,
+               allow_soft: bool = False) -> None:
+    """Raise :class:`InvalidDataError` unless X is [N, D] finite and Y is [N, 1] integers in
+    0..C-1, or (``allow_soft``) rows [N, C] of class probabilities."""
     X, Y = np.asarray(X), np.asarray(Y)
     if X.ndim != 2:
         raise InvalidDataError(f"X must be a 2-D array [N, D], got shape {X.shape}")
-    if Y.ndim != 2 or Y.shape[1] != 1:
-        raise InvalidDataError(f"Y must be a column of integer labels [N, 1], got shape {Y.shape}")
+    soft = allow_soft and is_soft(Y, num_classes)
+    if not soft and (Y.ndim != 2 or Y.shape[1] != 1):
+        also = f" or rows of class probabilities [N, {num_classes}]" if allow_soft else ""
+        raise InvalidDataError(
+            f"Y must be a column of integer labels [N, 1]{also}, got shape {Y.shape}")
     if X.shape[0] != Y.shape[0]:
         raise InvalidDataError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
     if X.shape[0] == 0:
@@ -97,6 +115,12 @@ def check_data(X: object, Y: object, num_classes: int, input_dim: Optional[int] 
     with np.errstate(over="ignore"):
         if not np.all(np.isfinite(np.square(np.asarray(X, dtype=np.float64)))):
             raise InvalidDataError(OVERFLOW_MESSAGE)
+    if soft:
+        numeric = np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.floating)
+        if not numeric or not np.all(np.isfinite(Y)) or np.any(Y < 0) or np.any(
+                np.abs(Y.sum(axis=1) - 1) > SOFT_LABEL_TOLERANCE):
+            raise InvalidDataError(SOFT_LABEL_MESSAGE)
+        return
     if not (np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.floating)):
         raise InvalidDataError(f"Y must hold integer class labels, got dtype {Y.dtype}")
     if np.issubdtype(Y.dtype, np.floating) and not np.all(np.isfinite(Y) & (Y == np.round(Y))):
@@ -126,6 +150,11 @@ def checked_labels(Y: tf.Tensor, num_classes: int) -> Tuple[tf.Tensor, tf.Tensor
         raise InvalidDataError(
             f"{label_error_message(num_classes)}, got dtype {Y.dtype.name}"
         )
+    if Y.shape.rank is not None and (Y.shape.rank == 0 or Y.shape[-1] not in (1, None)):
+        # Rows of class probabilities are not class indices; reading their first column would be.
+        raise InvalidDataError(
+            f"{label_error_message(num_classes)} in a column [N, 1], got shape {tuple(Y.shape)}"
+        )
     values = tf.cast(Y[..., 0], tf.float64)
     valid = (
         tf.math.is_finite(values) & tf.equal(values, tf.round(values))
@@ -141,6 +170,29 @@ def checked_labels(Y: tf.Tensor, num_classes: int) -> Tuple[tf.Tensor, tf.Tensor
         with tf.control_dependencies([check]):
             labels = tf.cast(tf.where(valid, values, 0.0), tf.int32)
     return labels, valid
+
+
+def checked_label_rows(Y: tf.Tensor, num_classes: int, dtype: tf.DType,
+                       allow_soft: bool = True) -> tf.Tensor:
+    """Labels as rows [..., C] of class probabilities: one-hot rows of a column of class indices,
+    or (``allow_soft``) the rows themselves when ``Y`` is [N, C]. Refused as
+    :func:`checked_labels` refuses bad indices (a row that is not a probability vector: eagerly
+    :class:`InvalidDataError`, an assertion in a graph, NaN under XLA)."""
+    Y = tf.convert_to_tensor(Y)
+    if not (allow_soft and is_soft(Y, num_classes)):
+        labels, valid = checked_labels(Y, num_classes)
+        one_hot = tf.one_hot(labels, num_classes, dtype=dtype)
+        return tf.where(valid[..., None], one_hot, tf.constant(np.nan, dtype))
+    valid = soft_labels_valid(Y)
+    if tf.executing_eagerly():
+        if not bool(tf.reduce_all(valid)):
+            raise InvalidDataError(SOFT_LABEL_MESSAGE)
+        rows = tf.cast(Y, dtype)
+    else:
+        check = tf.debugging.Assert(tf.reduce_all(valid), [SOFT_LABEL_MESSAGE])
+        with tf.control_dependencies([check]):
+            rows = tf.cast(Y, dtype)
+    return tf.where(valid[..., None], rows, tf.constant(np.nan, dtype))
 
 
 def check_finite_inputs(X: tf.Tensor) -> tf.Tensor:
@@ -162,8 +214,22 @@ def check_finite_inputs(X: tf.Tensor) -> tf.Tensor:
         return tf.identity(X)
 
 
+def soft_labels_valid(Y: tf.Tensor) -> tf.Tensor:
+    """Per row: finite, non-negative and summing to 1 (within SOFT_LABEL_TOLERANCE)."""
+    Y = tf.cast(Y, tf.float64)
+    return (tf.reduce_all(tf.math.is_finite(Y) & (Y >= 0), axis=-1)
+            & (tf.abs(tf.reduce_sum(Y, axis=-1) - 1) <= SOFT_LABEL_TOLERANCE))
+
+
 def data_status(X: tf.Tensor, Y: tf.Tensor, num_classes: int) -> tf.Tensor:
-    """The checks of :func:`check_data` on the values, as an int32 status computed on the device."""
+    """The checks of :func:`check_data` on the values, as an int32 status computed on the device
+    (labels of shape [N, C] are rows of class probabilities)."""
+    if is_soft(Y, num_classes):
+        status = tf.where(tf.reduce_all(soft_labels_valid(Y)), OK, BAD_SOFT_LABELS)
+        status = tf.where(tf.reduce_all(tf.math.is_finite(tf.square(X))), status,
+                          OVERFLOWING_INPUTS)
+        status = tf.where(tf.reduce_all(tf.math.is_finite(X)), status, NONFINITE_INPUTS)
+        return tf.where(tf.shape(X)[0] > 0, status, EMPTY_BATCH)
     if Y.dtype.is_floating:
         integral = tf.reduce_all(tf.math.is_finite(Y) & tf.equal(Y, tf.round(Y)))
     else:
@@ -189,6 +255,7 @@ def error_for_status(status: int, num_classes: int) -> Exception:
         EMPTY_BATCH: (InvalidDataError, "the batch is empty (N = 0)"),
         NONFINITE_INPUTS: (InvalidDataError, "X contains NaN or inf"),
         OVERFLOWING_INPUTS: (InvalidDataError, OVERFLOW_MESSAGE),
+        BAD_SOFT_LABELS: (InvalidDataError, SOFT_LABEL_MESSAGE),
         BAD_LABELS: (InvalidDataError, label_error_message(num_classes)),
         BAD_STEP_SIZE: (
             ValueError,
