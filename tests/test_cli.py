@@ -466,3 +466,12 @@ def test_string_class_names_in_from_arrays():
     X = np.random.default_rng(0).normal(size=(30, 2))
     d = ga.datasets.from_arrays("names", X, np.array(["cat", "dog", "emu"] * 10))
     assert d.class_names == ("cat", "dog", "emu") and d.num_classes == 3
+
+
+def test_an_unwritable_output_is_refused_before_training(tiny_npz, capsys):
+    # /sys refuses new folders even to root, so this holds whoever runs the tests.
+    assert main(["compare", str(tiny_npz), "--methods", "lsm", "--max-iterations", "1",
+                 "--output", "/sys/gpflow-augmented-test", "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert "--output /sys/gpflow-augmented-test cannot be written" in captured.err
+    assert "lsm " not in captured.out

@@ -53,7 +53,7 @@ def test_device_side_check_catches_labels_that_pass_static_checks():
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("num_classes", [1, 0, 2.5, True])
+@pytest.mark.parametrize("num_classes", [1, 0, 2.5, True, float("nan"), None, "3"])
 def test_fewer_than_two_classes_rejected(num_classes):
     with pytest.raises(ValueError, match="num_classes"):
         ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), np.zeros((3, 1)), num_classes)
