@@ -175,31 +175,41 @@ def _benchmark_output(args: argparse.Namespace, names: Sequence[str]) -> Path:
 
 
 def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path,
-                 describe: Callable[[Any], str]) -> Tuple[Optional[str], Optional[str]]:
-    """Run one dataset's comparison into ``output``/<its name>; returns (its name, why it was not
-    run). One unusable dataset is reported and skipped, so it cannot sink the benchmark."""
+                 describe: Callable[[Any], str], label: str,
+                 failed: List[Tuple[str, str]]) -> Optional[Tuple[str, List[Dict[str, Any]]]]:
+    """Run one dataset's comparison into ``output``/<its name> (or, re-reading or resuming, read
+    it); returns its name and its methods' results. One unusable dataset is reported, added to
+    ``failed`` under ``label`` with the reason, and skipped, so it cannot sink the benchmark."""
+    import json
+
     from .cli import prepare_output, run_comparison
     from .validation import InvalidDataError, NumericalError
+
+    def not_run(reason: str) -> None:
+        print(f"{label}: not run: {reason}", flush=True)
+        failed.append((label, reason))
 
     try:
         dataset = load()
     except (FileNotFoundError, InvalidDataError, ValueError) as error:
-        return None, str(error)
+        return not_run(str(error))
     folder = output / dataset.name
-    if getattr(args, "report_only", False):
-        return dataset.name, None
-    if getattr(args, "resume", False) and (folder / "results.json").exists():
+    resumed = getattr(args, "resume", False) and (folder / "results.json").exists()
+    if resumed:
         print(f"{dataset.name}: finished earlier, kept", flush=True)
-        return dataset.name, None
-    print(describe(dataset), flush=True)
-    try:
-        folder = prepare_output(folder, resume=getattr(args, "resume", False), overwrite=False,
-                                explicit=True)
-        # Each dataset picks its own default methods (binary or multi-class labels).
-        run_comparison(dataset, argparse.Namespace(**vars(args)), folder, tensorboard=False)
-    except (InvalidDataError, NumericalError, ValueError) as error:
-        return dataset.name, str(error)
-    return dataset.name, None
+    elif not getattr(args, "report_only", False):
+        print(describe(dataset), flush=True)
+        try:
+            folder = prepare_output(folder, resume=getattr(args, "resume", False),
+                                    overwrite=False, explicit=True)
+            # Each dataset picks its own default methods (binary or multi-class labels).
+            run_comparison(dataset, argparse.Namespace(**vars(args)), folder, tensorboard=False)
+        except (InvalidDataError, NumericalError, ValueError) as error:
+            return not_run(str(error))
+    results_file = folder / "results.json"
+    if not results_file.exists():
+        return not_run(f"no results in {folder}")
+    return dataset.name, json.loads(results_file.read_text())["methods"]
 
 
 def _not_run(failed: List[Tuple[str, str]]) -> List[str]:
@@ -220,21 +230,17 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
     started = time.perf_counter()
     rows, speedups, targets, failed = [], [], [], []
     for name in args.datasets:
-        loaded, reason = _run_dataset(
+        ran = _run_dataset(
             lambda name=name: load_dataset(name, args.data_dir, test_fraction=args.test_fraction,
                                            seed=args.seed),
             args, output,
             lambda dataset: (f"{dataset.name}: {len(dataset.X_train)} train / "
                              f"{len(dataset.X_test)} test, C={dataset.num_classes}"),
+            name, failed,
         )
-        results_file = output / name / "results.json"
-        if reason is None and not results_file.exists():
-            reason = f"no results in {results_file.parent}"
-        if reason is not None:
-            print(f"{name}: not run: {reason}", flush=True)
-            failed.append((name, reason))
+        if ran is None:
             continue
-        methods = json.loads(results_file.read_text())["methods"]
+        methods = ran[1]
         rows += _dataset_rows(name, methods)
         speedups.append(_speedups(name, methods))
         targets.append(_against_best_peer(name, methods))
@@ -357,8 +363,6 @@ def _binary_row(name: str, methods: List[Dict[str, Any]]) -> str:
 def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]:
     """X-GPC against SVGP + Bernoulli with natural gradients on one-vs-rest tasks; writes
     ``binary.md``: the time each needs to reach the baseline's best test NLL, and final metrics."""
-    import json
-
     from .datasets import load_dataset, one_vs_rest
 
     def task_loader(task: str) -> Callable[[], Any]:
@@ -380,19 +384,14 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
         except ValueError as error:
             failed.append((task, str(error)))
             continue
-        name, reason = _run_dataset(
+        ran = _run_dataset(
             load, args, output,
             lambda dataset: (f"{dataset.name}: {len(dataset.X_train)} train / "
                              f"{len(dataset.X_test)} test, {dataset.Y_train.mean():.1%} positive"),
+            task, failed,
         )
-        results_file = output / str(name) / "results.json"
-        if reason is None and not results_file.exists():
-            reason = f"no results in {results_file.parent}"
-        if reason is not None:
-            print(f"{task}: not run: {reason}", flush=True)
-            failed.append((task, reason))
-            continue
-        rows.append(_binary_row(name, json.loads(results_file.read_text())["methods"]))
+        if ran is not None:
+            rows.append(_binary_row(*ran))
     lines = [
         _measured(args, started),
         f"Settings: M={args.num_inducing}, B={args.batch_size}, {_budget(args)} of "

@@ -475,3 +475,17 @@ def test_an_unwritable_output_is_refused_before_training(tiny_npz, capsys):
     captured = capsys.readouterr()
     assert "--output /sys/gpflow-augmented-test cannot be written" in captured.err
     assert "lsm " not in captured.out
+
+
+def test_the_binary_benchmark_reports_tasks_it_cannot_run(tiny_npz, tmp_path):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "good.npz").write_bytes(tiny_npz.read_bytes())
+    code = main(["benchmark", "--binary", "--data-dir", str(data_dir), "--datasets",
+                 "good:1,missing:0,good:x", "--max-iterations", "2", "--num-inducing", "5",
+                 "--time-budget", "0", "--output", str(tmp_path / "bench"), "--no-progress"])
+    assert code == 1
+    report = (tmp_path / "bench" / "binary.md").read_text()
+    assert "| good-1-vs-rest |" in report
+    assert "- **missing:0**: no dataset 'missing'" in report
+    assert "- **good:x**: binary task 'good:x': the positive class must be an integer" in report
