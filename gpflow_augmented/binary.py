@@ -23,6 +23,7 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes, inherit_check_shapes
+from gpflow.base import RegressionData
 from gpflow.config import default_float
 from gpflow.kernels import Kernel
 from gpflow.likelihoods import Bernoulli
@@ -31,6 +32,7 @@ from gpflow.mean_functions import MeanFunction
 from .expectations import expected_log_sigmoid
 from .augmentation import log_cosh_half, polya_gamma_mean, tilt
 from .models import AugmentedSVGP
+from .validation import checked_labels
 
 __all__ = ["BinaryLogisticSVGP", "binary_local_elbo"]
 
@@ -90,6 +92,16 @@ class BinaryLogisticSVGP(AugmentedSVGP):
             kernel, inducing_variable, Bernoulli(invlink=tf.sigmoid), 1, 2, num_data, whiten,
             q_mu, q_sqrt, mean_function,
         )
+
+    @inherit_check_shapes
+    def predict_log_density(
+        self, data: RegressionData, full_cov: bool = False, full_output_cov: bool = False
+    ) -> tf.Tensor:
+        # GPflow's Bernoulli reads any label other than 1 as 0: the labels are checked here (the
+        # multi-class likelihood checks its own).
+        valid = checked_labels(data[1], self.num_classes)[1]
+        log_density = super().predict_log_density(data, full_cov, full_output_cov)
+        return tf.where(valid, log_density, tf.constant(np.nan, log_density.dtype))
 
     @staticmethod
     @check_shapes("Y: [N, 1]", "return: [N, 1]")

@@ -16,7 +16,7 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 PROG = "gpflow-augmented"
 COMMANDS = ("compare", "benchmark", "ground-truth", "scale", "predict")
@@ -240,13 +240,20 @@ def machine() -> Dict[str, Any]:
     }
 
 
-def write_json(path: Path, payload: Dict[str, Any]) -> None:
-    """Write ``payload`` as strict JSON atomically: a reader, or a run interrupted mid-write,
-    sees the old file or the new one, never half of one."""
+def write_atomically(path: Path, write: Callable[[IO], Any], mode: str = "w") -> None:
+    """Write ``path`` through ``write(handle)`` atomically: a reader, or a run interrupted
+    mid-write, sees the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.partial")
-    temporary.write_text(json.dumps(_finite_or_none(payload), indent=1, allow_nan=False))
+    with open(temporary, mode) as handle:
+        write(handle)
     os.replace(temporary, path)
+
+
+def write_json(path: Path, payload: Dict[str, Any]) -> None:
+    """``payload`` as strict JSON, written atomically."""
+    text = json.dumps(_finite_or_none(payload), indent=1, allow_nan=False)
+    write_atomically(path, lambda handle: handle.write(text))
 
 
 # What a run writes into its output folder; an earlier run's are replaced only when asked.
@@ -333,11 +340,8 @@ def _save_method(output: Path, result: Any) -> None:
     import numpy as np
 
     folder = output / "methods"
-    folder.mkdir(parents=True, exist_ok=True)
-    temporary = folder / f".{result.name}.npy.partial"
-    with open(temporary, "wb") as handle:
-        np.save(handle, result.probabilities)
-    os.replace(temporary, folder / f"{result.name}.npy")
+    write_atomically(folder / f"{result.name}.npy",
+                     lambda handle: np.save(handle, result.probabilities), mode="wb")
     write_json(folder / f"{result.name}.json", result.to_json())
 
 
@@ -535,10 +539,7 @@ def _predict(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text.getvalue())
     else:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        temporary = Path(args.output).with_name(f".{Path(args.output).name}.partial")
-        temporary.write_text(text.getvalue())
-        os.replace(temporary, args.output)
+        write_atomically(Path(args.output), lambda handle: handle.write(text.getvalue()))
     return 0
 
 

@@ -563,17 +563,6 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     # -- predictions --------------------------------------------------------------------------
 
     @inherit_check_shapes
-    def predict_log_density(
-        self, data: RegressionData, full_cov: bool = False, full_output_cov: bool = False
-    ) -> tf.Tensor:
-        X, Y = data
-        # The labels are checked for every model (GPflow's Bernoulli, the binary model's
-        # likelihood, reads any label other than 1 as 0).
-        valid = checked_labels(Y, self.num_classes)[1]
-        log_density = super().predict_log_density(data, full_cov, full_output_cov)
-        return tf.where(valid, log_density, tf.constant(np.nan, log_density.dtype))
-
-    @inherit_check_shapes
     def predict_f(
         self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:

@@ -9,7 +9,7 @@ the step assigns nothing unless the status is ``OK``, and its Python wrapper rai
 """
 import math
 import numbers
-from typing import Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -136,6 +136,28 @@ def label_error_message(num_classes: int) -> str:
     return f"labels must be integers in 0..{num_classes - 1} (num_classes={num_classes})"
 
 
+def _class_indices_valid(Y: tf.Tensor, num_classes: int) -> tf.Tensor:
+    """Elementwise: an integer value in 0..C-1 (exactly, for float labels)."""
+    if Y.dtype.is_floating:
+        values = tf.cast(Y, tf.float64)
+        integral = tf.math.is_finite(values) & tf.equal(values, tf.round(values))
+        return integral & (values >= 0) & (values < num_classes)
+    values = tf.cast(Y, tf.int64)
+    return (values >= 0) & (values < num_classes)
+
+
+def _refuse_unless(valid: tf.Tensor, message: str,
+                   detail: Callable[[], str] = lambda: "") -> List[tf.Operation]:
+    """Refuse unless every ``valid``: eagerly by raising :class:`InvalidDataError` (``message``
+    and the eager-only ``detail``), in a graph by the returned assertion, for the caller's
+    control dependencies. XLA drops assertions; callers make the invalid results NaN for it."""
+    if tf.executing_eagerly():
+        if not bool(tf.reduce_all(valid)):
+            raise InvalidDataError(message + detail())
+        return []
+    return [tf.debugging.Assert(tf.reduce_all(valid), [message])]
+
+
 def checked_labels(Y: tf.Tensor, num_classes: int) -> Tuple[tf.Tensor, tf.Tensor]:
     """Labels ``Y`` [N, 1] as int32 class indices [N], and whether each is valid [N].
 
@@ -155,20 +177,13 @@ def checked_labels(Y: tf.Tensor, num_classes: int) -> Tuple[tf.Tensor, tf.Tensor
         raise InvalidDataError(
             f"{label_error_message(num_classes)} in a column [N, 1], got shape {tuple(Y.shape)}"
         )
-    values = tf.cast(Y[..., 0], tf.float64)
-    valid = (
-        tf.math.is_finite(values) & tf.equal(values, tf.round(values))
-        & (values >= 0) & (values < num_classes)
-    )
-    if tf.executing_eagerly():
-        if not bool(tf.reduce_all(valid)):
-            bad = values.numpy()[~valid.numpy()]
-            raise InvalidDataError(f"{label_error_message(num_classes)}, found {bad[0]:g}")
-        labels = tf.cast(values, tf.int32)
-    else:
-        check = tf.debugging.Assert(tf.reduce_all(valid), [label_error_message(num_classes)])
-        with tf.control_dependencies([check]):
-            labels = tf.cast(tf.where(valid, values, 0.0), tf.int32)
+    values = Y[..., 0]
+    valid = _class_indices_valid(values, num_classes)
+    checks = _refuse_unless(
+        valid, label_error_message(num_classes),
+        lambda: f", found {values.numpy()[~valid.numpy()][0]:g}")
+    with tf.control_dependencies(checks):
+        labels = tf.cast(tf.where(valid, values, tf.zeros_like(values)), tf.int32)
     return labels, valid
 
 
@@ -179,19 +194,13 @@ def checked_label_rows(Y: tf.Tensor, num_classes: int, dtype: tf.DType,
     :func:`checked_labels` refuses bad indices (a row that is not a probability vector: eagerly
     :class:`InvalidDataError`, an assertion in a graph, NaN under XLA)."""
     Y = tf.convert_to_tensor(Y)
-    if not (allow_soft and is_soft(Y, num_classes)):
-        labels, valid = checked_labels(Y, num_classes)
-        one_hot = tf.one_hot(labels, num_classes, dtype=dtype)
-        return tf.where(valid[..., None], one_hot, tf.constant(np.nan, dtype))
-    valid = soft_labels_valid(Y)
-    if tf.executing_eagerly():
-        if not bool(tf.reduce_all(valid)):
-            raise InvalidDataError(SOFT_LABEL_MESSAGE)
-        rows = tf.cast(Y, dtype)
-    else:
-        check = tf.debugging.Assert(tf.reduce_all(valid), [SOFT_LABEL_MESSAGE])
-        with tf.control_dependencies([check]):
+    if allow_soft and is_soft(Y, num_classes):
+        valid = soft_labels_valid(Y)
+        with tf.control_dependencies(_refuse_unless(valid, SOFT_LABEL_MESSAGE)):
             rows = tf.cast(Y, dtype)
+    else:
+        labels, valid = checked_labels(Y, num_classes)
+        rows = tf.one_hot(labels, num_classes, dtype=dtype)
     return tf.where(valid[..., None], rows, tf.constant(np.nan, dtype))
 
 
@@ -199,18 +208,13 @@ def check_finite_inputs(X: tf.Tensor) -> tf.Tensor:
     """``X`` after a check that it has no NaN or inf: :class:`InvalidDataError` eagerly, an
     assertion in a ``tf.function`` (dropped under XLA, where the NaN then shows in the result)."""
     X = tf.convert_to_tensor(X)
-    if tf.executing_eagerly():
-        finite = np.isfinite(X.numpy())
-        if not finite.all():
-            bad = np.argwhere(~finite)[0]
-            raise InvalidDataError(
-                f"X contains NaN or inf (first at row {bad[0]}, column {bad[-1]})"
-            )
-        return X
-    check = tf.debugging.Assert(
-        tf.reduce_all(tf.math.is_finite(X)), ["X contains NaN or inf"]
-    )
-    with tf.control_dependencies([check]):
+
+    def first_bad() -> str:
+        bad = np.argwhere(~np.isfinite(X.numpy()))[0]
+        return f" (first at row {bad[0]}, column {bad[-1]})"
+
+    with tf.control_dependencies(
+            _refuse_unless(tf.math.is_finite(X), "X contains NaN or inf", first_bad)):
         return tf.identity(X)
 
 
@@ -226,17 +230,8 @@ def data_status(X: tf.Tensor, Y: tf.Tensor, num_classes: int) -> tf.Tensor:
     (labels of shape [N, C] are rows of class probabilities)."""
     if is_soft(Y, num_classes):
         status = tf.where(tf.reduce_all(soft_labels_valid(Y)), OK, BAD_SOFT_LABELS)
-        status = tf.where(tf.reduce_all(tf.math.is_finite(tf.square(X))), status,
-                          OVERFLOWING_INPUTS)
-        status = tf.where(tf.reduce_all(tf.math.is_finite(X)), status, NONFINITE_INPUTS)
-        return tf.where(tf.shape(X)[0] > 0, status, EMPTY_BATCH)
-    if Y.dtype.is_floating:
-        integral = tf.reduce_all(tf.math.is_finite(Y) & tf.equal(Y, tf.round(Y)))
     else:
-        integral = tf.constant(True)
-    labels = tf.cast(Y, tf.float64) if Y.dtype.is_floating else tf.cast(Y, tf.int64)
-    in_range = tf.reduce_all((labels >= 0) & (labels < num_classes))
-    status = tf.where(integral & in_range, OK, BAD_LABELS)
+        status = tf.where(tf.reduce_all(_class_indices_valid(Y, num_classes)), OK, BAD_LABELS)
     status = tf.where(tf.reduce_all(tf.math.is_finite(tf.square(X))), status, OVERFLOWING_INPUTS)
     status = tf.where(tf.reduce_all(tf.math.is_finite(X)), status, NONFINITE_INPUTS)
     return tf.where(tf.shape(X)[0] > 0, status, EMPTY_BATCH)
