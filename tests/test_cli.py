@@ -489,3 +489,18 @@ def test_the_binary_benchmark_reports_tasks_it_cannot_run(tiny_npz, tmp_path):
     assert "| good-1-vs-rest |" in report
     assert "- **missing:0**: no dataset 'missing'" in report
     assert "- **good:x**: binary task 'good:x': the positive class must be an integer" in report
+
+
+@pytest.mark.parametrize("command", ["compare", "ground-truth"])
+def test_an_empty_npz_is_one_error_line_in_compare_and_ground_truth(command, tmp_path, capsys):
+    empty = tmp_path / "empty.npz"
+    empty.write_bytes(b"")
+    assert main([command, str(empty), "--output", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gpflow-augmented: error: {empty}: not a readable .npz file (empty file)"]
+
+
+def test_negative_trace_test_points_are_refused(capsys):
+    assert main(["compare", "--trace-test-points=-1"]) == 2
+    assert "argument --trace-test-points: must be an integer ≥ 1, got '-1'" in (
+        capsys.readouterr().err)
