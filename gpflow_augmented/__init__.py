@@ -2,39 +2,32 @@
 
 The logistic-softmax likelihood σ(f_k) / Σ_c σ(f_c), made conditionally conjugate by Gamma, Poisson
 and Pólya-Gamma augmentation, so that q(u) is updated in closed form by a compiled CAVI step.
+
+This namespace is the library: models, likelihoods, the CAVI optimizer and its step-size schedules,
+training, monitoring, metrics and datasets. Two layers build on it and load only when used:
+:mod:`gpflow_augmented.sampling` (Gibbs and NUTS ground truth) and
+:mod:`gpflow_augmented.comparison` (GPflow's classifiers side by side, the benchmark and the
+``gpflow-augmented`` command).
 """
+from typing import Any
+
 from ._quiet import quiet_start_up
 
 with quiet_start_up():
     import tensorflow  # noqa: F401  (loaded here, quietly for the command-line tool)
     import gpflow  # noqa: F401
 
-from . import (
-    baselines,
-    certificate,
-    comparison,
-    datasets,
-    expectations,
-    ground_truth,
-    metrics,
-    monitoring,
-    plots,
-    tuning,
-    updates,
-)
-from .augmentation import LocalParameters
+from . import datasets, metrics, monitoring
+from ._deprecated import install_moved_module_finder, moved_attribute
 from .binary import BinaryLogisticSVGP
 from .cavi import CAVI
-from .checkpoints import CheckpointError, restore_checkpoint
 from .certificate import BoundCertificate, bound_certificate
+from .checkpoints import CheckpointError, restore_checkpoint
 from .convergence import GlobalParameterConvergence
 from .export import export_model, load_model
-from .gibbs import GibbsSampler
-from .mcmc import NutsSampler
-from .posterior import PosteriorSamples
-from .likelihoods import LogisticSoftmax
-from .models import AUGMENTED_SCHEMES, SCHEMES, AugmentedSVGP, LogisticSoftmaxSVGP
 from .initialisation import inducing_points, initial_kernel, median_lengthscale
+from .likelihoods import LogisticSoftmax
+from .models import AugmentedSVGP, LogisticSoftmaxSVGP
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from .training import EXACT_WARM_START, FitResult, Trainer, fit, minibatches
 from .validation import InvalidDataError, NumericalError
@@ -42,28 +35,27 @@ from .validation import InvalidDataError, NumericalError
 __version__ = "0.1.0"
 
 __all__ = [
-    "AUGMENTED_SCHEMES",
     "AugmentedSVGP",
     "BinaryLogisticSVGP",
     "BoundCertificate",
-    "bound_certificate",
-    "certificate",
-    "expectations",
     "CAVI",
     "CheckpointError",
+    "ConstantStepSize",
     "EXACT_WARM_START",
-    "GlobalParameterConvergence",
     "FitResult",
-    "GibbsSampler",
-    "NutsSampler",
-    "PosteriorSamples",
+    "GlobalParameterConvergence",
+    "InvalidDataError",
+    "LogisticSoftmax",
+    "LogisticSoftmaxSVGP",
+    "NumericalError",
+    "RobbinsMonro",
+    "StepSizeSchedule",
     "Trainer",
-    "baselines",
-    "comparison",
+    "__version__",
+    "bound_certificate",
     "datasets",
     "export_model",
     "fit",
-    "ground_truth",
     "inducing_points",
     "initial_kernel",
     "load_model",
@@ -71,17 +63,23 @@ __all__ = [
     "metrics",
     "minibatches",
     "monitoring",
-    "plots",
     "restore_checkpoint",
-    "tuning",
-    "ConstantStepSize",
-    "InvalidDataError",
-    "LocalParameters",
-    "LogisticSoftmax",
-    "LogisticSoftmaxSVGP",
-    "NumericalError",
-    "RobbinsMonro",
-    "SCHEMES",
-    "StepSizeSchedule",
-    "__version__",
 ]
+
+_LAYERS = ("comparison", "sampling")
+
+install_moved_module_finder()
+
+
+def __getattr__(name: str) -> Any:
+    # The layers above the library load on first use (``gpflow_augmented.comparison``), and
+    # names that moved resolve with a DeprecationWarning.
+    if name in _LAYERS:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    return moved_attribute(__name__, name)
+
+
+def __dir__() -> list:
+    return sorted([*__all__, *_LAYERS])

@@ -1,7 +1,7 @@
-"""``python -m gpflow_augmented``: the command-line tool of :mod:`gpflow_augmented.cli`."""
+"""``python -m gpflow_augmented``: the command-line tool of :mod:`gpflow_augmented.comparison.cli`."""
 import sys
 
-from .cli import main
+from .comparison.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

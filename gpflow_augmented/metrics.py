@@ -9,12 +9,18 @@ Two calibration errors are offered because the literature uses both:
   bin; the result is the mean over classes.
 
 Bins are right-closed, (k/B, (k+1)/B], with 0 put in the first bin.
+
+:class:`Evaluator` computes them all for any GPflow classifier on a test set, from its
+``predict_y`` and ``predict_log_density``.
 """
-from typing import NamedTuple
+from typing import Any, Callable, Dict, NamedTuple, Optional
 
 import numpy as np
+import tensorflow as tf
+from gpflow.config import default_float
 
 __all__ = [
+    "Evaluator",
     "ReliabilityCurve",
     "brier_score",
     "classwise_calibration_error",
@@ -131,3 +137,47 @@ def reliability_curve(
         accuracy = np.bincount(bins, weights=correct, minlength=num_bins) / count
         mean_confidence = np.bincount(bins, weights=confidence, minlength=num_bins) / count
     return ReliabilityCurve(np.linspace(0.0, 1.0, num_bins + 1), count, accuracy, mean_confidence)
+
+
+class Evaluator:
+    """Test metrics of any GPflow classifier, computed by compiled predictions in fixed-size
+    chunks (memory stays bounded for Monte Carlo predictive densities on large test sets)."""
+
+    def __init__(self, X: np.ndarray, Y: np.ndarray, chunk_size: int = 1000) -> None:
+        self.X = np.asarray(X, dtype=default_float())
+        self.Y = np.asarray(Y).reshape(-1, 1).astype(np.int64)
+        self.chunk_size = chunk_size
+        self._compiled: Dict[int, Callable] = {}
+        self.latest_probabilities: Optional[np.ndarray] = None
+
+    def predictions(self, model: Any) -> Dict[str, np.ndarray]:
+        key = id(model)
+        if key not in self._compiled:
+            self._compiled[key] = tf.function(
+                lambda X, Y: (model.predict_y(X)[0], model.predict_log_density((X, Y))),
+                reduce_retracing=True,
+            )
+        predict = self._compiled[key]
+        probabilities, log_density = [], []
+        for start in range(0, len(self.X), self.chunk_size):
+            p, lp = predict(self.X[start : start + self.chunk_size],
+                            self.Y[start : start + self.chunk_size])
+            p = p.numpy()
+            if p.shape[1] == 1:  # a binary model predicts p(y = 1) only
+                p = np.hstack([1.0 - p, p])
+            probabilities.append(p)
+            log_density.append(np.reshape(lp.numpy(), -1))
+        return {"probabilities": np.concatenate(probabilities),
+                "log_density": np.concatenate(log_density)}
+
+    def __call__(self, model: Any) -> Dict[str, float]:
+        predictions = self.predictions(model)
+        p, y = predictions["probabilities"], self.Y
+        self.latest_probabilities = p
+        return {
+            "error": error_rate(p, y),
+            "nll": mean_nll(predictions["log_density"]),
+            "ece": expected_calibration_error(p, y, num_bins=15),
+            "classwise_ece": classwise_calibration_error(p, y, num_bins=10),
+            "brier": brier_score(p, y),
+        }

@@ -10,7 +10,7 @@ In a training loop of your own::
 
 The tasks work for any GPflow classifier with ``predict_y`` and ``predict_log_density`` (GPflow's
 SVGP baselines too); ``optimizer`` may be a :class:`~gpflow_augmented.Trainer`,
-:class:`~gpflow_augmented.CAVI`, a comparison :class:`~gpflow_augmented.baselines.Method`, or a
+:class:`~gpflow_augmented.CAVI`, a comparison :class:`~gpflow_augmented.comparison.baselines.Method`, or a
 callable returning the step size.
 """
 from collections import defaultdict
@@ -28,6 +28,8 @@ from gpflow.monitor import (
     ToTensorBoard,
 )
 
+from .metrics import expected_calibration_error, reliability_curve
+
 __all__ = [
     "BoundCertificateToTensorBoard",
     "ElboToTensorBoard",
@@ -35,6 +37,7 @@ __all__ = [
     "TestMetricsToTensorBoard",
     "ReliabilityDiagramToTensorBoard",
     "TensorBoardTasks",
+    "plot_reliability_diagram",
     "read_event_files",
     "tensorboard_monitor",
     "tensorboard_tasks",
@@ -89,7 +92,7 @@ class TestMetricsToTensorBoard(ToTensorBoard):
     NAMES = ("error", "nll", "ece", "classwise_ece", "brier")
 
     def __init__(self, log_dir: str, model: Any, test_data: Tuple[np.ndarray, np.ndarray]) -> None:
-        from .comparison import Evaluator
+        from .metrics import Evaluator
 
         super().__init__(log_dir)
         self.model = model
@@ -121,14 +124,30 @@ class ReliabilityDiagramToTensorBoard(ImageToTensorBoard):
         super().__init__(log_dir, self._plot, "reliability", fig_kw={"figsize": (4, 4)})
 
     def _plot(self, figure: Any, axes: Any) -> None:
-        from .plots import plot_reliability_diagram
-
         task = self.metrics_task
         if task.latest_probabilities is None:
             task.evaluator(task.model)
             task.latest_probabilities = task.evaluator.latest_probabilities
             task.latest_labels = task.evaluator.Y
         plot_reliability_diagram(axes, task.latest_probabilities, task.latest_labels, self.num_bins)
+
+
+def plot_reliability_diagram(ax: Any, probabilities: np.ndarray, y: np.ndarray,
+                             num_bins: int = 15, title: str = "") -> None:
+    """Accuracy against confidence per bin; the gap to the diagonal is the miscalibration."""
+    curve = reliability_curve(probabilities, y, num_bins)
+    centres = 0.5 * (curve.edges[:-1] + curve.edges[1:])
+    width = 1.0 / num_bins
+    filled = curve.count > 0
+    ax.bar(centres[filled], curve.accuracy[filled], width=width, color="tab:blue",
+           edgecolor="black", linewidth=0.5, label="accuracy")
+    ax.bar(centres[filled], (curve.confidence - curve.accuracy)[filled],
+           bottom=curve.accuracy[filled], width=width, color="tab:red", alpha=0.3,
+           edgecolor="tab:red", linewidth=0.5, label="gap")
+    ax.plot([0, 1], [0, 1], "k--", linewidth=1)
+    ece = expected_calibration_error(probabilities, y, num_bins)
+    ax.text(0.04, 0.92, f"ECE {ece:.3f}", transform=ax.transAxes)
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy", title=title)
 
 
 def _step_size_callable(optimizer: Any) -> Optional[Callable[[], float]]:

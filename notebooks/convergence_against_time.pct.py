@@ -63,10 +63,9 @@
 # %%
 import json
 
-import numpy as np
 
 import gpflow_augmented as ga
-from gpflow_augmented import ci_utils, plots
+from gpflow_augmented.comparison import ci_utils, plots
 from gpflow_augmented.comparison import compare, time_to_common_nll
 
 OUTPUT = ci_utils.output_dir("convergence_against_time")

@@ -21,7 +21,7 @@
 # posterior (Gibbs sampling), and both give predictive probabilities p close to it. Gibbs reaches
 # a test accuracy of 0.98, both variational methods 0.96.
 #
-# **What we run** (`gpflow_augmented.ground_truth.compare_with_gibbs`): one fixed SE-ARD kernel
+# **What we run** (`gpflow_augmented.sampling.ground_truth.compare_with_gibbs`): one fixed SE-ARD kernel
 # (variance 1, median-distance lengthscales) and Z = X for every method;
 #
 # * `gibbs`: our Gibbs sampler of the augmented model (exact Pólya-Gamma draws): the ground truth;
@@ -68,8 +68,9 @@
 # %%
 import numpy as np
 
-from gpflow_augmented import ci_utils, metrics, plots
-from gpflow_augmented.ground_truth import QUANTITIES, compare_with_gibbs
+from gpflow_augmented import metrics
+from gpflow_augmented.comparison import ci_utils, plots
+from gpflow_augmented.sampling.ground_truth import QUANTITIES, compare_with_gibbs
 
 OUTPUT = ci_utils.output_dir("effect_of_augmentation")
 comparison = compare_with_gibbs(

@@ -48,7 +48,7 @@ import numpy as np
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from gpflow_augmented import ci_utils
+from gpflow_augmented.comparison import ci_utils
 
 OUTPUT = ci_utils.output_dir("getting_started")
 ITERATIONS = ci_utils.reduce_in_fast_mode(1500, 10)
@@ -101,7 +101,7 @@ gpflow.utilities.print_summary(model.kernel)
 # %%
 from matplotlib.figure import Figure
 
-from gpflow_augmented import plots
+from gpflow_augmented.comparison import plots
 
 logged = ga.monitoring.read_event_files(log_dir).scalars
 print("logged:", ", ".join(sorted({tag.split("[")[0] for tag in logged})))

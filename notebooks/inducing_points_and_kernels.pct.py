@@ -56,11 +56,10 @@
 import time
 
 import gpflow
-import numpy as np
 
 import gpflow_augmented as ga
-from gpflow_augmented import ci_utils, metrics, plots
-from gpflow_augmented.comparison import Evaluator
+from gpflow_augmented.comparison import ci_utils, plots
+from gpflow_augmented.metrics import Evaluator
 
 OUTPUT = ci_utils.output_dir("inducing_points_and_kernels")
 NUM_INDUCING = ci_utils.reduce_in_fast_mode([5, 10, 20, 50, 100, 200, 400], [5, 20])

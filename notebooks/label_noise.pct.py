@@ -85,8 +85,9 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from gpflow_augmented import ci_utils, metrics, plots
-from gpflow_augmented.baselines import NaturalGradientMethod, build_method
+from gpflow_augmented import metrics
+from gpflow_augmented.comparison import ci_utils, plots
+from gpflow_augmented.comparison.baselines import NaturalGradientMethod, build_method
 
 OUTPUT = ci_utils.output_dir("label_noise")
 NUM_DATASETS = ci_utils.reduce_in_fast_mode(20, 3)

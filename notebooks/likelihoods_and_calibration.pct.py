@@ -80,7 +80,8 @@
 import numpy as np
 
 import gpflow_augmented as ga
-from gpflow_augmented import ci_utils, metrics, plots
+from gpflow_augmented import metrics
+from gpflow_augmented.comparison import ci_utils, plots
 from gpflow_augmented.comparison import compare
 
 NOISE_LEVELS = ci_utils.reduce_in_fast_mode(np.linspace(0.0, 1.0, 7), np.array([0.0, 0.5]))

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from gpflow_augmented.baselines import (
+from gpflow_augmented.comparison.baselines import (
     BINARY_METHODS,
     MULTICLASS_METHODS,
     NaturalGradientWarmUp,
@@ -134,7 +134,7 @@ def test_time_to_converge():
 
 
 def test_trace_on_a_test_subset_and_final_metrics_on_the_whole_test_set(tiny):
-    from gpflow_augmented.comparison import Evaluator
+    from gpflow_augmented.metrics import Evaluator
 
     result = compare(tiny, ["lsm", "rm"], num_inducing=10, batch_size=32, time_budget=None,
                      max_iterations=3, seed=2, trace_test_points=25)
@@ -220,4 +220,4 @@ def test_method_names_build_the_variants_they_name(tiny):
         build("lsm", class_subset_size=2)
     with pytest.raises(ValueError, match="is now called 'lsm-zero-mean'"):
         compare(tiny, ["lsm-exact"], max_iterations=1)
-    assert ga.baselines.default_methods(4) == ("lsm", "rm", "softmax", "lsm-vi")
+    assert ga.comparison.baselines.default_methods(4) == ("lsm", "rm", "softmax", "lsm-vi")

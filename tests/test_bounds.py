@@ -9,6 +9,7 @@ from gpflow.config import default_jitter
 from gpflow.kullback_leiblers import gauss_kl
 
 import gpflow_augmented as ga
+from gpflow_augmented.models import AUGMENTED_SCHEMES
 from conftest import make_problem
 
 
@@ -48,7 +49,7 @@ def vi_elbo(model, X, y):
 def test_bound_ordering(num_data, num_classes, seed):
     rng = np.random.default_rng(seed)
     models = {}
-    for scheme in ga.AUGMENTED_SCHEMES:
+    for scheme in AUGMENTED_SCHEMES:
         models[scheme], (X, Y) = make_problem(num_data, num_classes, seed=seed, variance=2.0,
                                               scheme=scheme)
     q_mu = rng.normal(size=(num_data, num_classes))

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import gpflow_augmented as ga
-from gpflow_augmented.baselines import BINARY_METHODS, DEFAULT_MULTICLASS_METHODS
-from gpflow_augmented.cli import main
+from gpflow_augmented.comparison.baselines import BINARY_METHODS, DEFAULT_MULTICLASS_METHODS
+from gpflow_augmented.comparison.cli import main
 
 # TensorFlow's C++ log lines (I0000 …, W0000 …, E0000 …) and its absl start-up notice.
 TF_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)|oneDNN|cuda",
@@ -213,7 +213,7 @@ def test_ground_truth_rejects_bad_options(capsys):
 
 
 def test_report_compares_the_package_method_with_the_best_peer_at_the_common_target():
-    from gpflow_augmented.benchmark import _against_best_peer
+    from gpflow_augmented.comparison.benchmark import _against_best_peer
 
     def method(name, error, times_and_nlls, final_nll=None):
         trace = [{"time": t, "nll": nll} for t, nll in times_and_nlls]
@@ -251,7 +251,7 @@ def test_report_compares_the_package_method_with_the_best_peer_at_the_common_tar
 
 def _numeric_options():
     """Every option of every command whose value is a number, from the parser itself."""
-    from gpflow_augmented.cli import build_parser
+    from gpflow_augmented.comparison.cli import build_parser
 
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
@@ -373,15 +373,21 @@ def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz
     assert results["methods"][1]["iterations"] > 0
 
 
-def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys):
+def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, monkeypatch):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     (data_dir / "good.npz").write_bytes(tiny_npz.read_bytes())
     np.savez(data_dir / "flat.npz", X=np.ones((30, 3)), y=np.arange(30) % 2)
     (data_dir / "empty.npz").write_bytes(b"")
-    code = main(["benchmark", "--data-dir", str(data_dir), "--datasets", "flat,good,empty",
-                 "--methods", "lsm,rm", "--max-iterations", "2", "--num-inducing", "5",
-                 "--time-budget", "0", "--output", str(tmp_path / "bench"), "--no-progress"])
+    options = ["--datasets", "flat,good,empty", "--methods", "lsm,rm", "--max-iterations", "2",
+               "--num-inducing", "5", "--time-budget", "0", "--output", str(tmp_path / "bench"),
+               "--no-progress"]
+    # The library assumes no data folder: without --data-dir it is the environment's or none.
+    monkeypatch.delenv("GPFLOW_AUGMENTED_DATA", raising=False)
+    assert main(["benchmark", *options]) == 2
+    assert "pass --data-dir or set GPFLOW_AUGMENTED_DATA" in capsys.readouterr().err
+    monkeypatch.setenv("GPFLOW_AUGMENTED_DATA", str(data_dir))
+    code = main(["benchmark", *options])
     assert code == 1  # the report is written, and the status says not everything ran
     report = (tmp_path / "bench" / "benchmark.md").read_text()
     assert "| good | lsm |" in report and "| good | rm |" in report

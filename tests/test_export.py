@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gpflow_augmented as ga
-from gpflow_augmented.cli import main
+from gpflow_augmented.comparison.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,14 @@ import pytest
 from numpy.polynomial.hermite import hermgauss
 
 from gpflow_augmented import InvalidDataError
-from gpflow_augmented.gibbs import (
+from gpflow_augmented.sampling.gibbs import (
     SCANS,
     GibbsSampler,
     _sigmoid,
     polya_gamma_moments,
     sample_polya_gamma,
 )
-from gpflow_augmented.posterior import monte_carlo_standard_error
+from gpflow_augmented.sampling.posterior import monte_carlo_standard_error
 
 # Largest |estimate - truth| / standard error accepted. Every check is seeded; at 4.5 a correct
 # sampler fails one of ~100 Gaussian comparisons with probability < 1e-3.
@@ -291,7 +291,7 @@ def test_predictions_have_gpflow_shapes_and_chunk_consistently(monkeypatch):
     np.testing.assert_allclose(log_density, np.log(p[np.arange(12), data[1][:, 0]]))
     mean, variance = samples.predict_f(data[0])
     # Row chunks must not change the answer: one row at a time against everything at once.
-    monkeypatch.setattr("gpflow_augmented.posterior._PREDICTIVE_CHUNK_ELEMENTS", 2 * 50 * 3)
+    monkeypatch.setattr("gpflow_augmented.sampling.posterior._PREDICTIVE_CHUNK_ELEMENTS", 2 * 50 * 3)
     assert len(samples._row_chunks(data[0])) == 12
     chunked_mean, chunked_variance = samples.predict_f(data[0])
     np.testing.assert_allclose(chunked_mean, mean)

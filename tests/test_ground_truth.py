@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from sklearn.cluster import kmeans_plusplus
 
-from gpflow_augmented import plots
-from gpflow_augmented.ground_truth import compare_with_gibbs
-from gpflow_augmented.gibbs import GibbsSampler
-from gpflow_augmented.mcmc import NutsSampler
-from gpflow_augmented.posterior import monte_carlo_standard_error
+from gpflow_augmented.comparison import plots
+from gpflow_augmented.sampling.ground_truth import compare_with_gibbs
+from gpflow_augmented.sampling.gibbs import GibbsSampler
+from gpflow_augmented.sampling.nuts import NutsSampler
+from gpflow_augmented.sampling.posterior import monte_carlo_standard_error
 
 from test_gibbs import Z_TOLERANCE, PrintedRateGibbs
 

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from gpflow_augmented.comparison import Evaluator
+from gpflow_augmented.metrics import Evaluator
 from gpflow_augmented.monitoring import read_event_files, tensorboard_monitor
 
 STEPS = 6

@@ -9,7 +9,7 @@ import jupytext
 import pytest
 from nbclient import NotebookClient
 
-from gpflow_augmented.ci_utils import FAST_MODE_VARIABLE
+from gpflow_augmented.comparison.ci_utils import FAST_MODE_VARIABLE
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.pct.py"))

@@ -3,6 +3,7 @@ import gpflow
 import numpy as np
 
 import gpflow_augmented as ga
+from gpflow_augmented.models import SCHEMES
 from conftest import wine
 
 
@@ -22,7 +23,7 @@ def test_collapsed_matches_gradient_trained_svgp_on_wine(capsys):
     reference = svgp.predict_y(d.X_test)[0].numpy()
 
     distances = {}
-    for scheme in ga.SCHEMES:
+    for scheme in SCHEMES:
         model = ga.LogisticSoftmaxSVGP(kernel, Z.copy(), 3, num_data=len(d.X_train), scheme=scheme)
         ga.CAVI(model).minimize((d.X_train, d.Y_train), iterations=200)
         distances[scheme] = np.abs(model.predict_y(d.X_test)[0].numpy() - reference)

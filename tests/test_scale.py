@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from gpflow_augmented.scaling import run_scaling, scaling_report, streamed_fit_memory, synthetic_model
+from gpflow_augmented.comparison.scaling import run_scaling, scaling_report, streamed_fit_memory, synthetic_model
 
 
 def test_compiled_step_holds_no_tensor_of_size_n():

@@ -141,7 +141,7 @@ def test_bad_learning_rates_are_refused_before_anything_runs(learning_rate):
     with pytest.raises(ValueError, match=r"^learning_rate must be a finite number ≥ 0, got"):
         ga.fit(model, (X, Y), iterations=1, learning_rate=learning_rate, progress=False)
     with pytest.raises(ValueError, match=r"^learning_rate must be a finite number ≥ 0, got"):
-        ga.baselines.build_method("softmax", gpflow.kernels.SquaredExponential(), X[:5], 3, 20,
+        ga.comparison.baselines.build_method("softmax", gpflow.kernels.SquaredExponential(), X[:5], 3, 20,
                                   learning_rate=learning_rate)
     for b, a in zip(before, model_variables(model)):
         np.testing.assert_array_equal(a, b)
@@ -171,7 +171,7 @@ def test_adam_writing_a_non_finite_value_is_rolled_back(scheme):
 
 def test_adam_baseline_rolls_back_a_non_finite_write():
     _, (X, Y) = make_problem(20, 3, seed=0)
-    method = ga.baselines.build_method("softmax", gpflow.kernels.SquaredExponential(), X[:5], 3,
+    method = ga.comparison.baselines.build_method("softmax", gpflow.kernels.SquaredExponential(), X[:5], 3,
                                        20)
     method.step(tf.constant(X), tf.constant(Y))
     method.adam.learning_rate.assign(np.inf)
@@ -345,7 +345,7 @@ def test_inputs_whose_square_overflows_are_refused_not_trained_on():
 
 def test_gibbs_seed_is_checked():
     d = ga.datasets.load_dataset("wine")
-    sampler = ga.GibbsSampler((d.X_train[:30], d.Y_train[:30]),
+    sampler = ga.sampling.GibbsSampler((d.X_train[:30], d.Y_train[:30]),
                               gpflow.kernels.SquaredExponential(), 3)
     with pytest.raises(ValueError, match=r"^seed must be an integer ≥ 0, got -1"):
         sampler.sample(5, seed=-1)

@@ -117,4 +117,4 @@ def test_where_soft_labels_do_not_apply_they_are_refused_by_name():
         ga.CAVI(binary).step((X, rows[:, :2]))
     with pytest.raises(ga.InvalidDataError, match=r"^Y must be a column of integer labels "
                                                   r"\[N, 1\], got shape"):
-        ga.GibbsSampler((X, rows), gpflow.kernels.SquaredExponential(), 3)
+        ga.sampling.GibbsSampler((X, rows), gpflow.kernels.SquaredExponential(), 3)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import gpflow_augmented as ga
-from gpflow_augmented import tuning
+from gpflow_augmented.comparison import tuning
 from gpflow_augmented.comparison import compare
 
 

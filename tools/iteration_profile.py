@@ -14,8 +14,8 @@ import numpy as np
 import tensorflow as tf
 
 from gpflow_augmented import expectations
-from gpflow_augmented.baselines import EXACT_WARM_START, AdamMethod, build_method
-from gpflow_augmented.benchmark import interleaved_medians
+from gpflow_augmented.comparison.baselines import EXACT_WARM_START, AdamMethod, build_method
+from gpflow_augmented.comparison.benchmark import interleaved_medians
 from gpflow_augmented.initialisation import initial_kernel
 from gpflow_augmented.training import loss_and_gradients
 

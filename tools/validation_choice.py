@@ -10,10 +10,10 @@ trained on 80 % of a dataset's training set and scored by its final NLL on the o
 import argparse
 import json
 
-from gpflow_augmented import baselines
+from gpflow_augmented.comparison import baselines
 from gpflow_augmented.comparison import compare
 from gpflow_augmented.datasets import load_dataset
-from gpflow_augmented.tuning import validation_split
+from gpflow_augmented.comparison.tuning import validation_split
 
 
 def main() -> None:

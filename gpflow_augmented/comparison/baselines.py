@@ -34,13 +34,13 @@ from gpflow.kernels import Kernel
 from gpflow.optimizers import NaturalGradient
 from gpflow.utilities import set_trainable
 
-from .likelihoods import LogisticSoftmax
-from .binary import BinaryLogisticSVGP
-from .models import AugmentedSVGP, LogisticSoftmaxSVGP
-from .projection import inducing_inputs
-from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
-from .training import EXACT_WARM_START, Trainer, adam_step_if_finite
-from .validation import NumericalError, check_positive_number
+from ..likelihoods import LogisticSoftmax
+from ..binary import BinaryLogisticSVGP
+from ..models import AugmentedSVGP, LogisticSoftmaxSVGP
+from ..projection import inducing_inputs
+from ..schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
+from ..training import EXACT_WARM_START, Trainer, adam_step_if_finite
+from ..validation import NumericalError, check_positive_number
 
 __all__ = [
     "METHODS",

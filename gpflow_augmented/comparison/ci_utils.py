@@ -4,19 +4,20 @@ a fast mode, switched on by an environment variable, that shrinks every loop so 
 run each notebook top to bottom in seconds; where the benchmark data lives; where figures go.
 
 ``GPFLOW_AUGMENTED_FAST=1``   fast mode (the test suite sets it)
-``GPFLOW_AUGMENTED_DATA``     the folder of benchmark ``.npz`` files (default: the first of
-                              ``../shared/data`` and ``../../shared/data`` that exists, which is
-                              the shared data folder from a checkout's root or its ``notebooks/``)
+``GPFLOW_AUGMENTED_DATA``     the folder of benchmark ``.npz`` files (also the default of
+                              ``gpflow-augmented benchmark --data-dir``); without it the notebooks
+                              use the bundled datasets
 ``GPFLOW_AUGMENTED_OUTPUT``   where figures are written (default: ``notebook-output``)
 """
 import os
 from pathlib import Path
 from typing import Optional, TypeVar
 
-__all__ = ["FAST_MODE_VARIABLE", "is_fast_mode", "reduce_in_fast_mode", "benchmark_data_dir",
+__all__ = ["DATA_DIR_VARIABLE", "FAST_MODE_VARIABLE", "is_fast_mode", "reduce_in_fast_mode", "benchmark_data_dir",
            "output_dir"]
 
 FAST_MODE_VARIABLE = "GPFLOW_AUGMENTED_FAST"
+DATA_DIR_VARIABLE = "GPFLOW_AUGMENTED_DATA"
 T = TypeVar("T")
 
 
@@ -32,11 +33,10 @@ def reduce_in_fast_mode(full: T, fast: T) -> T:
 def benchmark_data_dir(required: str = "") -> Optional[Path]:
     """The benchmark data folder holding ``<required>.npz`` (any folder if ``required`` is
     empty), or ``None`` if there is none, so that a notebook can fall back to a bundled set."""
-    candidates = [os.environ.get("GPFLOW_AUGMENTED_DATA", ""), "../shared/data", "../../shared/data"]
-    for candidate in filter(None, candidates):
-        folder = Path(candidate)
-        if folder.is_dir() and (not required or (folder / f"{required}.npz").exists()):
-            return folder
+    candidate = os.environ.get(DATA_DIR_VARIABLE, "")
+    folder = Path(candidate)
+    if candidate and folder.is_dir() and (not required or (folder / f"{required}.npz").exists()):
+        return folder
     return None
 
 

@@ -18,11 +18,11 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 
-from .cavi import CAVI
-from .datasets.synthetic import synthetic_stream
-from .models import LogisticSoftmaxSVGP
-from .schedules import RobbinsMonro
-from .training import Trainer, fit
+from ..cavi import CAVI
+from ..datasets.synthetic import synthetic_stream
+from ..models import LogisticSoftmaxSVGP
+from ..schedules import RobbinsMonro
+from ..training import Trainer, fit
 
 __all__ = [
     "median_time",
@@ -107,7 +107,7 @@ def streamed_fit_memory(
     """Peak resident memory of a process that trains on ``num_data`` streamed points, and the
     median step time (run each size in its own process: the peak is per process)."""
     code = (
-        "import json, sys; from gpflow_augmented.scaling import _streamed_fit_in_process; "
+        "import json, sys; from gpflow_augmented.comparison.scaling import _streamed_fit_in_process; "
         f"print(json.dumps(_streamed_fit_in_process({num_data}, {steps}, {batch_size}, "
         f"{num_inducing}, {num_classes}, {input_dim})))"
     )
@@ -214,9 +214,9 @@ def precision_comparison(
 ) -> Dict:
     """The whole ``fit`` (CAVI + Adam, ``jit_compile=True``) in float64 and float32 from the same
     start on a bundled dataset: time per step and how far float32's predictions are from float64's."""
-    from .datasets import load_dataset
-    from .initialisation import inducing_points, initial_kernel
-    from .metrics import error_rate
+    from ..datasets import load_dataset
+    from ..initialisation import inducing_points, initial_kernel
+    from ..metrics import error_rate
 
     data = load_dataset(dataset, seed=seed)
     Z = inducing_points(data.X_train, num_inducing, seed=seed)

@@ -24,13 +24,13 @@ from gpflow.config import default_float
 from gpflow.kernels import Kernel
 from gpflow.utilities import set_trainable
 
-from .cavi import CAVI
-from .datasets import Dataset, load_dataset
+from ..cavi import CAVI
+from ..datasets import Dataset, load_dataset
 from .gibbs import GibbsSampler
-from .initialisation import initial_kernel
-from .likelihoods import LogisticSoftmax
-from .mcmc import NutsSampler
-from .models import LogisticSoftmaxSVGP
+from ..initialisation import initial_kernel
+from ..likelihoods import LogisticSoftmax
+from .nuts import NutsSampler
+from ..models import LogisticSoftmaxSVGP
 from .posterior import ConvergenceDiagnostics, PosteriorSamples, monte_carlo_standard_error
 
 __all__ = [

@@ -2,8 +2,8 @@ r"""
 :class:`PosteriorSamples`: draws from a sampler's posterior over the latent GPs, with GPflow-style
 predictions and convergence diagnostics.
 
-Both samplers (:class:`~gpflow_augmented.gibbs.GibbsSampler` on the augmented model and
-:class:`~gpflow_augmented.mcmc.NutsSampler` on the original one) draw the whitened values
+Both samplers (:class:`~gpflow_augmented.sampling.gibbs.GibbsSampler` on the augmented model and
+:class:`~gpflow_augmented.sampling.nuts.NutsSampler` on the original one) draw the whitened values
 v = L⁻¹u ~ N(0, I) at the inputs Z (the training inputs for the full GP), so one class turns both
 into predictions: given a draw v, the latent values at new inputs are
 f* | v ~ N(A*ᵀv, diag(K** - A*ᵀA*)) with A* = L⁻¹K_z*, the same conditional SVGP predicts with.
@@ -25,9 +25,9 @@ from gpflow.inducing_variables import InducingVariables
 from gpflow.kernels import Kernel
 from gpflow.models.util import inducingpoint_wrapper
 
-from .likelihoods import LogisticSoftmax, log_logistic_softmax, sobol_uniforms
-from .projection import canonical_kernel_and_inducing, whitened_projection
-from .validation import check_data, check_num_classes
+from ..likelihoods import LogisticSoftmax, log_logistic_softmax, sobol_uniforms
+from ..projection import canonical_kernel_and_inducing, whitened_projection
+from ..validation import check_data, check_num_classes
 
 __all__ = [
     "ConvergenceDiagnostics",

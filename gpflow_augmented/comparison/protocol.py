@@ -1,5 +1,5 @@
 """
-A fair, reproducible head-to-head run: several methods (see :mod:`~gpflow_augmented.baselines`) on
+A fair, reproducible head-to-head run: several methods (see :mod:`~gpflow_augmented.comparison.baselines`) on
 one dataset, the same initial state, the same minibatches, the same clock.
 
 The clock counts training only: it is stopped while the test metrics are computed, and each
@@ -16,16 +16,15 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 
-from . import metrics
+from ..metrics import Evaluator
 from .baselines import (METHODS, RENAMED_METHODS, Method, build_method, default_methods,
                         hyperparameter_snapshot)
-from .datasets import Dataset
-from .initialisation import inducing_points as kmeans_inducing_points
-from .initialisation import initial_kernel
+from ..datasets import Dataset
+from ..initialisation import inducing_points as kmeans_inducing_points
+from ..initialisation import initial_kernel
 
 __all__ = [
     "MinibatchStream",
-    "Evaluator",
     "MethodResult",
     "ComparisonResult",
     "compare",
@@ -57,50 +56,6 @@ class MinibatchStream:
             self._epoch, self._permutation = epoch, rng.permutation(self.num_data)
         start = slot * self.batch_size
         return self._permutation[start : start + self.batch_size]
-
-
-class Evaluator:
-    """Test metrics of any GPflow classifier, computed by compiled predictions in fixed-size
-    chunks (memory stays bounded for Monte Carlo predictive densities on large test sets)."""
-
-    def __init__(self, X: np.ndarray, Y: np.ndarray, chunk_size: int = 1000) -> None:
-        self.X = np.asarray(X, dtype=default_float())
-        self.Y = np.asarray(Y).reshape(-1, 1).astype(np.int64)
-        self.chunk_size = chunk_size
-        self._compiled: Dict[int, Callable] = {}
-        self.latest_probabilities: Optional[np.ndarray] = None
-
-    def predictions(self, model: Any) -> Dict[str, np.ndarray]:
-        key = id(model)
-        if key not in self._compiled:
-            self._compiled[key] = tf.function(
-                lambda X, Y: (model.predict_y(X)[0], model.predict_log_density((X, Y))),
-                reduce_retracing=True,
-            )
-        predict = self._compiled[key]
-        probabilities, log_density = [], []
-        for start in range(0, len(self.X), self.chunk_size):
-            p, lp = predict(self.X[start : start + self.chunk_size],
-                            self.Y[start : start + self.chunk_size])
-            p = p.numpy()
-            if p.shape[1] == 1:  # a binary model predicts p(y = 1) only
-                p = np.hstack([1.0 - p, p])
-            probabilities.append(p)
-            log_density.append(np.reshape(lp.numpy(), -1))
-        return {"probabilities": np.concatenate(probabilities),
-                "log_density": np.concatenate(log_density)}
-
-    def __call__(self, model: Any) -> Dict[str, float]:
-        predictions = self.predictions(model)
-        p, y = predictions["probabilities"], self.Y
-        self.latest_probabilities = p
-        return {
-            "error": metrics.error_rate(p, y),
-            "nll": metrics.mean_nll(predictions["log_density"]),
-            "ece": metrics.expected_calibration_error(p, y, num_bins=15),
-            "classwise_ece": metrics.classwise_calibration_error(p, y, num_bins=10),
-            "brier": metrics.brier_score(p, y),
-        }
 
 
 class MethodResult(NamedTuple):
@@ -228,12 +183,12 @@ def compare(
     them if ``None``), which keeps evaluation from dominating the wall-clock time of a run on a
     large test set; the final state is also evaluated on the whole test set (``final_metrics``).
 
-    ``methods`` defaults to :func:`~gpflow_augmented.baselines.default_methods` of the dataset's
+    ``methods`` defaults to :func:`~gpflow_augmented.comparison.baselines.default_methods` of the dataset's
     number of classes: ``xgpc`` and ``bernoulli`` for binary labels, the multi-class set otherwise.
 
     ``method_options`` gives a method its own ``learning_rate`` and (CAVI methods) ``step_size``
-    (a name in :data:`~gpflow_augmented.baselines.STEP_SIZE_SCHEDULES`), e.g. as chosen by
-    :func:`~gpflow_augmented.tuning.tune`, and ``lsm-subsets`` its ``class_subset_size``; the
+    (a name in :data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`), e.g. as chosen by
+    :func:`~gpflow_augmented.comparison.tuning.tune`, and ``lsm-subsets`` its ``class_subset_size``; the
     others use ``learning_rate`` and the default ρ.
 
     ``on_method_done(result)`` is called as each method finishes (e.g. to save it at once), and

@@ -12,7 +12,8 @@ from typing import Any, Dict, Mapping, Sequence, Union
 
 import numpy as np
 
-from .metrics import error_rate, expected_calibration_error, reliability_curve
+from ..metrics import error_rate
+from ..monitoring import plot_reliability_diagram
 
 __all__ = [
     "plot_reliability_diagram",
@@ -22,24 +23,6 @@ __all__ = [
     "traces_figure",
     "save_figure",
 ]
-
-
-def plot_reliability_diagram(ax: Any, probabilities: np.ndarray, y: np.ndarray,
-                             num_bins: int = 15, title: str = "") -> None:
-    """Accuracy against confidence per bin; the gap to the diagonal is the miscalibration."""
-    curve = reliability_curve(probabilities, y, num_bins)
-    centres = 0.5 * (curve.edges[:-1] + curve.edges[1:])
-    width = 1.0 / num_bins
-    filled = curve.count > 0
-    ax.bar(centres[filled], curve.accuracy[filled], width=width, color="tab:blue",
-           edgecolor="black", linewidth=0.5, label="accuracy")
-    ax.bar(centres[filled], (curve.confidence - curve.accuracy)[filled],
-           bottom=curve.accuracy[filled], width=width, color="tab:red", alpha=0.3,
-           edgecolor="tab:red", linewidth=0.5, label="gap")
-    ax.plot([0, 1], [0, 1], "k--", linewidth=1)
-    ece = expected_calibration_error(probabilities, y, num_bins)
-    ax.text(0.04, 0.92, f"ECE {ece:.3f}", transform=ax.transAxes)
-    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy", title=title)
 
 
 def plot_confidence_histogram(ax: Any, probabilities: np.ndarray, y: np.ndarray,
@@ -106,7 +89,7 @@ def ground_truth_figure(
     """Each method's predictive probabilities p, latent means μ and variances σ² (columns) against
     the reference's (x-axis), one row per method, all classes together: the paper's Figure 5.
 
-    :param summaries: method → :class:`~gpflow_augmented.ground_truth.PosteriorSummary`.
+    :param summaries: method → :class:`~gpflow_augmented.sampling.ground_truth.PosteriorSummary`.
     """
     from matplotlib.figure import Figure
 

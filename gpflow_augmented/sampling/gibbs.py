@@ -42,9 +42,9 @@ from gpflow.kernels import Kernel
 from polyagamma import random_polyagamma
 from tqdm.auto import tqdm
 
-from .likelihoods import LogisticSoftmax
+from ..likelihoods import LogisticSoftmax
 from .posterior import LatentSampler, PosteriorSamples, check_counts
-from .validation import check_integer
+from ..validation import check_integer
 
 __all__ = ["GibbsSampler", "SCANS", "polya_gamma_moments", "sample_polya_gamma"]
 
@@ -96,7 +96,7 @@ def polya_gamma_moments(b: np.ndarray, c: np.ndarray) -> Tuple[np.ndarray, np.nd
 class GibbsSampler(LatentSampler):
     """Gibbs sampler for the augmented logistic-softmax GP classifier with fixed hyperparameters.
 
-    The arguments are those of :class:`~gpflow_augmented.posterior.LatentSampler`, and
+    The arguments are those of :class:`~gpflow_augmented.sampling.posterior.LatentSampler`, and
     :param scan: ``"blocked"`` (default) or ``"systematic"``; see the module docstring.
     """
 

@@ -31,7 +31,7 @@ def step_times(batch_size: int, num_inducing: int, num_classes: int, input_dim: 
     """Median seconds of compiled steps at (B, M, C) on random data: ``cavi`` and ``natgrad``
     alone, and ``cavi+adam`` (this package's iteration) and ``natgrad+adam`` (RM's)."""
     from .baselines import build_method
-    from .initialisation import initial_kernel
+    from ..initialisation import initial_kernel
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((batch_size, input_dim))
@@ -95,7 +95,7 @@ def _ratio(numerator: Any, denominator: Any) -> str:
 def _speedups(name: str, methods: List[Dict[str, Any]]) -> str:
     """t(RM)/t(LSM) to each one's own best NLL (+0.01), and to a common target: the worse of
     the two best NLLs + 0.01, which both reached."""
-    from .comparison import time_to_common_nll
+    from .protocol import time_to_common_nll
 
     by_name = {m["name"]: m for m in methods}
     if "rm" not in by_name:
@@ -132,7 +132,7 @@ def _against_best_peer(name: str, methods: List[Dict[str, Any]],
     differences, and how much sooner it reached the common target, the best peer's final NLL
     × :data:`TARGET_SLACK`, than each peer did (t(peer) / t(ours)). Times and the target are read
     from the traces, which every method evaluated on the same test points."""
-    from .comparison import time_to_reach
+    from .protocol import time_to_reach
 
     by_name = {m["name"]: m for m in methods}
     # A diverged run's NLL is stored as None; it cannot be the best peer.
@@ -165,7 +165,7 @@ def _against_best_peer(name: str, methods: List[Dict[str, Any]],
 
 def _benchmark_output(args: argparse.Namespace, names: Sequence[str]) -> Path:
     """The benchmark's folder, checked (and an earlier run's kept or cleared) before any training."""
-    from .cli import prepare_output
+    from .runs import prepare_output
 
     if getattr(args, "report_only", False):
         return Path(args.output)
@@ -182,8 +182,8 @@ def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path
     ``failed`` under ``label`` with the reason, and skipped, so it cannot sink the benchmark."""
     import json
 
-    from .cli import prepare_output, run_comparison
-    from .validation import InvalidDataError, NumericalError
+    from .runs import prepare_output, run_comparison
+    from ..validation import InvalidDataError, NumericalError
 
     def not_run(reason: str) -> None:
         print(f"{label}: not run: {reason}", flush=True)
@@ -224,7 +224,7 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
     with the reason."""
     import json
 
-    from .datasets import load_dataset
+    from ..datasets import load_dataset
 
     output = _benchmark_output(args, args.datasets)
     started = time.perf_counter()
@@ -310,7 +310,7 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
 
 def _measured(args: argparse.Namespace, started: float) -> str:
     """The report's first line: date, machine and (unless re-read) the total time."""
-    from .cli import machine
+    from .runs import machine
 
     info = machine()
     return (
@@ -338,7 +338,7 @@ def _write_report(path: Path, lines: List[str]) -> str:
 def _binary_row(name: str, methods: List[Dict[str, Any]]) -> str:
     """xgpc's time to reach the baseline's best NLL against the baseline's own time to it; the
     same for a common target both reach, 5 % above the worse of the two best NLLs."""
-    from .comparison import best_nll, time_to_reach
+    from .protocol import best_nll, time_to_reach
 
     by_name = {m["name"]: m for m in methods}
     xgpc, baseline = by_name["xgpc"], by_name["bernoulli"]
@@ -363,7 +363,7 @@ def _binary_row(name: str, methods: List[Dict[str, Any]]) -> str:
 def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]:
     """X-GPC against SVGP + Bernoulli with natural gradients on one-vs-rest tasks; writes
     ``binary.md``: the time each needs to reach the baseline's best test NLL, and final metrics."""
-    from .datasets import load_dataset, one_vs_rest
+    from ..datasets import load_dataset, one_vs_rest
 
     def task_loader(task: str) -> Callable[[], Any]:
         name, _, positive = task.partition(":")

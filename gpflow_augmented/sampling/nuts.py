@@ -5,7 +5,7 @@ An independent check on the Gibbs sampler: the posterior of the original (non-au
 
 sampled by the No-U-Turn sampler of TensorFlow Probability on the whitened latents v, with the step
 size tuned by dual averaging during burn-in. Nothing here uses the augmentation, so agreement with
-:class:`~gpflow_augmented.gibbs.GibbsSampler` tests the augmentation and the Gibbs conditionals.
+:class:`~gpflow_augmented.sampling.gibbs.GibbsSampler` tests the augmentation and the Gibbs conditionals.
 Whitening makes the prior isotropic, so an identity mass matrix suits NUTS.
 """
 from typing import Optional
@@ -15,7 +15,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from gpflow.config import default_float
 
-from .likelihoods import log_logistic_softmax
+from ..likelihoods import log_logistic_softmax
 from .posterior import LatentSampler, PosteriorSamples, check_counts
 
 __all__ = ["NutsSampler"]
@@ -24,7 +24,7 @@ __all__ = ["NutsSampler"]
 class NutsSampler(LatentSampler):
     """NUTS on the whitened latents of the non-augmented logistic-softmax GP classifier.
 
-    The arguments are those of :class:`~gpflow_augmented.posterior.LatentSampler`.
+    The arguments are those of :class:`~gpflow_augmented.sampling.posterior.LatentSampler`.
     """
 
     def log_density(self, whitened: tf.Tensor) -> tf.Tensor:

@@ -3,7 +3,7 @@ Tuned against tuned: every method's settings chosen on a validation split carved
 data, never on the test set.
 
 Every method gets the same grid of Adam learning rates (:data:`LEARNING_RATES`); the CAVI methods
-also choose their ρ schedule on minibatches (:data:`~gpflow_augmented.baselines.STEP_SIZE_SCHEDULES`).
+also choose their ρ schedule on minibatches (:data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`).
 Each candidate is one :func:`~gpflow_augmented.comparison.compare` run on the training part of the
 split, under the same budget as the final run, scored by its final validation NLL. The test set is
 not read until the chosen settings are run on the whole training set.
@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from .baselines import AUGMENTED_METHODS, STEP_SIZE_SCHEDULES, default_methods
-from .comparison import compare
-from .datasets import Dataset, from_arrays, train_test_split
+from .protocol import compare
+from ..datasets import Dataset, from_arrays, train_test_split
 
 __all__ = ["LEARNING_RATES", "TuningResult", "candidate_settings", "settings_text", "tune",
            "validation_split"]

@@ -1,0 +1,31 @@
+"""
+Side-by-side comparison with GPflow's own classifiers: the methods (:mod:`.baselines`), the fair
+protocol (:mod:`.protocol`: same data, kernel, inducing points, minibatches and clock), tuning on a
+validation split (:mod:`.tuning`), the benchmark table (:mod:`.benchmark`), step-time scaling
+(:mod:`.scaling`), figures (:mod:`.plots`) and the ``gpflow-augmented`` command (:mod:`.cli`).
+
+This layer uses the library and :mod:`gpflow_augmented.sampling`, never the reverse.
+"""
+from ..metrics import Evaluator
+from .protocol import (
+    ComparisonResult,
+    MethodResult,
+    MinibatchStream,
+    best_nll,
+    compare,
+    time_to_common_nll,
+    time_to_converge,
+    time_to_reach,
+)
+
+__all__ = [
+    "ComparisonResult",
+    "Evaluator",
+    "MethodResult",
+    "MinibatchStream",
+    "best_nll",
+    "compare",
+    "time_to_common_nll",
+    "time_to_converge",
+    "time_to_reach",
+]

@@ -1,0 +1,254 @@
+"""
+One comparison run and its output folder: the folder checked before any training (kept, resumed or
+replaced), each method's result written atomically as it finishes, ``results.json``, the figures and
+the TensorBoard logs. Shared by the ``compare`` and ``benchmark`` commands (:mod:`.cli`,
+:mod:`.benchmark`).
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import IO, Any, Callable, Dict, List, Sequence, Tuple
+
+PROG = "gpflow-augmented"
+
+
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(v) for v in value]
+    return value
+
+
+def machine() -> Dict[str, Any]:
+    import gpflow
+    import tensorflow as tf
+
+    from .. import __version__
+
+    return {
+        "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(), "python": platform.python_version(),
+        "tensorflow": tf.__version__, "gpflow": gpflow.__version__,
+        "gpflow_augmented": __version__,
+    }
+
+
+def write_atomically(path: Path, write: Callable[[IO], Any], mode: str = "w") -> None:
+    """Write ``path`` through ``write(handle)`` atomically: a reader, or a run interrupted
+    mid-write, sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.partial")
+    with open(temporary, mode) as handle:
+        write(handle)
+    os.replace(temporary, path)
+
+
+def write_json(path: Path, payload: Dict[str, Any]) -> None:
+    """``payload`` as strict JSON, written atomically."""
+    text = json.dumps(_finite_or_none(payload), indent=1, allow_nan=False)
+    write_atomically(path, lambda handle: handle.write(text))
+
+
+# What a run writes into its output folder; an earlier run's are replaced only when asked.
+RUN_FILES = ("results.json", "run.json", "tuning.json", "methods", "figures", "tensorboard")
+
+
+def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: bool,
+                   names: Sequence[str] = RUN_FILES) -> Path:
+    """Check, before any training, that results can be written to ``output``; return the folder
+    to use. An earlier run's results there are kept (``resume``), replaced (``overwrite``) or,
+    for a folder the user named, refused; the default folder moves on to ``<name>-2``, … instead."""
+    import shutil
+
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite contradict each other; give one")
+    while True:
+        for folder in (output, *output.parents):
+            if folder.exists() and not folder.is_dir():
+                raise ValueError(f"--output {output}: {folder} is a file, not a folder")
+        earlier = [name for name in names if (output / name).exists()]
+        if not earlier or resume or overwrite or explicit:
+            break
+        stem, _, number = output.name.rpartition("-")
+        output = output.with_name(f"{stem}-{int(number) + 1}" if stem and number.isdigit()
+                                  else f"{output.name}-2")
+    if earlier and not (resume or overwrite):
+        raise ValueError(
+            f"--output {output} already holds an earlier run ({', '.join(earlier)}); pass "
+            "--resume to continue it, --overwrite to replace it, or choose another folder"
+        )
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        if overwrite:
+            for name in earlier:
+                target = output / name
+                shutil.rmtree(target) if target.is_dir() else target.unlink()
+        probe = output / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(f"--output {output} cannot be written ({error.strerror or error})") from None
+    return output
+
+
+def _run_settings(dataset: Any, args: argparse.Namespace) -> Dict[str, Any]:
+    """What a resumed run must share with the run it continues."""
+    keys = ("methods", "num_inducing", "batch_size", "time_budget", "max_iterations",
+            "learning_rate", "tune", "class_subset_size", "train_inducing_points",
+            "trace_test_points", "seed", "test_fraction")
+    return {"dataset": dataset.name, "num_train": len(dataset.X_train),
+            **{key: getattr(args, key, None) for key in keys}}
+
+
+def _finished_methods(output: Path, settings: Dict[str, Any]) -> Dict[str, Any]:
+    """The methods an interrupted run in ``output`` finished, after checking that it was the
+    same run."""
+    import numpy as np
+
+    from .protocol import MethodResult
+
+    run_file = output / "run.json"
+    if not run_file.exists():
+        return {}
+    earlier = json.loads(run_file.read_text())
+    differing = [key for key in settings if earlier.get(key) != _finite_or_none(settings[key])]
+    if differing:
+        key = differing[0]
+        raise ValueError(
+            f"--resume: the run in {output} had {key} = {earlier.get(key)!r}, this one has "
+            f"{settings[key]!r}; resume with the same options, or pass --overwrite"
+        )
+    finished = {}
+    for name in settings["methods"] or []:
+        payload_file = output / "methods" / f"{name}.json"
+        if payload_file.exists():
+            payload = json.loads(payload_file.read_text())
+            finished[name] = MethodResult.from_json(
+                payload, np.load(output / "methods" / f"{name}.npy"))
+    return finished
+
+
+def _save_method(output: Path, result: Any) -> None:
+    """One finished method's result, written atomically as soon as it is done."""
+    import numpy as np
+
+    folder = output / "methods"
+    write_atomically(folder / f"{result.name}.npy",
+                     lambda handle: np.save(handle, result.probabilities), mode="wb")
+    write_json(folder / f"{result.name}.json", result.to_json())
+
+
+def summary_table(result: Any) -> str:
+    from .protocol import time_to_converge
+
+    header = (f"{'method':<10} {'iters':>6} {'train s':>8} {'error':>7} {'NLL':>7} {'ECE':>7} "
+              f"{'cw-ECE':>7} {'Brier':>7} {'t(NLL) s':>9} {'failed':>6}")
+    lines = [header, "-" * len(header)]
+    for m in result.methods:
+        final = m.final()
+        converged = time_to_converge(m.trace)
+        lines.append(
+            f"{m.name:<10} {m.iterations:>6d} {final['time']:>8.1f} {final['error']:>7.4f} "
+            f"{final['nll']:>7.4f} {final['ece']:>7.4f} {final['classwise_ece']:>7.4f} "
+            f"{final['brier']:>7.4f} {converged if converged is not None else float('nan'):>9.2f} "
+            f"{m.failed_steps:>6d}")
+    return "\n".join(lines)
+
+
+def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
+                   tensorboard: bool = True) -> Any:
+    """Compare on ``dataset`` and write ``output``/results.json, figures/ and tensorboard/; each
+    method's result is also written to methods/ as it finishes, which ``args.resume`` reads back
+    (``output`` has passed :func:`prepare_output`)."""
+    import shutil
+
+    from .baselines import default_methods
+    from .protocol import compare
+    from ..monitoring import tensorboard_tasks
+    from .plots import calibration_figure, save_figure, traces_figure
+    from gpflow.monitor import Monitor, MonitorTaskGroup
+
+    if args.methods is None:
+        args.methods = list(default_methods(dataset.num_classes))
+    settings = _run_settings(dataset, args)
+    finished = _finished_methods(output, settings) if getattr(args, "resume", False) else {}
+    if finished:
+        print(f"  resuming: {', '.join(finished)} finished earlier", flush=True)
+    for name in args.methods:  # an unfinished method's partial logs would mix with the new ones
+        if name not in finished and (output / "tensorboard" / name).exists():
+            shutil.rmtree(output / "tensorboard" / name)
+    write_json(output / "run.json", settings)
+
+    monitors: Dict[str, Tuple[Monitor, Monitor, List[int]]] = {}
+    image_every = 8  # evaluations; matplotlib is slow next to a training step
+
+    def log(method: Any, entry: Dict[str, float], evaluator: Any) -> None:
+        if method.name not in monitors:
+            tasks = tensorboard_tasks(str(output / "tensorboard" / method.name), method.model,
+                                      method, test_data=(dataset.X_test, dataset.Y_test))
+            monitors[method.name] = (
+                Monitor(MonitorTaskGroup([*tasks.every_step, tasks.test_metrics])),
+                Monitor(MonitorTaskGroup(tasks.reliability)),
+                [0],
+            )
+        scalars, image, count = monitors[method.name]
+        step = int(entry["iteration"])
+        elbo = entry["elbo"] if math.isfinite(entry["elbo"]) else None
+        scalars(step, elbo=elbo, metrics=entry, probabilities=evaluator.latest_probabilities,
+                labels=evaluator.Y)
+        if count[0] % image_every == 0:
+            image(step)
+        count[0] += 1
+
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    shared = dict(num_inducing=args.num_inducing, batch_size=args.batch_size,
+                  time_budget=args.time_budget, max_iterations=args.max_iterations,
+                  train_inducing_points=args.train_inducing_points, seed=args.seed,
+                  trace_test_points=args.trace_test_points, progress=progress)
+    fixed_options = ({} if args.class_subset_size is None
+                     else {"lsm-subsets": {"class_subset_size": args.class_subset_size}})
+    tuning = None
+    if getattr(args, "tune", False):
+        from .tuning import settings_text, tune
+
+        tuning_file = output / "tuning.json"
+        if getattr(args, "resume", False) and tuning_file.exists():
+            tuning = json.loads(tuning_file.read_text())
+        else:
+            tuning = tune(dataset, args.methods, method_options=fixed_options, **shared).to_json()
+            write_json(tuning_file, tuning)
+        print("  chosen on the validation split: " + "; ".join(
+            f"{name} {settings_text(chosen)}" for name, chosen in tuning["chosen"].items()),
+            flush=True)
+    result = compare(
+        dataset, args.methods, learning_rate=args.learning_rate,
+        method_options=fixed_options if tuning is None else tuning["chosen"],
+        callback=log if tensorboard else None, completed=finished,
+        on_method_done=lambda method_result: _save_method(output, method_result), **shared,
+    )
+    payload = {
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": [PROG, *sys.argv[1:]],
+        "machine": machine(),
+        **result.to_json(),
+        "tuning": tuning,
+    }
+    if tensorboard:  # the final reliability diagram, whatever evaluation it fell on
+        for m in result.methods:
+            if m.name in monitors:
+                monitors[m.name][1](m.iterations)
+    write_json(output / "results.json", payload)
+    traces = {m.name: m.trace for m in result.methods}
+    save_figure(traces_figure(traces, ("error", "nll"), title=dataset.name),
+                output / "figures" / "traces.png")
+    save_figure(calibration_figure({m.name: m.probabilities for m in result.methods},
+                                   dataset.Y_test), output / "figures" / "calibration.png")
+    return result

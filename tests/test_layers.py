@@ -1,0 +1,185 @@
+"""The package's three layers and their one-way dependencies: the library (``gpflow_augmented``),
+``gpflow_augmented.sampling`` and ``gpflow_augmented.comparison``. The import graph is read from
+the source (every import statement, including those inside functions), checked for cycles and for
+imports that point up a layer; each check is also shown to catch a planted violation. Importing
+the library must not load the layers above it, polyagamma or matplotlib; names that moved keep
+working with a DeprecationWarning."""
+import ast
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Dict, List, Optional, Set
+
+import pytest
+
+import gpflow_augmented
+
+PACKAGE_DIR = Path(gpflow_augmented.__file__).parent
+# Higher layers may import lower ones only. The command-line entry point belongs to comparison.
+LAYER_ORDER = {"library": 0, "sampling": 1, "comparison": 2}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def import_graph(root: Path) -> Dict[str, Set[str]]:
+    """Each module of the package at ``root`` -> the package's modules it imports anywhere."""
+    modules = {module_name(path, root): path for path in root.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(name, is_package, node.module, node.level)
+                for alias in node.names:
+                    submodule = f"{base}.{alias.name}"
+                    targets.add(submodule if submodule in modules else base)
+        graph[name] = {target for target in targets if target in modules and target != name}
+    return graph
+
+
+def _resolve(name: str, is_package: bool, module: Optional[str], level: int) -> str:
+    if level == 0:
+        return module or ""
+    parts = name.split(".")
+    base = parts if is_package else parts[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def find_cycle(graph: Dict[str, Set[str]]) -> Optional[List[str]]:
+    """A cycle of imports, as the list of its modules, or None."""
+    state: Dict[str, int] = {}  # 1: on the current path, 2: done
+    path: List[str] = []
+
+    def visit(node: str) -> Optional[List[str]]:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state:
+                cycle = visit(target)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in ("sampling", "comparison"):
+        return parts[1]
+    return "comparison" if parts[-1] == "__main__" else "library"
+
+
+def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
+    return sorted(f"{source} -> {target}" for source, targets in graph.items()
+                  for target in targets if LAYER_ORDER[layer(target)] > LAYER_ORDER[layer(source)])
+
+
+def test_the_package_has_no_import_cycle():
+    graph = import_graph(PACKAGE_DIR)
+    assert len(graph) > 30 and "gpflow_augmented.comparison.cli" in graph
+    assert find_cycle(graph) is None, find_cycle(graph)
+
+
+def test_no_layer_imports_one_above_it():
+    assert upward_imports(import_graph(PACKAGE_DIR)) == []
+
+
+def _planted_package(tmp_path: Path, files: Dict[str, str]) -> Path:
+    root = tmp_path / "gpflow_augmented"
+    for relative, text in {"__init__.py": "", **files}.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_the_checks_catch_a_planted_cycle_and_an_upward_import(tmp_path):
+    root = _planted_package(tmp_path, {
+        "models.py": "def f():\n    from .training import fit\n",
+        "training.py": "from . import models\n",
+        "monitoring.py": "from .comparison.protocol import compare\n",
+        "comparison/__init__.py": "",
+        "comparison/protocol.py": "from ..models import f\n",
+    })
+    graph = import_graph(root)
+    assert find_cycle(graph) in (
+        ["gpflow_augmented.models", "gpflow_augmented.training", "gpflow_augmented.models"],
+        ["gpflow_augmented.training", "gpflow_augmented.models", "gpflow_augmented.training"],
+    )
+    assert upward_imports(graph) == [
+        "gpflow_augmented.monitoring -> gpflow_augmented.comparison.protocol"]
+
+
+def test_importing_the_library_loads_no_layer_above_it_nor_their_dependencies():
+    # TensorFlow 2.21 itself loads matplotlib (keras.src.visualization imports pyplot when it is
+    # installed), so what counts is what importing the package adds to what TF and GPflow load.
+    script = (
+        "import json, sys\n"
+        "import tensorflow, gpflow\n"
+        "before = set(sys.modules)\n"
+        "import gpflow_augmented\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                               check=True)
+    added = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert "gpflow_augmented.models" in added
+    for unwanted in ("gpflow_augmented.sampling", "gpflow_augmented.comparison", "polyagamma",
+                     "matplotlib", "tqdm"):
+        assert not [name for name in added if name.split(".")[0:len(unwanted.split("."))]
+                    == unwanted.split(".")], unwanted
+
+
+@pytest.mark.parametrize("old, new", [
+    ("gpflow_augmented.gibbs", "gpflow_augmented.sampling.gibbs"),
+    ("gpflow_augmented.mcmc", "gpflow_augmented.sampling.nuts"),
+    ("gpflow_augmented.baselines", "gpflow_augmented.comparison.baselines"),
+    ("gpflow_augmented.cli", "gpflow_augmented.comparison.cli"),
+])
+def test_a_moved_module_imports_under_its_old_path_with_a_warning(old, new):
+    import importlib
+
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} has moved to {new}"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+
+
+def test_a_moved_name_resolves_with_a_warning_and_a_wrong_one_fails():
+    from gpflow_augmented.sampling import GibbsSampler
+
+    with pytest.warns(DeprecationWarning, match="gpflow_augmented.sampling.GibbsSampler"):
+        assert gpflow_augmented.GibbsSampler is GibbsSampler
+    with pytest.raises(AttributeError, match="no attribute 'GibsSampler'"):
+        gpflow_augmented.GibsSampler
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert gpflow_augmented.comparison.compare is not None  # a layer, not a moved name
+
+
+def test_the_exports_are_sorted_and_all_exist():
+    exported = gpflow_augmented.__all__
+    assert exported == sorted(exported)
+    for name in exported:
+        assert getattr(gpflow_augmented, name) is not None
