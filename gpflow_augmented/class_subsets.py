@@ -17,9 +17,12 @@ What it estimates, and how (see :mod:`~gpflow_augmented.augmentation`):
 * The hyperparameter gradient uses the same K: the ELBO's per-class sums and the KL are C/|K|
   times their sums over K.
 """
-import tensorflow as tf
+from typing import NamedTuple, Optional, Tuple
 
-__all__ = ["ClassSubsetSampler", "sample_without_replacement"]
+import tensorflow as tf
+from gpflow.config import default_float
+
+__all__ = ["ClassSubset", "ClassSubsetSampler", "sample_without_replacement"]
 
 
 def sample_without_replacement(seed: tf.Tensor, population: int, size: int) -> tf.Tensor:
@@ -62,3 +65,20 @@ class ClassSubsetSampler:
     def __call__(self, iteration: tf.Tensor) -> tf.Tensor:
         seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(iteration, tf.int64)])
         return sample_without_replacement(seed, self.num_classes, self.subset_size)
+
+
+class ClassSubset(NamedTuple):
+    """The classes K of a step (paper, Algorithm 2) as the columns of a batch's marginals hold
+    them: what a likelihood needs to estimate its sums over all C classes from |K| columns.
+
+    ``label_marginals``: each point's own class's marginals (mean [N], variance [N]), which the
+    exact bound's estimate keeps exact (filled in by the model's batch geometry)."""
+
+    classes: tf.Tensor  # [K] class indices
+    num_classes: int  # C
+    label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None
+
+    @property
+    def scale(self) -> tf.Tensor:
+        """C / |K|: the weight that makes a sum over the subset estimate the sum over all."""
+        return self.num_classes / tf.cast(tf.shape(self.classes)[0], default_float())

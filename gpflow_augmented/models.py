@@ -1,7 +1,8 @@
 """
 Sparse variational GP classifiers whose q(u) is updated in closed form by
-:class:`~gpflow_augmented.CAVI`: :class:`LogisticSoftmaxSVGP` (multi-class) on the shared
-:class:`AugmentedSVGP`.
+:class:`~gpflow_augmented.CAVI`: :class:`AugmentedSVGP` with any augmented likelihood
+(:mod:`~gpflow_augmented.likelihoods`), as GPflow's ``SVGP(kernel, likelihood, Z)``, and
+:class:`LogisticSoftmaxSVGP`, the multi-class model with the logistic-softmax likelihood.
 
 They are shaped like :class:`gpflow.models.SVGP` (``q_mu`` [M, C], ``q_sqrt`` [C, M, M], ``kernel``,
 ``inducing_variable``, ``num_data``, ``whiten``) so that everything written for SVGP (print_summary,
@@ -18,7 +19,6 @@ from gpflow.conditionals import conditional
 from gpflow.config import default_float
 from gpflow.inducing_variables import InducingVariables
 from gpflow.kernels import Kernel
-from gpflow.likelihoods import Likelihood
 from gpflow.mean_functions import MeanFunction
 from gpflow.kullback_leiblers import gauss_kl
 from gpflow.models import GPModel
@@ -26,9 +26,9 @@ from gpflow.models.training_mixins import ExternalDataTrainingLossMixin
 from gpflow.models.util import inducingpoint_wrapper
 from gpflow.utilities import triangular
 
-from . import augmentation
-from .expectations import exact_sites, expected_log_logistic_softmax, subset_site_weights
-from .likelihoods import LogisticSoftmax
+from ._deprecated import warn_moved
+from .class_subsets import ClassSubset
+from .likelihoods import AugmentedLikelihood, LogisticSoftmax, MeanFieldGammaPoisson, NegativeMultinomial
 from .projection import (
     canonical_kernel_and_inducing,
     inducing_inputs,
@@ -38,7 +38,6 @@ from .projection import (
 from .distributed import num_replicas, replica_sum, replicated_by_first, set_trainable
 from .updates import conjugate_statistics, natural_parameter_step_with_backoff
 from .validation import (
-    InvalidDataError,
     check_data,
     check_finite_inputs,
     check_integer,
@@ -48,12 +47,17 @@ from .validation import (
     is_soft,
 )
 
-__all__ = ["AUGMENTED_SCHEMES", "AugmentedSVGP", "BatchGeometry", "LogisticSoftmaxSVGP", "SCHEMES"]
+__all__ = ["AUGMENTED_SCHEMES", "AugmentedSVGP", "BOUNDS", "BatchGeometry", "LogisticSoftmaxSVGP",
+           "SCHEMES"]
 
-# The schemes whose step is exact coordinate ascent on a conjugate (augmented) bound, and the
-# natural-gradient step on the exact, non-augmented ELBO.
-AUGMENTED_SCHEMES = ("collapsed", "paper")
+# What CAVI steps on: an augmented bound (exact coordinate ascent, conjugate given the local
+# parameters), or the exact ELBO (closed-form natural-gradient steps from the exact sites).
+BOUNDS = ("augmented", "exact")
+# LogisticSoftmaxSVGP's schemes: the exact bound, or an augmented bound of one of the
+# likelihood's two variational families.
+AUGMENTED_SCHEMES = (NegativeMultinomial.name, MeanFieldGammaPoisson.name)
 SCHEMES = AUGMENTED_SCHEMES + ("exact",)
+RENAMED_SCHEMES = {"collapsed": NegativeMultinomial.name, "paper": MeanFieldGammaPoisson.name}
 
 
 class BatchGeometry(NamedTuple):
@@ -85,36 +89,66 @@ def _checked_inducing_inputs(Z: object) -> np.ndarray:
 
 
 class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
-    r"""What every conditionally conjugate sparse GP classifier here shares.
+    r"""A sparse variational GP classifier whose q(u) :class:`~gpflow_augmented.CAVI` updates in
+    closed form, shaped like GPflow's ``SVGP(kernel, likelihood, inducing_variable)``.
+
+    :param kernel: the kernel (one shared by all latent GPs, or a
+        :class:`gpflow.kernels.SeparateIndependent`).
+    :param likelihood: an :class:`~gpflow_augmented.likelihoods.AugmentedLikelihood`, e.g.
+        :class:`~gpflow_augmented.LogisticSoftmax` (multi-class) or
+        :class:`~gpflow_augmented.likelihoods.BinaryLogistic`; it owns the augmentation.
+    :param inducing_variable: inducing inputs Z [M, D] (array or ``InducingPoints``), or
+        :class:`gpflow.inducing_variables.SeparateIndependentInducingVariables`.
+    :param num_data: the training-set size N, which scales minibatch ELBOs and updates.
+    :param bound: ``"augmented"``: CAVI is exact coordinate ascent on the likelihood's augmented
+        bound; ``"exact"`` (likelihoods with exact sites): closed-form natural-gradient steps on
+        the exact ELBO, whose fixed point is the exact variational optimum.
+    :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
+    :param mean_function: the prior mean of every latent, as in GPflow's SVGP (default zero).
 
     It holds q(u) (``q_mu`` [M, L], ``q_sqrt`` [L, M, M], L latent GPs) and the sparse-GP algebra,
-    assembles the ELBO, and computes the closed-form natural-parameter step. A subclass supplies
-    the likelihood's part through :meth:`conjugate_terms`: each point's local ELBO at its optimal
-    local parameters, and the coefficients of f and -f²/2 in its augmented log-likelihood.
+    assembles the ELBO, and computes the closed-form natural-parameter step; the likelihood
+    supplies each point's local ELBO and the coefficients of f and -f²/2.
     """
 
     def __init__(
         self,
         kernel: Kernel,
+        likelihood: AugmentedLikelihood,
         inducing_variable: object,
-        likelihood: Likelihood,
-        num_latent_gps: int,
-        num_classes: int,
-        num_data: Optional[int],
-        whiten: bool,
-        q_mu: Optional[np.ndarray],
-        q_sqrt: Optional[np.ndarray],
+        *,
+        num_data: Optional[int] = None,
+        bound: str = "augmented",
+        whiten: bool = True,
+        q_mu: Optional[np.ndarray] = None,
+        q_sqrt: Optional[np.ndarray] = None,
         mean_function: Optional[MeanFunction] = None,
     ) -> None:
+        if not isinstance(likelihood, AugmentedLikelihood):
+            raise TypeError(
+                f"likelihood must be an augmented likelihood (LogisticSoftmax, BinaryLogistic, "
+                f"or an AugmentedLikelihood of your own), got {type(likelihood).__name__}"
+            )
+        if bound not in BOUNDS:
+            raise ValueError(f"bound must be one of {BOUNDS}, got {bound!r}")
+        if bound == "exact" and not likelihood.has_exact_sites:
+            raise ValueError(f"{type(likelihood).__name__} has no exact-bound step; use "
+                             "bound='augmented'")
         if num_data is not None:
             num_data = check_integer(num_data, "num_data")
         if not isinstance(inducing_variable, InducingVariables):
             inducing_variable = _checked_inducing_inputs(inducing_variable)
+        num_latent_gps = likelihood.num_latent_gps
         kernel, inducing_variable = canonical_kernel_and_inducing(
             kernel, inducingpoint_wrapper(inducing_variable), num_latent_gps
         )
+        if likelihood.learns_class_weights:
+            # CAVI updates them in closed form; keeping them out of trainable_variables keeps
+            # Adam off.
+            set_trainable(likelihood.class_weights, False)
         super().__init__(kernel, likelihood, mean_function, num_latent_gps=num_latent_gps)
-        self.num_classes = num_classes
+        self.num_classes = likelihood.num_classes
+        self.bound = bound
         self.inducing_variable: InducingVariables = inducing_variable
         self.num_data = None if num_data is None else int(num_data)
         self.whiten = bool(whiten)
@@ -136,17 +170,17 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     def on_exact_bound(self) -> bool:
         """Whether CAVI steps on the exact ELBO (exact-bound sites) rather than on an augmented
         bound."""
-        return False
+        return self.bound == "exact"
 
     @property
     def learns_class_weights(self) -> bool:
         """Whether the likelihood has class weights θ that :class:`~gpflow_augmented.CAVI` updates."""
-        return False
+        return self.likelihood.learns_class_weights
 
     @property
     def accepts_soft_labels(self) -> bool:
         """Whether training takes rows [N, C] of class probabilities as well as labels [N, 1]."""
-        return False
+        return self.likelihood.accepts_soft_labels
 
     @property
     def input_dim(self) -> Optional[int]:
@@ -311,6 +345,32 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     # -- what the likelihood contributes ------------------------------------------------------
 
+    def class_subset(
+        self, classes: Optional[tf.Tensor],
+        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
+    ) -> Optional[ClassSubset]:
+        """The likelihood's view of a subset of the classes (``None`` for all of them)."""
+        return None if classes is None else ClassSubset(classes, self.num_classes, label_marginals)
+
+    @check_shapes("Y: [N, L]", "classes: [K]", "return: [N, K]")
+    def one_hot(self, Y: tf.Tensor, classes: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """The labels as the likelihood's coefficients take them (one-hot rows for the
+        logistic-softmax, of the ``classes`` given)."""
+        return self.likelihood.label_rows(Y, self.class_subset(classes))
+
+    @check_shapes("classes: [K]", "return: [K] if return is not None")
+    def log_class_weights(self, classes: Optional[tf.Tensor] = None) -> Optional[tf.Tensor]:
+        """log θ of every class, or of ``classes``; ``None`` without class weights."""
+        if not self.learns_class_weights:
+            return None
+        return self.likelihood.log_class_weights(self.class_subset(classes))
+
+    def class_weight_statistics(
+        self, Y: tf.Tensor, log_weight_gradient: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The likelihood's :meth:`~gpflow_augmented.LogisticSoftmax.class_weight_statistics`."""
+        return self.likelihood.class_weight_statistics(Y, log_weight_gradient)
+
     @check_shapes(
         "Fmu: [N, K]",
         "Fvar: [N, K]",
@@ -328,9 +388,12 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         classes: Optional[tf.Tensor] = None,
         label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> tf.Tensor:
-        """Each point's contribution [N] to the ELBO at its optimal local parameters (estimated
-        from the columns of ``classes`` when given)."""
-        raise NotImplementedError
+        """Each point's contribution [N] to the model's ELBO: the exact expected log-likelihood on
+        the exact bound, else the augmented bound at the optimal local parameters (estimated from
+        the columns of ``classes`` when given)."""
+        if self.on_exact_bound:
+            return self.exact_local_elbo(Fmu, Fvar, Y, classes, label_marginals)
+        return self.augmented_local_elbo(Fmu, Fvar, Y, classes, label_marginals)
 
     @check_shapes(
         "Fmu: [N, K]",
@@ -350,7 +413,8 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> tf.Tensor:
         """Each point's exact expected log-likelihood E_q log p(y | f) [N]."""
-        raise NotImplementedError
+        return self.likelihood.exact_local_elbo(Fmu, Fvar, Y,
+                                                self.class_subset(classes, label_marginals))
 
     @check_shapes(
         "Fmu: [N, K]",
@@ -370,8 +434,8 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> tf.Tensor:
         """Each point's augmented bound [N] at its optimal local parameters (for a model on the
-        exact bound, that of the augmentation it would otherwise use)."""
-        return self.local_elbo(Fmu, Fvar, Y, classes)
+        exact bound, that of the likelihood's augmentation)."""
+        return self.likelihood.augmented_local_elbo(Fmu, Fvar, Y, self.class_subset(classes))
 
     @check_shapes(
         "Fmu: [N, K]",
@@ -393,11 +457,42 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         augmented_sites: Optional[tf.Tensor] = None,
         label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(local ELBO [N], linear [N, L], quadratic [N, L]) at the optimal local parameters:
-        given them, the augmented log-likelihood of f is ``linear·f - quadratic·f²/2`` + const.
-        With ``classes`` the marginals hold only those columns, and ``label_marginals``
+        """(local ELBO [N], linear [N, L], quadratic [N, L]): given the local parameters the
+        augmented log-likelihood of f is ``linear·f - quadratic·f²/2`` + const. On the exact
+        bound: the exact expected log-likelihood and the natural-gradient sites (the augmented
+        bound's coefficients while the boolean tensor ``augmented_sites``, a warm-start step, is
+        true). With ``classes`` the marginals hold only those columns, and ``label_marginals``
         (:attr:`BatchGeometry.label_marginals`) those of each point's observed class."""
-        raise NotImplementedError
+        subset = self.class_subset(classes, label_marginals)
+        if not self.on_exact_bound:
+            return self.likelihood.conjugate_terms(Fmu, Fvar, Y, subset)
+        # The exact expectation and its derivatives outside any tf.cond: a gradient (for the
+        # class weights) taken through a cond whose branch differentiates the XLA-compiled
+        # expectation comes back as zero.
+        expected, *exact = self.likelihood.exact_sites(Fmu, Fvar, Y, subset)
+        return (expected, *self.step_sites(Fmu, Fvar, Y, tuple(exact), augmented_sites, subset))
+
+    def step_sites(
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        exact: Tuple[tf.Tensor, tf.Tensor],
+        augmented_sites: Optional[tf.Tensor],
+        subset: Optional[ClassSubset] = None,
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The (linear, quadratic) sites a step on the exact bound takes: the ``exact`` ones, or
+        the augmented bound's at the optimal local parameters while ``augmented_sites`` (a
+        warm-start step) is true."""
+        if augmented_sites is None:
+            return exact
+
+        def augmented() -> Tuple[tf.Tensor, tf.Tensor]:
+            Y_rows = self.likelihood.label_rows(Y, subset)
+            local = self.likelihood.local_parameters(Fmu, Fvar, Y_rows, subset)
+            return self.likelihood.conjugate_coefficients(Y_rows, local)
+
+        return tf.cond(augmented_sites, augmented, lambda: exact)
 
     @check_shapes("X: [N, D]", "return: []")
     def minibatch_scale(self, X: tf.Tensor) -> tf.Tensor:
@@ -582,7 +677,9 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
 
 class LogisticSoftmaxSVGP(AugmentedSVGP):
-    r"""Multi-class GP classification with the logistic-softmax likelihood, made conjugate.
+    r"""Multi-class GP classification with the logistic-softmax likelihood, made conjugate:
+    ``AugmentedSVGP(kernel, LogisticSoftmax(num_classes), inducing_variable, ...)`` with the
+    scheme chosen by name.
 
     :param kernel: one kernel shared by all classes (the paper's default), or a
         :class:`gpflow.kernels.SeparateIndependent` with one kernel per class.
@@ -593,13 +690,15 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
     :param scheme: ``"exact"`` (default): no augmentation, the ELBO is the exact one
         (:mod:`~gpflow_augmented.expectations`) and :class:`~gpflow_augmented.CAVI` takes
         closed-form natural-gradient steps on it, whose fixed point is the exact variational
-        optimum; ``"collapsed"``: the augmented bound with λ integrated out exactly (q(n)
-        negative-multinomial, no inner loop), whose fixed point is biased towards large latents;
-        or ``"paper"``: the paper's mean-field q(λ) q(n, ω), γ and α alternated
-        ``inner_iterations`` times.
-    :param inner_iterations: γ ↔ α alternations of the paper scheme (default 5, as in the paper).
+        optimum; ``"negative-multinomial"``: the augmented bound with λ integrated out exactly
+        (q(n) negative-multinomial, no inner loop), whose fixed point is biased towards large
+        latents; or ``"gamma-poisson"``: the paper's mean-field q(λ) q(n, ω), γ and α solved by
+        ``inner_iterations`` Newton steps. (``"collapsed"`` and ``"paper"`` are the deprecated
+        names of the last two.) The scheme sets the likelihood's augmentation.
+    :param inner_iterations: Newton steps of the gamma-poisson scheme (default 5).
     :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
-    :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
+    :param likelihood: the :class:`LogisticSoftmax` (built if not given; pass one for class
+        weights or other predictive settings).
     :param mean_function: the prior mean of every latent, as in GPflow's SVGP (default zero).
         ``gpflow.mean_functions.Constant()``, learned with the hyperparameters, lets the model move
         towards the regime where every σ(f_c) is small and the logistic-softmax approaches the
@@ -626,260 +725,23 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         mean_function: Optional[MeanFunction] = None,
     ) -> None:
         num_classes = check_num_classes(num_classes)
+        inner_iterations = check_integer(inner_iterations, "inner_iterations")
+        if scheme in RENAMED_SCHEMES:
+            warn_moved(f"scheme={scheme!r}", f"scheme={RENAMED_SCHEMES[scheme]!r}")
+            scheme = RENAMED_SCHEMES[scheme]
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
-        if int(inner_iterations) < 1:
-            raise ValueError(f"inner_iterations must be ≥ 1, got {inner_iterations!r}")
+        augmentation = (MeanFieldGammaPoisson(inner_iterations) if scheme == "gamma-poisson"
+                        else NegativeMultinomial())
         if likelihood is None:
             likelihood = LogisticSoftmax(num_classes)
         if not isinstance(likelihood, LogisticSoftmax) or likelihood.num_classes != num_classes:
             raise ValueError(f"likelihood must be a LogisticSoftmax({num_classes})")
-        if likelihood.class_weights is not None:
-            if scheme == "paper":
-                raise ValueError("class weights need scheme 'collapsed' or 'exact' (the paper "
-                                 "scheme's mean-field q(λ) does not carry them)")
-            # CAVI updates them in closed form; keeping them out of trainable_variables keeps Adam off.
-            set_trainable(likelihood.class_weights, False)
+        likelihood.augmentation = augmentation
         super().__init__(
-            kernel, inducing_variable, likelihood, num_classes, num_classes, num_data, whiten,
-            q_mu, q_sqrt, mean_function,
+            kernel, likelihood, inducing_variable, num_data=num_data,
+            bound="exact" if scheme == "exact" else "augmented", whiten=whiten, q_mu=q_mu,
+            q_sqrt=q_sqrt, mean_function=mean_function,
         )
         self.scheme = scheme
-        self.inner_iterations = int(inner_iterations)
-
-    @property
-    def on_exact_bound(self) -> bool:
-        return self.scheme == "exact"
-
-    @property
-    def learns_class_weights(self) -> bool:
-        return self.likelihood.class_weights is not None
-
-    @property
-    def accepts_soft_labels(self) -> bool:
-        # y enters the exact expectation linearly, and the augmented bounds through linear terms
-        # and the Pólya-Gamma shape y + n, which need not be an integer.
-        return True
-
-    @check_shapes("Y: [N, L]", "log_weight_gradient: [C]", "return[0]: [C]", "return[1]: [C]")
-    def class_weight_statistics(
-        self, Y: tf.Tensor, log_weight_gradient: tf.Tensor
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """(n, e) of the batch: the class counts n_k and the exposures e_k, where
-        ``log_weight_gradient`` = ∂(Σ_i local ELBO_i)/∂log θ_k = n_k - θ_k e_k. On the exact bound
-        e_k = Σ_i E_q[σ(f_ik) / Σ_c θ_c σ(f_ic)]; on the collapsed bound the same with σ(f) replaced by
-        1 - σ̃. Only the observed class's numerator and the normaliser depend on θ."""
-        counts = tf.reduce_sum(self.one_hot(Y), axis=0)
-        expected = tf.maximum(counts - log_weight_gradient, 0.0)
-        return counts, expected / self.likelihood.class_weights
-
-    @check_shapes("classes: [K]", "return: [K] if return is not None")
-    def log_class_weights(self, classes: Optional[tf.Tensor] = None) -> Optional[tf.Tensor]:
-        """log θ of every class, or of ``classes``; ``None`` without class weights."""
-        log_weights = self.likelihood.log_class_weights()
-        if log_weights is None or classes is None:
-            return log_weights
-        return tf.gather(log_weights, classes)
-
-    # -- local parameters and the ELBO ----------------------------------------------------------
-
-    @check_shapes("Y: [N, L]", "classes: [K]", "return: [N, K]")
-    def one_hot(self, Y: tf.Tensor, classes: Optional[tf.Tensor] = None) -> tf.Tensor:
-        """y'_ic for all classes, or for the columns ``classes``: one-hot rows of integer labels
-        [N, 1], or the given rows of class probabilities [N, C]."""
-        if is_soft(Y, self.num_classes):
-            if classes is not None:
-                raise InvalidDataError("class subsets need integer labels [N, 1], not rows of "
-                                       "class probabilities")
-            return tf.cast(Y, default_float())
-        if classes is None:
-            return tf.one_hot(tf.cast(Y[:, 0], tf.int32), self.num_classes, dtype=default_float())
-        labels = tf.cast(Y, tf.int64)
-        return tf.cast(tf.equal(labels, tf.cast(classes, tf.int64)[None, :]), default_float())
-
-    @check_shapes(
-        "Fmu: [N, K]", "Fvar: [N, K]", "Y_onehot: [N, K]", "log_weights: [K] if log_weights is not None"
-    )
-    def local_parameters(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y_onehot: tf.Tensor,
-        log_weights: Optional[tf.Tensor] = None,
-    ) -> augmentation.LocalParameters:
-        """The optimal local parameters (paper scheme: after ``inner_iterations`` alternations);
-        if the columns are a subset of the classes, the class coupling is estimated from it.
-        ``log_weights``: the columns' log θ (collapsed scheme only)."""
-        if self.scheme == "collapsed":
-            return augmentation.collapsed_local_parameters(
-                Fmu, Fvar, Y_onehot, self.num_classes, log_weights
-            )
-        return augmentation.paper_local_parameters(
-            Fmu, Fvar, Y_onehot, self.inner_iterations, self.num_classes
-        )
-
-    @inherit_check_shapes
-    def local_elbo(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
-        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
-    ) -> tf.Tensor:
-        if self.on_exact_bound:
-            return self.exact_local_elbo(Fmu, Fvar, Y, classes, label_marginals)
-        return self._local_elbo(
-            Fmu, Fvar, self.one_hot(Y, classes), log_weights=self.log_class_weights(classes),
-            soft_labels=is_soft(Y, self.num_classes),
-        )
-
-    @inherit_check_shapes
-    def augmented_local_elbo(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
-        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
-    ) -> tf.Tensor:
-        if not self.on_exact_bound:
-            return self.local_elbo(Fmu, Fvar, Y, classes)
-        return augmentation.collapsed_local_elbo(
-            Fmu, Fvar, self.one_hot(Y, classes), self.num_classes, self.log_class_weights(classes),
-            soft_labels=is_soft(Y, self.num_classes),
-        )
-
-    @inherit_check_shapes
-    def exact_local_elbo(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
-        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
-    ) -> tf.Tensor:
-        return expected_log_logistic_softmax(
-            Fmu, Fvar, self.one_hot(Y, classes), self._subset_classes(classes),
-            log_weights=self.log_class_weights(classes), label_marginals=label_marginals,
-            soft_labels=is_soft(Y, self.num_classes),
-        )
-
-    def _subset_classes(self, classes: Optional[tf.Tensor]) -> Optional[int]:
-        """C when the columns are a subset of the classes (the expectations then estimate)."""
-        return None if classes is None else self.num_classes
-
-    @inherit_check_shapes
-    def conjugate_terms(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
-        augmented_sites: Optional[tf.Tensor] = None,
-        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """With ``scheme="exact"``: the exact expected log-likelihood and the natural-gradient
-        sites of :func:`~gpflow_augmented.expectations.exact_sites`; if ``augmented_sites`` is
-        true, the collapsed bound's coefficients with the exact expected log-likelihood."""
-        Y_onehot = self.one_hot(Y, classes)
-        log_weights = self.log_class_weights(classes)
-        if self.on_exact_bound:
-            # The exact expectation and its derivatives outside any tf.cond: a gradient (for the
-            # class weights) taken through a cond whose branch differentiates the XLA-compiled
-            # expectation comes back as zero.
-            expected, linear, quadratic = exact_sites(
-                Fmu, Fvar, Y_onehot, self._subset_classes(classes), log_weights=log_weights,
-                label_marginals=label_marginals, soft_labels=is_soft(Y, self.num_classes),
-            )
-            return (expected, *self.step_sites(Fmu, Fvar, Y_onehot, (linear, quadratic),
-                                               augmented_sites, log_weights, classes))
-        local = self.local_parameters(Fmu, Fvar, Y_onehot, log_weights)
-        local_elbo = self._local_elbo(Fmu, Fvar, Y_onehot, local, log_weights,
-                                      soft_labels=is_soft(Y, self.num_classes))
-        return local_elbo, (Y_onehot - local.gamma) / 2, local.theta
-
-    @check_shapes(
-        "Fmu: [N, K]",
-        "Fvar: [N, K]",
-        "Y_onehot: [N, K]",
-        "exact[0]: [N, K]",
-        "exact[1]: [N, K]",
-        "log_weights: [K] if log_weights is not None",
-        "classes: [K] if classes is not None",
-        "return[0]: [N, K]",
-        "return[1]: [N, K]",
-    )
-    def step_sites(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y_onehot: tf.Tensor,
-        exact: Tuple[tf.Tensor, tf.Tensor],
-        augmented_sites: Optional[tf.Tensor],
-        log_weights: Optional[tf.Tensor] = None,
-        classes: Optional[tf.Tensor] = None,
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The (linear, quadratic) sites a step on the exact bound takes: the ``exact`` ones
-        (derivatives of the batch's expected log-likelihood), or the collapsed bound's while
-        ``augmented_sites`` (a warm-start step) is true."""
-        if classes is not None:
-            # In a subset's estimate a column stands for several classes; a site is one class's
-            # own derivative.
-            weights = subset_site_weights(Y_onehot, self.num_classes)
-            exact = tuple(site / weights for site in exact)
-        if augmented_sites is None:
-            return exact
-        return tf.cond(
-            augmented_sites,
-            lambda: self.collapsed_sites(Fmu, Fvar, Y_onehot, log_weights),
-            lambda: exact,
-        )
-
-    @check_shapes(
-        "Fmu: [N, K]",
-        "Fvar: [N, K]",
-        "Y_onehot: [N, K]",
-        "log_weights: [K] if log_weights is not None",
-        "return[0]: [N, K]",
-        "return[1]: [N, K]",
-    )
-    def collapsed_sites(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y_onehot: tf.Tensor,
-        log_weights: Optional[tf.Tensor] = None,
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """(linear, quadratic) of the collapsed augmented bound at its optimal local parameters:
-        the warm-start sites of a model on the exact bound."""
-        local = augmentation.collapsed_local_parameters(
-            Fmu, Fvar, Y_onehot, self.num_classes, log_weights
-        )
-        return (Y_onehot - local.gamma) / 2, local.theta
-
-    def _local_elbo(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y_onehot: tf.Tensor,
-        local: Optional[augmentation.LocalParameters] = None,
-        log_weights: Optional[tf.Tensor] = None,
-        soft_labels: bool = False,
-    ) -> tf.Tensor:
-        """Each point's contribution to the augmented ELBO at its local parameters.
-
-        The local parameters are treated as constants when differentiating (they are at their
-        optimum, so by the envelope theorem this gives the gradient of the optimised bound; for
-        the collapsed scheme the closed form is differentiated directly).
-        """
-        if self.scheme == "collapsed":
-            return augmentation.collapsed_local_elbo(
-                Fmu, Fvar, Y_onehot, self.num_classes, log_weights, soft_labels
-            )
-        if local is None:
-            local = self.local_parameters(Fmu, Fvar, Y_onehot)
-        local = tf.nest.map_structure(tf.stop_gradient, local)
-        return augmentation.polya_gamma_terms(
-            Fmu, Fvar, Y_onehot, local, self.num_classes
-        ) + augmentation.paper_count_terms(local, self.num_classes)
+        self.inner_iterations = inner_iterations

@@ -19,7 +19,6 @@ from .cavi import CAVI, numerical_errors
 from .certificate import BoundCertificate, bound_certificate
 from .convergence import GlobalParameterConvergence
 from .distributed import num_replicas, replica_sum, set_trainable
-from .expectations import sites_from_derivatives
 from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
 from .validation import (
@@ -237,11 +236,11 @@ class Trainer(tf.Module):
             d_log_weights = gradients.pop()
 
         # The loss carries each point's expectation with weight -scale.
-        exact = sites_from_derivatives(geometry.Fmu, -d_mean / scale, -d_var / scale)
+        subset = model.class_subset(classes)
+        exact = model.likelihood.sites_from_derivatives(
+            geometry.Fmu, -d_mean / scale, -d_var / scale, model.one_hot(Y, classes), subset)
         linear, quadratic = model.step_sites(
-            geometry.Fmu, geometry.Fvar, model.one_hot(Y, classes), exact,
-            cavi.augmented_sites(), model.log_class_weights(classes), classes,
-        )
+            geometry.Fmu, geometry.Fvar, Y, exact, cavi.augmented_sites(), subset)
         new_mu, new_sqrt, elbo = model.natural_step(
             X, geometry, expected, linear, quadratic, step_size, classes
         )

@@ -31,7 +31,7 @@ def _seed():
 
 
 def make_problem(num_data, num_classes, input_dim=2, num_inducing=None, seed=0, lengthscale=1.0,
-                 variance=1.0, scheme="collapsed", whiten=True, kernel=None, mean_function=None,
+                 variance=1.0, scheme="negative-multinomial", whiten=True, kernel=None, mean_function=None,
                  class_weights=False):
     """Random clustered data and a model with inducing points on a subset of the inputs."""
     rng = np.random.default_rng(seed)

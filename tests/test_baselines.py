@@ -208,8 +208,8 @@ def test_method_names_build_the_variants_they_name(tiny):
     assert lsm.trainer.cavi.class_sampler is None
     assert isinstance(build("lsm-zero-mean").model.mean_function, gpflow.mean_functions.Zero)
     assert build("lsm-weighted").model.learns_class_weights
-    assert build("lsm-collapsed").model.scheme == "collapsed"
-    assert build("lsm-paper").model.scheme == "paper"
+    assert build("lsm-collapsed").model.scheme == "negative-multinomial"
+    assert build("lsm-paper").model.scheme == "gamma-poisson"
     assert build("lsm-subsets").trainer.cavi.class_sampler.subset_size == 3  # ⌈10 / 4⌉
     assert build("lsm-subsets", 4).trainer.cavi.class_sampler.subset_size == 2  # not ⌈4 / 4⌉
     assert build("lsm-subsets", class_subset_size=5).trainer.cavi.class_sampler.subset_size == 5

@@ -153,7 +153,7 @@ def test_separate_kernels_and_inducing_points(separate_kernels, separate_inducin
         Z = gpflow.inducing_variables.SeparateIndependentInducingVariables(
             [gpflow.inducing_variables.InducingPoints(X[rng.choice(30, M, replace=False)] + 0.0)
              for _ in range(C)])
-    model = ga.LogisticSoftmaxSVGP(kernel, Z, C, num_data=30, scheme="collapsed")  # monotone
+    model = ga.LogisticSoftmaxSVGP(kernel, Z, C, num_data=30, scheme="negative-multinomial")  # monotone
     elbos = cavi_trace(model, (X, Y), sweeps=30)
     assert_monotone(elbos)
     # the algebra of the update agrees with GPflow's own conditional
@@ -197,7 +197,7 @@ def test_the_default_model_is_on_the_exact_bound_with_a_warm_start():
                                      num_data=60)
     assert default.scheme == "exact" and default.on_exact_bound
     assert ga.Trainer(default).cavi.warm_start_iterations == ga.EXACT_WARM_START
-    collapsed, _ = make_problem(60, 3, num_inducing=6, seed=8, scheme="collapsed")
+    collapsed, _ = make_problem(60, 3, num_inducing=6, seed=8, scheme="negative-multinomial")
     assert ga.Trainer(collapsed).cavi.warm_start_iterations == 0
     for batch_size in (None, 20):
         result = ga.fit(model, (X, Y), iterations=1, batch_size=batch_size, progress=False)

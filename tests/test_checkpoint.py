@@ -15,7 +15,7 @@ def build(scheme):
     return model, trainer, data
 
 
-@pytest.mark.parametrize("scheme", ["collapsed", "exact", "exact-weighted"])
+@pytest.mark.parametrize("scheme", ["negative-multinomial", "exact", "exact-weighted"])
 def test_resumed_training_equals_uninterrupted(tmp_path, scheme):
     k = 15
     straight, straight_trainer, data = build(scheme)

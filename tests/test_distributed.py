@@ -9,11 +9,11 @@ from pathlib import Path
 
 CONFIGS = [
     # minibatches (RobbinsMonro ρ), all classes, Adam on the kernel
-    {"steps": 6, "batch_size": 40, "class_subset_size": None, "scheme": "collapsed"},
+    {"steps": 6, "batch_size": 40, "class_subset_size": None, "scheme": "negative-multinomial"},
     # class subsets (the scatter of q(u) into mirrored variables) and the paper scheme
-    {"steps": 6, "batch_size": 40, "class_subset_size": 3, "scheme": "paper"},
+    {"steps": 6, "batch_size": 40, "class_subset_size": 3, "scheme": "gamma-poisson"},
     # full-batch CAVI (ρ = 1) split over the replicas
-    {"steps": 3, "batch_size": None, "class_subset_size": None, "scheme": "collapsed"},
+    {"steps": 3, "batch_size": None, "class_subset_size": None, "scheme": "negative-multinomial"},
     # the exact-bound step: its sites are per point, its statistics summed like the augmented ones
     {"steps": 6, "batch_size": 40, "class_subset_size": 3, "scheme": "exact"},
 ]

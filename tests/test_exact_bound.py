@@ -12,6 +12,7 @@ from scipy.stats import qmc
 import gpflow_augmented as ga
 from conftest import make_problem, wine
 from gpflow_augmented import expectations
+from gpflow_augmented.likelihoods import logistic_softmax
 
 
 def sobol_reference(mu, var, replicates=8, log2_points=15):
@@ -134,7 +135,7 @@ def test_wrong_curvature_misses_the_optimum(optima, monkeypatch):
         Fmu = args[0]
         return expected, linear - quadratic * Fmu / 2, quadratic / 2
 
-    monkeypatch.setattr(ga.models, "exact_sites", half_curvature)
+    monkeypatch.setattr(logistic_softmax, "exact_sites", half_curvature)
     model, data, X_test = exact_problems()["sparse"]
     fixed_point(model, data)
     assert q_gradient(model, data) > 1e-3
@@ -180,7 +181,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
         return sites
 
     # Moderately negative: Λ̂ is indefinite, a shorter step is positive definite.
-    monkeypatch.setattr(ga.models, "exact_sites", negative_curvature(5.0))
+    monkeypatch.setattr(logistic_softmax, "exact_sites", negative_curvature(5.0))
     before = [v.numpy().copy() for v in model.variables]
     geometry = model.batch_geometry(tf.constant(data[0]))
     q_mu, q_sqrt = geometry.q_mu, geometry.q_sqrt
@@ -197,7 +198,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     assert not np.array_equal(model.q_mu.numpy(), before[0])
 
     # Hopeless: no halving helps; the step is refused and q(u) is bit-identical.
-    monkeypatch.setattr(ga.models, "exact_sites", negative_curvature(1e12))
+    monkeypatch.setattr(logistic_softmax, "exact_sites", negative_curvature(1e12))
     before = [v.numpy().copy() for v in model.variables]
     cavi = ga.CAVI(model, 1.0)
     with pytest.raises(ga.NumericalError):
@@ -208,8 +209,8 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
 
 
 def test_fit_returns_the_certificate_and_trains_hyperparameters_on_the_exact_bound():
-    model, data = make_problem(60, 3, num_inducing=10, seed=9, scheme="collapsed")
-    twin, _ = make_problem(60, 3, num_inducing=10, seed=9, scheme="collapsed")
+    model, data = make_problem(60, 3, num_inducing=10, seed=9, scheme="negative-multinomial")
+    twin, _ = make_problem(60, 3, num_inducing=10, seed=9, scheme="negative-multinomial")
     result = ga.fit(model, data, iterations=1, batch_size=None, learning_rate=0.1,
                     hyperparameter_bound="exact", progress=False)
     # The same iteration by hand: the CAVI step, then one Adam step on the exact ELBO.

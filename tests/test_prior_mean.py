@@ -39,7 +39,7 @@ class ForgetsTheMean(ga.LogisticSoftmaxSVGP):
                                     quadratic, step_size, classes)
 
 
-@pytest.mark.parametrize("scheme,whiten", [("exact", True), ("collapsed", True), ("exact", False)])
+@pytest.mark.parametrize("scheme,whiten", [("exact", True), ("negative-multinomial", True), ("exact", False)])
 def test_fixed_point_with_a_mean_has_zero_gradient_and_forgetting_it_does_not(scheme, whiten):
     warm_start = 10 if scheme == "exact" else 0
     model, data = with_constant_mean(scheme, whiten=whiten)

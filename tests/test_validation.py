@@ -70,7 +70,7 @@ def test_bad_constructor_arguments():
     with pytest.raises(ValueError, match="step_size"):
         ga.CAVI(ga.LogisticSoftmaxSVGP(k, Z, 3), step_size=1.5)
     with pytest.raises(ValueError, match="exact bound"):
-        ga.CAVI(ga.LogisticSoftmaxSVGP(k, Z, 3, scheme="collapsed"), warm_start_iterations=5)
+        ga.CAVI(ga.LogisticSoftmaxSVGP(k, Z, 3, scheme="negative-multinomial"), warm_start_iterations=5)
     with pytest.raises(ValueError, match="warm_start_iterations"):
         ga.CAVI(ga.LogisticSoftmaxSVGP(k, Z, 3, scheme="exact"), warm_start_iterations=-1)
 

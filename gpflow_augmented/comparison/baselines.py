@@ -314,7 +314,7 @@ def build_method(
         return AugmentedMethod(name, model, learning_rate, rho)
     if name in AUGMENTED_METHODS:  # the multi-class ones (xgpc returned above)
         scheme = ("exact" if name in EXACT_BOUND_METHODS
-                  else "paper" if name == "lsm-paper" else "collapsed")
+                  else "gamma-poisson" if name == "lsm-paper" else "negative-multinomial")
         with_mean = name in EXACT_BOUND_METHODS and name != "lsm-zero-mean"
         mean_function = gpflow.mean_functions.Constant() if with_mean else None
         likelihood = LogisticSoftmax(num_classes, class_weights=name == "lsm-weighted")

@@ -199,8 +199,8 @@ def compare_with_gibbs(
     }
     models = {
         "exact": fit_cavi(data, kernel, C, "exact"),
-        "collapsed": fit_cavi(data, kernel, C, "collapsed"),
-        "paper": fit_cavi(data, kernel, C, "paper"),
+        "collapsed": fit_cavi(data, kernel, C, "negative-multinomial"),
+        "paper": fit_cavi(data, kernel, C, "gamma-poisson"),
         "vi": fit_vi(data, kernel, C),
     }
     summaries = {name: summarise(posterior, X_test) for name, posterior in samples.items()}

@@ -1,0 +1,30 @@
+"""
+Likelihoods that own their augmentation: each is a complete GPflow likelihood (usable in stock
+``SVGP``) and implements :class:`AugmentedLikelihood`, the contract through which
+:class:`~gpflow_augmented.AugmentedSVGP` and :class:`~gpflow_augmented.CAVI` update q(u) in closed
+form and the Gibbs sampler draws the auxiliary variables.
+"""
+from .augmentations import LogisticSoftmaxAugmentation, MeanFieldGammaPoisson, NegativeMultinomial
+from .base import AugmentedLikelihood
+from .binary import BinaryLogistic, binary_local_elbo
+from .logistic_softmax import (
+    DEFAULT_NUM_PREDICTIVE_SAMPLES,
+    LogisticSoftmax,
+    log_logistic_softmax,
+    quasi_normal_samples,
+    sobol_uniforms,
+)
+
+__all__ = [
+    "AugmentedLikelihood",
+    "BinaryLogistic",
+    "DEFAULT_NUM_PREDICTIVE_SAMPLES",
+    "LogisticSoftmax",
+    "LogisticSoftmaxAugmentation",
+    "MeanFieldGammaPoisson",
+    "NegativeMultinomial",
+    "binary_local_elbo",
+    "log_logistic_softmax",
+    "quasi_normal_samples",
+    "sobol_uniforms",
+]

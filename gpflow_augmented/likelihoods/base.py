@@ -1,0 +1,164 @@
+r"""
+The augmented-likelihood contract: what a GPflow likelihood provides so that
+:class:`~gpflow_augmented.AugmentedSVGP` can update q(u) in closed form, and the Gibbs sampler can
+draw from the same augmented model.
+
+A likelihood p(y | f) is augmented by auxiliary variables ω (Pólya-Gamma, Poisson counts, ...)
+so that, given them, log p(y, ω | f) = linear·f - quadratic·f²/2 + const: Gaussian in f. Given the
+batch's marginals q(f) = N(Fmu, Fvar) a likelihood gives
+
+* :meth:`AugmentedLikelihood.local_parameters`: the optimal q(ω) (its moments);
+* :meth:`AugmentedLikelihood.conjugate_coefficients`: (linear, quadratic) given the auxiliaries'
+  moments (CAVI) or draws (Gibbs) — one formula serves both;
+* :meth:`AugmentedLikelihood.augmented_local_elbo`: each point's augmented bound
+  E_q log p(y, ω | f) - KL(q(ω) ‖ p(ω)) at given local parameters (their optimum if none);
+* :meth:`AugmentedLikelihood.exact_local_elbo` and, for the exact-bound step,
+  :meth:`AugmentedLikelihood.exact_sites`: E_q log p(y | f) and the (linear, quadratic) of a
+  natural-gradient step on it.
+
+The columns of ``Fmu`` are all latent GPs, or, for a multi-class likelihood, a
+:class:`~gpflow_augmented.class_subsets.ClassSubset` of them. Shapes are declared here once and
+inherited.
+"""
+import abc
+from typing import Optional, Tuple
+
+import tensorflow as tf
+from check_shapes import check_shapes
+from gpflow.likelihoods import Likelihood
+
+from ..augmentation import LocalParameters
+from ..class_subsets import ClassSubset
+
+__all__ = ["AugmentedLikelihood"]
+
+
+class AugmentedLikelihood(Likelihood):
+    """A GPflow likelihood that is conditionally conjugate given auxiliary variables."""
+
+    @property
+    @abc.abstractmethod
+    def num_classes(self) -> int:
+        """The number of classes a label can take."""
+
+    @property
+    @abc.abstractmethod
+    def num_latent_gps(self) -> int:
+        """The number of latent GPs (columns of f)."""
+
+    @property
+    def accepts_soft_labels(self) -> bool:
+        """Whether training takes rows [N, C] of class probabilities as well as labels [N, 1]."""
+        return False
+
+    @property
+    def has_exact_sites(self) -> bool:
+        """Whether :meth:`exact_sites` is available (a model may then step on the exact bound)."""
+        return False
+
+    @property
+    def learns_class_weights(self) -> bool:
+        """Whether the likelihood has class weights that CAVI updates in closed form."""
+        return False
+
+    @abc.abstractmethod
+    @check_shapes("Y: [N, L]", "return: [N, K]")
+    def label_rows(self, Y: tf.Tensor, subset: Optional[ClassSubset] = None) -> tf.Tensor:
+        """The labels as the coefficients take them, one column per latent GP (of the subset)."""
+
+    @abc.abstractmethod
+    @check_shapes(
+        "Fmu: [N, K]",
+        "Fvar: [N, K]",
+        "Y_rows: [N, K]",
+        "return.theta: [N, K]",
+        "return.c: [N, K]",
+    )
+    def local_parameters(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_rows: tf.Tensor,
+        subset: Optional[ClassSubset] = None,
+    ) -> LocalParameters:
+        """The optimal q(ω) given the marginals: the moments the coefficients need."""
+
+    @abc.abstractmethod
+    @check_shapes(
+        "Y_rows: [batch..., K]",
+        "local.theta: [batch..., K]",
+        "return[0]: [batch..., K]",
+        "return[1]: [batch..., K]",
+    )
+    def conjugate_coefficients(
+        self, Y_rows: tf.Tensor, local: LocalParameters
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """(linear, quadratic): given the auxiliaries, the augmented log-likelihood of f is
+        ``linear·f - quadratic·f²/2`` + const. ``local`` holds their expectations under q (CAVI)
+        or one draw (Gibbs), in any leading batch shape."""
+
+    @abc.abstractmethod
+    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, L]", "return: [N]")
+    def augmented_local_elbo(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor,
+        subset: Optional[ClassSubset] = None, local: Optional[LocalParameters] = None,
+    ) -> tf.Tensor:
+        """E_q log p(y, ω | f) - KL(q(ω) ‖ p(ω)) per point at ``local`` (its optimum if ``None``),
+        estimated from the subset's columns. Local parameters are held constant when this is
+        differentiated: at their optimum that is the gradient of the optimised bound (envelope
+        theorem)."""
+
+    @abc.abstractmethod
+    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, L]", "return: [N]")
+    def exact_local_elbo(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
+    ) -> tf.Tensor:
+        """E_q log p(y | f) per point (estimated from the subset's columns)."""
+
+    @check_shapes(
+        "Fmu: [N, K]",
+        "Fvar: [N, K]",
+        "Y: [N, L]",
+        "return[0]: [N]",
+        "return[1]: [N, K]",
+        "return[2]: [N, K]",
+    )
+    def conjugate_terms(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(augmented local ELBO [N], linear [N, K], quadratic [N, K]) at the optimal local
+        parameters: what one CAVI step on the augmented bound needs."""
+        Y_rows = self.label_rows(Y, subset)
+        local = self.local_parameters(Fmu, Fvar, Y_rows, subset)
+        return (self.augmented_local_elbo(Fmu, Fvar, Y, subset, local),
+                *self.conjugate_coefficients(Y_rows, local))
+
+    @check_shapes(
+        "Fmu: [N, K]",
+        "Fvar: [N, K]",
+        "Y: [N, L]",
+        "return[0]: [N]",
+        "return[1]: [N, K]",
+        "return[2]: [N, K]",
+    )
+    def exact_sites(
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(E_q log p(y | f) [N], linear [N, K], quadratic [N, K]): the exact expected
+        log-likelihood and the coefficients of a natural-gradient step on it, each column's
+        own."""
+        raise NotImplementedError(f"{type(self).__name__} has no exact-bound step")
+
+    @check_shapes(
+        "Fmu: [N, K]",
+        "d_mean: [N, K]",
+        "d_var: [N, K]",
+        "Y_rows: [N, K]",
+        "return[0]: [N, K]",
+        "return[1]: [N, K]",
+    )
+    def sites_from_derivatives(
+        self, Fmu: tf.Tensor, d_mean: tf.Tensor, d_var: tf.Tensor, Y_rows: tf.Tensor,
+        subset: Optional[ClassSubset] = None,
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The exact sites from the derivatives of the batch's expected log-likelihood with
+        respect to the marginals, taken elsewhere (e.g. in the backward pass of the training
+        loss): what :meth:`exact_sites` returns, without a second evaluation."""
+        raise NotImplementedError(f"{type(self).__name__} has no exact-bound step")
