@@ -56,6 +56,7 @@ __all__ = [
     "log_sum_complement",
     "log_cosh_half",
     "polya_gamma_mean",
+    "polya_gamma_variance",
     "log_sigma_tilde",
     "log_one_minus_sigma_tilde",
     "tilt",
@@ -101,6 +102,23 @@ def polya_gamma_mean(b: tf.Tensor, c: tf.Tensor) -> tf.Tensor:
     # Taylor series of tanh(c/2)/(2c) = 1/4 - c²/48 + ... ; the next term is O(c⁴) < 1e-17.
     series = 0.25 - tf.square(c) / 48.0
     return b * tf.where(small, series, tf.tanh(safe_c / 2) / (2 * safe_c))
+
+
+@check_shapes("b: [broadcast batch...]", "c: [broadcast batch...]", "return: [batch...]")
+def polya_gamma_variance(b: tf.Tensor, c: tf.Tensor) -> tf.Tensor:
+    """Var[ω] for ω ~ PG(b, c): b (sinh c - c) / (4c³ cosh²(c/2)), with its limit b/24 at c → 0.
+
+    Written as b (2 tanh(c/2) - c sech²(c/2)) / (4c³), which does not overflow for large c. The
+    difference cancels for small c (relative error ~7e-16/c²), so below |c| = 1e-2 the Taylor
+    series b (1/24 - c²/120 + 17c⁴/13440) is used (relative error < 5e-15 there).
+    """
+    c = tf.abs(c)
+    small = c < 1e-2
+    safe_c = tf.where(small, tf.ones_like(c), c)
+    series = 1.0 / 24 - tf.square(c) / 120.0 + 17.0 * c**4 / 13440.0
+    sech_squared = 1.0 / tf.square(tf.cosh(tf.minimum(safe_c / 2, 300.0)))
+    direct = (2 * tf.tanh(safe_c / 2) - safe_c * sech_squared) / (4 * safe_c**3)
+    return b * tf.where(small, series, direct)
 
 
 @check_shapes("Fmu: [batch...]", "Fvar: [batch...]", "return: [batch...]")

@@ -10,10 +10,10 @@ import pytest
 from numpy.polynomial.hermite import hermgauss
 
 from gpflow_augmented import InvalidDataError
+from gpflow_augmented.likelihoods.logistic_softmax import numpy_sigmoid
 from gpflow_augmented.sampling.gibbs import (
     SCANS,
     GibbsSampler,
-    _sigmoid,
     polya_gamma_moments,
     sample_polya_gamma,
 )
@@ -28,7 +28,7 @@ class PrintedRateGibbs(GibbsSampler):
     """The paper's printed complete conditional n | f, λ ~ Po(λσ(f)): wrong, and must be caught."""
 
     def draw_counts(self, f, lam, rng):
-        return rng.poisson(lam[:, None, :] * _sigmoid(f)).astype(np.float64)
+        return rng.poisson(lam[:, None, :] * numpy_sigmoid(f)).astype(np.float64)
 
 
 # -- Pólya-Gamma draws ---------------------------------------------------------------------------

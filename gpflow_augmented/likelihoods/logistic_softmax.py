@@ -45,6 +45,7 @@ from .base import AugmentedLikelihood
 __all__ = [
     "LogisticSoftmax",
     "log_logistic_softmax",
+    "numpy_sigmoid",
     "quasi_normal_samples",
     "sobol_uniforms",
 ]
@@ -334,6 +335,40 @@ class LogisticSoftmax(AugmentedLikelihood):
         expected = tf.maximum(counts - log_weight_gradient, 0.0)
         return counts, expected / self.class_weights
 
+    # -- complete conditionals of the augmented model, for Gibbs sampling --------------------------
+    # Draws live on the host: these take and return NumPy arrays whose ``class_axis`` holds the C
+    # classes. The augmented joint of point i is σ(f_y) Π_c Po(n_c | λ) σ(-f_c)^{n_c} under a flat
+    # prior on λ ≥ 0, with σ(z)^b = 2^{-b} e^{bz/2} E_{PG(ω|b,0)}[e^{-ωz²/2}].
+
+    def rate_given_latents(self, F: np.ndarray, class_axis: int = -1) -> np.ndarray:
+        """The rate Σ_c σ(f_c) of λ | f ~ Exp(rate) (n integrated out)."""
+        self._check_unweighted()
+        return numpy_sigmoid(F).sum(axis=class_axis)
+
+    def count_means(self, F: np.ndarray, rates: np.ndarray) -> np.ndarray:
+        """The mean λσ(-f) of n | f, λ ~ Po(mean) (ω integrated out); ``rates`` broadcast
+        against ``F``."""
+        self._check_unweighted()
+        return rates * numpy_sigmoid(-F)
+
+    def rate_given_counts(
+        self, counts: np.ndarray, class_axis: int = -1
+    ) -> Tuple[np.ndarray, float]:
+        """(shape 1 + Σ_c n_c, rate C) of λ | n ~ Gamma(shape, rate)."""
+        self._check_unweighted()
+        return 1.0 + counts.sum(axis=class_axis), float(self.num_classes)
+
+    def polya_gamma_parameters(
+        self, F: np.ndarray, Y_rows: np.ndarray, counts: np.ndarray
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        """(b, c) = (y + n, |f|) of ω | n, f ~ PG(b, c); its draws and the counts give the Gaussian
+        conditional of f through :meth:`conjugate_coefficients`."""
+        return Y_rows + counts, np.abs(F)
+
+    def _check_unweighted(self) -> None:
+        if self.class_weights is not None:
+            raise NotImplementedError("Gibbs sampling with class weights is not implemented")
+
 
 def _estimated_from(subset: Optional[ClassSubset]) -> Optional[int]:
     """C when the columns are a subset of the classes (the expectations then estimate)."""
@@ -342,3 +377,8 @@ def _estimated_from(subset: Optional[ClassSubset]) -> Optional[int]:
 
 def _label_marginals(subset: Optional[ClassSubset]) -> Optional[Tuple[tf.Tensor, tf.Tensor]]:
     return None if subset is None else subset.label_marginals
+
+
+def numpy_sigmoid(x: np.ndarray) -> np.ndarray:
+    """σ(x) in NumPy, stable for any finite x."""
+    return np.exp(-np.logaddexp(0.0, -x))

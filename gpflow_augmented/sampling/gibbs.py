@@ -1,5 +1,9 @@
 r"""
-Gibbs sampling from the exact posterior of the augmented logistic-softmax model (paper §4.3).
+Gibbs sampling from the exact posterior of the augmented logistic-softmax model (paper §4.3). The
+complete conditionals are the likelihood's own
+(:class:`~gpflow_augmented.LogisticSoftmax`: ``rate_given_latents``, ``count_means``,
+``rate_given_counts``, ``polya_gamma_parameters`` and, for f, ``conjugate_coefficients``, the same
+coefficients CAVI takes in expectation); this module draws from them.
 
 The augmented joint of one data point i (labels one-hot y_ic) is
 
@@ -42,6 +46,7 @@ from gpflow.kernels import Kernel
 from polyagamma import random_polyagamma
 from tqdm.auto import tqdm
 
+from ..augmentation import LocalParameters, polya_gamma_mean, polya_gamma_variance
 from ..likelihoods import LogisticSoftmax
 from .posterior import LatentSampler, PosteriorSamples, check_counts
 from ..validation import check_integer
@@ -76,21 +81,10 @@ def sample_polya_gamma(b: np.ndarray, c: np.ndarray, rng: np.random.Generator) -
 
 
 def polya_gamma_moments(b: np.ndarray, c: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Mean and variance of PG(b, c): b tanh(c/2)/(2c) and b (sinh c - c) / (4 c³ cosh²(c/2)).
-
-    Both have removable singularities at c = 0 (limits b/4 and b/24); below |c| = 1e-3 the Taylor
-    series are used (next terms O(c⁴) < 1e-12 relative).
-    """
-    b, c = np.broadcast_arrays(np.asarray(b, dtype=np.float64), np.abs(np.asarray(c, np.float64)))
-    small = c < 1e-3
-    safe = np.where(small, 1.0, c)
-    mean = np.where(small, b * (0.25 - c**2 / 48), b * np.tanh(safe / 2) / (2 * safe))
-    variance = np.where(
-        small,
-        b * (1.0 / 24 - c**2 / 120),
-        b * (np.sinh(safe) - safe) / (4 * safe**3 * np.cosh(safe / 2) ** 2),
-    )
-    return mean, variance
+    """Mean and variance of PG(b, c) (:func:`~gpflow_augmented.augmentation.polya_gamma_mean`,
+    :func:`~gpflow_augmented.augmentation.polya_gamma_variance`), as NumPy arrays."""
+    b, c = np.broadcast_arrays(np.asarray(b, dtype=np.float64), np.asarray(c, dtype=np.float64))
+    return polya_gamma_mean(b, c).numpy(), polya_gamma_variance(b, c).numpy()
 
 
 class GibbsSampler(LatentSampler):
@@ -119,28 +113,32 @@ class GibbsSampler(LatentSampler):
 
     def draw_rate_given_latents(self, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """λ | f ~ Exp(rate Σ_c σ(f_c)), with n integrated out. [S, C, N] → [S, N]."""
-        return rng.exponential(1.0 / _sigmoid(f).sum(axis=1))
+        return rng.exponential(1.0 / self.likelihood.rate_given_latents(f, class_axis=1))
 
     def draw_counts(self, f: np.ndarray, lam: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """n | f, λ ~ Po(λ σ(-f)), with ω integrated out. f [S, C, N], λ [S, N] → n [S, C, N]."""
-        return rng.poisson(lam[:, None, :] * _sigmoid(-f)).astype(np.float64)
+        return rng.poisson(self.likelihood.count_means(f, lam[:, None, :])).astype(np.float64)
 
     def draw_rates(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """λ | n ~ Ga(1 + Σ_c n_c, rate C). [S, C, N] → [S, N]."""
-        return rng.gamma(1.0 + counts.sum(axis=1), 1.0 / self.num_classes)
+        shape, rate = self.likelihood.rate_given_counts(counts, class_axis=1)
+        return rng.gamma(shape, 1.0 / rate)
 
     def draw_polya_gamma(
         self, f: np.ndarray, counts: np.ndarray, rng: np.random.Generator
     ) -> np.ndarray:
         """ω | n, f ~ PG(y + n, |f|). [S, C, N]."""
-        return sample_polya_gamma(self.labels_onehot + counts, np.abs(f), rng)
+        return sample_polya_gamma(
+            *self.likelihood.polya_gamma_parameters(f, self.labels_onehot, counts), rng)
 
     def draw_whitened(
         self, omega: np.ndarray, counts: np.ndarray, rng: np.random.Generator
     ) -> Tuple[np.ndarray, np.ndarray]:
         """v | ω, n and the latent values f = Aᵀv it implies, [S, C, M] and [S, C, N]."""
         noise = rng.standard_normal(omega.shape[:2] + (self.num_latent,))
-        kappa = (self.labels_onehot - counts) / 2
+        labels = np.broadcast_to(self.labels_onehot, counts.shape)
+        kappa, omega = self.likelihood.conjugate_coefficients(
+            labels, LocalParameters(gamma=counts, theta=omega, c=np.zeros_like(omega)))
         dtype = default_float()
         v, f = _gaussian_block(
             self.projection,
@@ -198,10 +196,6 @@ class GibbsSampler(LatentSampler):
             if sweep >= num_burnin and remainder == thinning - 1:
                 kept[:, kept_index] = v
         return self.posterior(kept)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return np.exp(-np.logaddexp(0.0, -x))
 
 
 @tf.function
