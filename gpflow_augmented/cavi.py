@@ -14,16 +14,19 @@ from typing import Callable, Iterator, Optional, Tuple, Union
 import tensorflow as tf
 from gpflow.config import default_float
 
-from .class_subsets import ClassSubsetSampler
+from ._deprecated import warn_moved
+from .class_subsets import ClassSubsetSampler, assign_variational_parameters, variational_parameters
 from .distributed import replica_max_code, replicated_by_first
-from .models import AugmentedSVGP
+from .models import AugmentedSVGP, BatchGeometry
 from .schedules import ConstantStepSize, StepSizeSchedule
+from .updates import natural_step, step_sites
 from .validation import (
     NUM_STATUS_CODES,
     InvalidDataError,
     NUMERICAL_FAILURE,
     OK,
     NumericalError,
+    check_integer,
     data_status,
     raise_for_status,
     step_size_status,
@@ -114,8 +117,10 @@ class CAVI(tf.Module):
     def update(
         self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
     ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The step as a traceable computation, for use inside a larger compiled function:
-        assigns the new q(u) only if the status is ``OK``; returns (ELBO before, status).
+        """The step as a traceable computation, for use inside a larger compiled function: the
+        batch's geometry, the likelihood's sites at the optimal local parameters, the
+        replica-summed statistics and the natural step, then :meth:`accept`, which assigns the
+        new q(u) only if the status is ``OK``. Returns (ELBO before, status).
 
         ``classes``: the subset to update (drawn here if the optimizer subsamples classes and none
         is given)."""
@@ -134,12 +139,9 @@ class CAVI(tf.Module):
             log_weights = [model.likelihood.class_weights.unconstrained_variable]
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(log_weights)
-            local_elbo, linear, quadratic = model.conjugate_terms(
-                geometry.Fmu, geometry.Fvar, Y, classes, self.augmented_sites(),
-                geometry.label_marginals,
-            )
+            local_elbo, linear, quadratic = self.sites(geometry, Y, classes)
             local_sum = tf.reduce_sum(local_elbo)
-        new_mu, new_sqrt, elbo = model.natural_step(
+        new_mu, new_sqrt, elbo = self.natural_step(
             X, geometry, local_elbo, linear, quadratic, step_size, classes
         )
         status = self.accept(new_mu, new_sqrt, status, classes)
@@ -149,6 +151,52 @@ class CAVI(tf.Module):
                 status == OK,
             )
         return elbo, status
+
+    def sites(
+        self, geometry: BatchGeometry, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(local ELBO [N], linear [N, K], quadratic [N, K]) of this step: the likelihood's
+        augmented coefficients, or on the exact bound its exact sites (the augmented ones during
+        the warm start); see :func:`~gpflow_augmented.updates.step_sites`."""
+        model = self.model
+        return step_sites(
+            model.likelihood, geometry.Fmu, geometry.Fvar, Y,
+            model.class_subset(classes, geometry.label_marginals), model.on_exact_bound,
+            self.augmented_sites(),
+        )
+
+    def natural_step(
+        self,
+        X: tf.Tensor,
+        geometry: BatchGeometry,
+        local_elbo: tf.Tensor,
+        linear: tf.Tensor,
+        quadratic: tf.Tensor,
+        step_size: tf.Tensor,
+        classes: Optional[tf.Tensor] = None,
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(q_mu, q_sqrt) after a step of size ρ from the batch's sites, and the batch ELBO before
+        it (:func:`~gpflow_augmented.updates.natural_step`); nothing is assigned."""
+        model = self.model
+        return natural_step(
+            geometry, local_elbo, linear, quadratic, scale=model.minibatch_scale(X),
+            kl_weight=model.subset_scale(classes), step_size=step_size, whiten=model.whiten,
+        )
+
+    def proposal(
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        step_size: Union[float, tf.Tensor],
+        classes: Optional[tf.Tensor] = None,
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(q_mu, q_sqrt) after one step of size ``step_size`` on the batch (of the ``classes``
+        given), and the batch ELBO before it, without validating or assigning anything."""
+        X = tf.convert_to_tensor(X, dtype=default_float())
+        geometry = self.model.batch_geometry(X, classes, Y)
+        step_size = tf.convert_to_tensor(step_size, dtype_hint=default_float())
+        return self.natural_step(X, geometry, *self.sites(geometry, Y, classes),
+                                 tf.cast(step_size, default_float()), classes)
 
     def batch_status(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """The batch's validation status, the same on every replica (they accept or refuse
@@ -181,9 +229,10 @@ class CAVI(tf.Module):
         )
         status = tf.where((status == OK) & ~finite, NUMERICAL_FAILURE, status)
         accept = status == OK
-        old_mu, old_sqrt = model.variational_parameters(classes)
-        model.assign_variational_parameters(
-            tf.where(accept, new_mu, old_mu), tf.where(accept, new_sqrt, old_sqrt), classes
+        old_mu, old_sqrt = variational_parameters(model.q_mu, model.q_sqrt, classes)
+        assign_variational_parameters(
+            model.q_mu, model.q_sqrt, tf.where(accept, new_mu, old_mu),
+            tf.where(accept, new_sqrt, old_sqrt), classes,
         )
         self.iteration.assign_add(tf.cast(accept, tf.int64))
         return status
@@ -247,12 +296,19 @@ class CAVI(tf.Module):
                                    "probabilities")
         return X, Y
 
-    def minimize(self, data: Tuple[tf.Tensor, tf.Tensor], iterations: int = 1) -> tf.Tensor:
+    def iterate(self, data: Tuple[tf.Tensor, tf.Tensor], iterations: int = 1) -> tf.Tensor:
         """``iterations`` steps on the same batch (full-batch CAVI); returns the last batch ELBO."""
+        iterations = check_integer(iterations, "iterations")
         elbo = None
         for _ in range(iterations):
             elbo = self.step(data)
         return elbo
+
+    def minimize(self, data: Tuple[tf.Tensor, tf.Tensor], iterations: int = 1) -> tf.Tensor:
+        """Deprecated: :meth:`iterate` (``minimize`` means ``minimize(loss, variables)`` in
+        GPflow's optimizers)."""
+        warn_moved("CAVI.minimize(data, iterations)", "CAVI.iterate(data, iterations)")
+        return self.iterate(data, iterations)
 
 
 def _refuse_strategy() -> None:

@@ -20,9 +20,11 @@ What it estimates, and how (see :mod:`~gpflow_augmented.augmentation`):
 from typing import NamedTuple, Optional, Tuple
 
 import tensorflow as tf
+from gpflow.base import Parameter
 from gpflow.config import default_float
 
-__all__ = ["ClassSubset", "ClassSubsetSampler", "sample_without_replacement"]
+__all__ = ["ClassSubset", "ClassSubsetSampler", "assign_variational_parameters",
+           "sample_without_replacement", "variational_parameters"]
 
 
 def sample_without_replacement(seed: tf.Tensor, population: int, size: int) -> tf.Tensor:
@@ -82,3 +84,37 @@ class ClassSubset(NamedTuple):
     def scale(self) -> tf.Tensor:
         """C / |K|: the weight that makes a sum over the subset estimate the sum over all."""
         return self.num_classes / tf.cast(tf.shape(self.classes)[0], default_float())
+
+
+def variational_parameters(
+    q_mu: Parameter, q_sqrt: Parameter, classes: Optional[tf.Tensor] = None
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(q_mu [M, K], q_sqrt [K, M, M]) as stored, of all latent GPs or of the ``classes`` given.
+
+    A subset is gathered from the unconstrained storage before the triangular transform, so its
+    cost does not grow with the number of classes."""
+    if classes is None:
+        return tf.convert_to_tensor(q_mu), tf.convert_to_tensor(q_sqrt)
+    subset_mu = tf.gather(q_mu.unconstrained_variable, classes, axis=1)
+    packed_sqrt = tf.gather(q_sqrt.unconstrained_variable, classes)
+    return subset_mu, q_sqrt.transform.forward(packed_sqrt)
+
+
+def assign_variational_parameters(
+    q_mu: Parameter, q_sqrt: Parameter, new_mu: tf.Tensor, new_sqrt: tf.Tensor,
+    classes: Optional[tf.Tensor] = None,
+) -> None:
+    """Store q(u) of all latent GPs, or scatter that of the ``classes`` given in place."""
+    if classes is None:
+        q_mu.assign(new_mu)
+        q_sqrt.assign(new_sqrt)
+        return
+    # q_mu is M·C numbers, a negligible copy; the [C, M(M+1)/2] q_sqrt is scattered in place.
+    columns = tf.cast(classes, tf.int32)[:, None]
+    q_mu.assign(
+        tf.transpose(tf.tensor_scatter_nd_update(tf.transpose(q_mu), columns,
+                                                 tf.transpose(new_mu)))
+    )
+    q_sqrt.unconstrained_variable.scatter_update(
+        tf.IndexedSlices(q_sqrt.transform.inverse(new_sqrt), classes)
+    )

@@ -33,10 +33,13 @@ from .projection import (
     canonical_kernel_and_inducing,
     inducing_inputs,
     kuu_cholesky,
+    marginals,
     whitened_projection,
+    whitened_q,
 )
 from .distributed import num_replicas, replica_sum, replicated_by_first, set_trainable
-from .updates import conjugate_statistics, natural_parameter_step_with_backoff
+from .class_subsets import variational_parameters
+from .updates import natural_step, step_sites
 from .validation import (
     check_data,
     check_finite_inputs,
@@ -196,98 +199,19 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         "return[2]: [N, P]",
     )
     def whitened_projection(self, X: InputData) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(L, A, r): L L^T = K_mm + jitter, A = L⁻¹ K_mn and r = diag(K_nn - A^T A), for each of
-        the P priors: P = 1 when all classes share one (nothing is copied per class), else P = C."""
-        return whitened_projection(
-            self.kernel, self.inducing_variable, X, self.num_latent_gps, broadcast=False
-        )
-
-    def kuu_cholesky(self) -> tf.Tensor:
-        """Cholesky factor of K_mm + jitter: [1, M, M] if shared by all classes, else [C, M, M]."""
-        return kuu_cholesky(self.kernel, self.inducing_variable)
-
-    @check_shapes("classes: [K]", "return[0]: [M, K]", "return[1]: [K, M, M]")
-    def variational_parameters(self, classes: Optional[tf.Tensor] = None) -> Tuple[tf.Tensor, tf.Tensor]:
-        """(q_mu, q_sqrt) as stored, of all latent GPs or of the ``classes`` given.
-
-        A subset is gathered from the unconstrained storage before the triangular transform, so its
-        cost does not grow with the number of classes."""
-        if classes is None:
-            return tf.convert_to_tensor(self.q_mu), tf.convert_to_tensor(self.q_sqrt)
-        q_mu = tf.gather(self.q_mu.unconstrained_variable, classes, axis=1)
-        packed_sqrt = tf.gather(self.q_sqrt.unconstrained_variable, classes)
-        return q_mu, self.q_sqrt.transform.forward(packed_sqrt)
-
-    @check_shapes("q_mu: [M, K]", "q_sqrt: [K, M, M]", "classes: [K]")
-    def assign_variational_parameters(
-        self, q_mu: tf.Tensor, q_sqrt: tf.Tensor, classes: Optional[tf.Tensor] = None
-    ) -> None:
-        """Store q(u) of all latent GPs, or scatter that of the ``classes`` given in place."""
-        if classes is None:
-            self.q_mu.assign(q_mu)
-            self.q_sqrt.assign(q_sqrt)
-            return
-        # q_mu is M·C numbers, a negligible copy; the [C, M(M+1)/2] q_sqrt is scattered in place.
-        columns = tf.cast(classes, tf.int32)[:, None]
-        self.q_mu.assign(
-            tf.transpose(
-                tf.tensor_scatter_nd_update(tf.transpose(self.q_mu), columns, tf.transpose(q_mu))
-            )
-        )
-        self.q_sqrt.unconstrained_variable.scatter_update(
-            tf.IndexedSlices(self.q_sqrt.transform.inverse(q_sqrt), classes)
-        )
-
-    @check_shapes(
-        "L: [broadcast K, M, M]",
-        "q_mu: [M, K]",
-        "q_sqrt: [K, M, M]",
-        "return[0]: [M, K]",
-        "return[1]: [K, M, M]",
-    )
-    def whitened_q(
-        self, L: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """q(u) in whitened coordinates v = L⁻¹u (the parameters themselves if ``whiten``)."""
-        if self.whiten:
-            return q_mu, q_sqrt
-        L = tf.broadcast_to(L, tf.shape(q_sqrt))
-        mu = tf.linalg.triangular_solve(L, tf.transpose(q_mu)[:, :, None])[:, :, 0]
-        return tf.transpose(mu), tf.linalg.triangular_solve(L, q_sqrt)
-
-    @check_shapes(
-        "L: [broadcast K, M, M]",
-        "q_mu: [M, K]",
-        "q_sqrt: [K, M, M]",
-        "return[0]: [M, K]",
-        "return[1]: [K, M, M]",
-    )
-    def unwhitened_q(
-        self, L: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The inverse of :meth:`whitened_q`: parameters to store, from whitened ones."""
-        if self.whiten:
-            return q_mu, q_sqrt
-        mu = tf.linalg.matvec(L, tf.transpose(q_mu))
-        return tf.transpose(mu), tf.linalg.matmul(L, q_sqrt)
+        """Deprecated: :func:`gpflow_augmented.projection.whitened_projection`."""
+        warn_moved("AugmentedSVGP.whitened_projection",
+                   "gpflow_augmented.projection.whitened_projection")
+        return whitened_projection(self.kernel, self.inducing_variable, X, self.num_latent_gps,
+                                   broadcast=False)
 
     @staticmethod
-    @check_shapes(
-        "A: [broadcast K, M, N]",
-        "residual: [N, broadcast K]",
-        "q_mu: [M, K]",
-        "q_sqrt: [K, M, M]",
-        "return[0]: [N, K]",
-        "return[1]: [N, K]",
-    )
     def marginals(
         A: tf.Tensor, residual: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor
     ) -> MeanAndVariance:
-        """Mean and variance of q(f_nc) from the whitened projection and whitened q(v)."""
-        Fmu = tf.transpose(tf.linalg.matvec(A, tf.transpose(q_mu), transpose_a=True))
-        SA = tf.linalg.matmul(q_sqrt, A, transpose_a=True)  # [K, M, N]
-        Fvar = residual + tf.transpose(tf.reduce_sum(tf.square(SA), axis=-2))
-        return Fmu, Fvar
+        """Deprecated: :func:`gpflow_augmented.projection.marginals`."""
+        warn_moved("AugmentedSVGP.marginals", "gpflow_augmented.projection.marginals")
+        return marginals(A, residual, q_mu, q_sqrt)
 
     @check_shapes(
         "X: [N, D]",
@@ -308,7 +232,9 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         of K_mm, whitened q(v), the marginals q(f) (the prior mean included), the whitened
         projection A and the prior mean; on a subset, given the labels ``Y``, also each point's
         observed class's marginals."""
-        L, A, residual = self.whitened_projection(X)
+        L, A, residual = whitened_projection(
+            self.kernel, self.inducing_variable, X, self.num_latent_gps, broadcast=False
+        )
         label_marginals = None
         if classes is not None and Y is not None:
             label_marginals = self._label_marginals(X, Y, L, A, residual)
@@ -316,8 +242,9 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             # One prior per class: gather the subset's (the projection itself still costs C).
             L, A = tf.gather(L, classes), tf.gather(A, classes)
             residual = tf.gather(residual, classes, axis=1)
-        q_mu, q_sqrt = self.whitened_q(L, *self.variational_parameters(classes))
-        Fmu, Fvar = self.marginals(A, residual, q_mu, q_sqrt)
+        q_mu, q_sqrt = whitened_q(L, *variational_parameters(self.q_mu, self.q_sqrt, classes),
+                                  self.whiten)
+        Fmu, Fvar = marginals(A, residual, q_mu, q_sqrt)
         prior_mean = self.mean_function(X)
         if classes is not None and prior_mean.shape[-1] != 1:
             prior_mean = tf.gather(prior_mean, classes, axis=1)
@@ -330,9 +257,9 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         """Mean and variance [N] of q(f_n y_n): each point's own class, gathered per point (one
         class's cost, whatever C is)."""
         labels = tf.cast(Y[:, 0], tf.int32)
-        q_mu, q_sqrt = self.variational_parameters(labels)  # [M, N], [N, M, M]
+        q_mu, q_sqrt = variational_parameters(self.q_mu, self.q_sqrt, labels)  # [M, N], [N, M, M]
         shared = L.shape[0] == 1
-        q_mu, q_sqrt = self.whitened_q(L if shared else tf.gather(L, labels), q_mu, q_sqrt)
+        q_mu, q_sqrt = whitened_q(L if shared else tf.gather(L, labels), q_mu, q_sqrt, self.whiten)
         A_points = tf.transpose(A, [2, 0, 1])  # [N, P, M]
         a = A_points[:, 0] if shared else tf.gather(A_points, labels, batch_dims=1)  # [N, M]
         r = residual[:, 0] if shared else tf.gather(residual, labels, batch_dims=1)
@@ -437,17 +364,6 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         exact bound, that of the likelihood's augmentation)."""
         return self.likelihood.augmented_local_elbo(Fmu, Fvar, Y, self.class_subset(classes))
 
-    @check_shapes(
-        "Fmu: [N, K]",
-        "Fvar: [N, K]",
-        "Y: [N, L]",
-        "classes: [K]",
-        "label_marginals[0]: [N]",
-        "label_marginals[1]: [N]",
-        "return[0]: [N]",
-        "return[1]: [N, K]",
-        "return[2]: [N, K]",
-    )
     def conjugate_terms(
         self,
         Fmu: tf.Tensor,
@@ -457,42 +373,12 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         augmented_sites: Optional[tf.Tensor] = None,
         label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(local ELBO [N], linear [N, L], quadratic [N, L]): given the local parameters the
-        augmented log-likelihood of f is ``linear·f - quadratic·f²/2`` + const. On the exact
-        bound: the exact expected log-likelihood and the natural-gradient sites (the augmented
-        bound's coefficients while the boolean tensor ``augmented_sites``, a warm-start step, is
-        true). With ``classes`` the marginals hold only those columns, and ``label_marginals``
-        (:attr:`BatchGeometry.label_marginals`) those of each point's observed class."""
-        subset = self.class_subset(classes, label_marginals)
-        if not self.on_exact_bound:
-            return self.likelihood.conjugate_terms(Fmu, Fvar, Y, subset)
-        # The exact expectation and its derivatives outside any tf.cond: a gradient (for the
-        # class weights) taken through a cond whose branch differentiates the XLA-compiled
-        # expectation comes back as zero.
-        expected, *exact = self.likelihood.exact_sites(Fmu, Fvar, Y, subset)
-        return (expected, *self.step_sites(Fmu, Fvar, Y, tuple(exact), augmented_sites, subset))
-
-    def step_sites(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        exact: Tuple[tf.Tensor, tf.Tensor],
-        augmented_sites: Optional[tf.Tensor],
-        subset: Optional[ClassSubset] = None,
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The (linear, quadratic) sites a step on the exact bound takes: the ``exact`` ones, or
-        the augmented bound's at the optimal local parameters while ``augmented_sites`` (a
-        warm-start step) is true."""
-        if augmented_sites is None:
-            return exact
-
-        def augmented() -> Tuple[tf.Tensor, tf.Tensor]:
-            Y_rows = self.likelihood.label_rows(Y, subset)
-            local = self.likelihood.local_parameters(Fmu, Fvar, Y_rows, subset)
-            return self.likelihood.conjugate_coefficients(Y_rows, local)
-
-        return tf.cond(augmented_sites, augmented, lambda: exact)
+        """Deprecated: :func:`gpflow_augmented.updates.step_sites` (the likelihood's
+        ``conjugate_terms`` or ``exact_sites``, as :class:`~gpflow_augmented.CAVI` takes them)."""
+        warn_moved("AugmentedSVGP.conjugate_terms", "gpflow_augmented.updates.step_sites")
+        return step_sites(self.likelihood, Fmu, Fvar, Y,
+                          self.class_subset(classes, label_marginals), self.on_exact_bound,
+                          augmented_sites)
 
     @check_shapes("X: [N, D]", "return: []")
     def minibatch_scale(self, X: tf.Tensor) -> tf.Tensor:
@@ -502,16 +388,17 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         batch_size = replica_sum(tf.cast(tf.shape(X)[0], default_float()))
         return tf.cast(self.num_data, default_float()) / batch_size
 
-    def class_weight(self, classes: Optional[tf.Tensor]) -> tf.Tensor:
-        """C / |K|: the weight that makes a sum over the class subset estimate the sum over all."""
+    def subset_scale(self, classes: Optional[tf.Tensor]) -> tf.Tensor:
+        """C / |K|: the weight that makes a sum over the class subset estimate the sum over all
+        (not the likelihood's class weights θ)."""
         if classes is None:
             return tf.constant(1.0, dtype=default_float())
         return self.num_latent_gps / tf.cast(tf.shape(classes)[0], default_float())
 
     @check_shapes("return: []")
     def prior_kl(self) -> tf.Tensor:
-        q_mu, q_sqrt = self.whitened_q(self.kuu_cholesky(), *self.variational_parameters())
-        return gauss_kl(q_mu, q_sqrt)
+        L = kuu_cholesky(self.kernel, self.inducing_variable)
+        return gauss_kl(*whitened_q(L, self.q_mu, self.q_sqrt, self.whiten))
 
     @inherit_check_shapes
     def maximum_log_likelihood_objective(self, data: RegressionData) -> tf.Tensor:  # type: ignore[override]
@@ -574,20 +461,11 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     ) -> tf.Tensor:
         """The ELBO from the batch's local terms: their sum times ``scale`` (N / B), minus the
         KL (C/|K| times on a class subset); in a replica, this replica's share."""
-        kl = self.class_weight(classes) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
+        kl = self.subset_scale(classes) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
         return tf.reduce_sum(local_elbo) * scale - kl / num_replicas()
 
-    # -- the closed-form update (computed here, assigned by CAVI) --------------------------------
+    # -- deprecated: the step now lives in CAVI and gpflow_augmented.updates ------------------
 
-    @check_shapes(
-        "X: [N, D]",
-        "Y: [N, L]",
-        "step_size: []",
-        "classes: [K]",
-        "return[0]: [M, K]",
-        "return[1]: [K, M, M]",
-        "return[2]: []",
-    )
     def natural_update(
         self,
         X: tf.Tensor,
@@ -596,64 +474,32 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         classes: Optional[tf.Tensor] = None,
         augmented_sites: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(q_mu, q_sqrt) after one CAVI/SVI step on the batch, and the batch ELBO before it.
-
-        With ``classes`` only those latent GPs are updated (paper, Algorithm 2), and the results
-        are their columns. ``augmented_sites`` (a boolean tensor) makes a model on the exact bound
-        take this step with its augmented bound's sites instead. Under a ``tf.distribute``
-        strategy the batch's statistics are summed over the replicas' shards first, so every
-        replica returns the same. Nothing is assigned: :class:`~gpflow_augmented.CAVI` does that
-        once the result is checked.
-        """
+        """Deprecated: ``CAVI(model).proposal(X, Y, step_size, classes)``."""
+        warn_moved("AugmentedSVGP.natural_update", "CAVI.proposal")
         X = tf.convert_to_tensor(X, dtype=default_float())
         geometry = self.batch_geometry(X, classes, Y)
-        local_elbo, linear, quadratic = self.conjugate_terms(
-            geometry.Fmu, geometry.Fvar, Y, classes, augmented_sites, geometry.label_marginals
-        )
-        return self.natural_step(X, geometry, local_elbo, linear, quadratic, step_size, classes)
+        sites = step_sites(self.likelihood, geometry.Fmu, geometry.Fvar, Y,
+                           self.class_subset(classes, geometry.label_marginals),
+                           self.on_exact_bound, augmented_sites)
+        return natural_step(geometry, *sites, scale=self.minibatch_scale(X),
+                            kl_weight=self.subset_scale(classes), step_size=step_size,
+                            whiten=self.whiten)
 
-    @check_shapes(
-        "X: [N, D]",
-        "local_elbo: [N]",
-        "linear: [N, K]",
-        "quadratic: [N, K]",
-        "step_size: []",
-        "classes: [K]",
-        "return[0]: [M, K]",
-        "return[1]: [K, M, M]",
-        "return[2]: []",
-    )
     def natural_step(
         self,
         X: tf.Tensor,
-        geometry: "BatchGeometry",
+        geometry: BatchGeometry,
         local_elbo: tf.Tensor,
         linear: tf.Tensor,
         quadratic: tf.Tensor,
         step_size: tf.Tensor,
         classes: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """The second half of :meth:`natural_update`, from the batch's sites onwards:
-        (q_mu, q_sqrt) after the step and the batch ELBO before it.
-
-        The sites are coefficients of f; q(u) is over f minus the prior mean μ, and
-        linear·f - quadratic·f²/2 = (linear - quadratic·μ)·(f - μ) - quadratic·(f - μ)²/2 + const."""
-        linear = linear - quadratic * geometry.prior_mean
-        local_sum, statistics = replica_sum(
-            (tf.reduce_sum(local_elbo), conjugate_statistics(geometry.A, linear, quadratic))
-        )
-        scale = self.minibatch_scale(X)
-        kl = self.class_weight(classes) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
-        elbo = local_sum * scale - kl
-        new_mu, new_sqrt, _ = natural_parameter_step_with_backoff(
-            geometry.q_mu,
-            geometry.q_sqrt,
-            statistics,
-            scale=scale,
-            step_size=step_size,
-        )
-        new_mu, new_sqrt = self.unwhitened_q(geometry.L, new_mu, new_sqrt)
-        return new_mu, new_sqrt, elbo
+        """Deprecated: :meth:`CAVI.natural_step` (:func:`gpflow_augmented.updates.natural_step`)."""
+        warn_moved("AugmentedSVGP.natural_step", "CAVI.natural_step")
+        return natural_step(geometry, local_elbo, linear, quadratic, scale=self.minibatch_scale(X),
+                            kl_weight=self.subset_scale(classes), step_size=step_size,
+                            whiten=self.whiten)
 
     # -- predictions --------------------------------------------------------------------------
 

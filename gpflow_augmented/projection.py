@@ -25,7 +25,10 @@ __all__ = [
     "canonical_kernel_and_inducing",
     "inducing_inputs",
     "kuu_cholesky",
+    "marginals",
+    "unwhitened_q",
     "whitened_projection",
+    "whitened_q",
 ]
 
 
@@ -114,3 +117,56 @@ def canonical_kernel_and_inducing(
             "InducingPoints or SeparateIndependentInducingVariables"
         )
     return kernel, inducing_variable
+
+
+@check_shapes(
+    "L: [broadcast K, M, M]",
+    "q_mu: [M, K]",
+    "q_sqrt: [K, M, M]",
+    "return[0]: [M, K]",
+    "return[1]: [K, M, M]",
+)
+def whitened_q(
+    L: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor, whiten: bool
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """q(u) in whitened coordinates v = L⁻¹u (the parameters themselves if ``whiten``)."""
+    if whiten:
+        return q_mu, q_sqrt
+    L = tf.broadcast_to(L, tf.shape(q_sqrt))
+    mu = tf.linalg.triangular_solve(L, tf.transpose(q_mu)[:, :, None])[:, :, 0]
+    return tf.transpose(mu), tf.linalg.triangular_solve(L, q_sqrt)
+
+
+@check_shapes(
+    "L: [broadcast K, M, M]",
+    "q_mu: [M, K]",
+    "q_sqrt: [K, M, M]",
+    "return[0]: [M, K]",
+    "return[1]: [K, M, M]",
+)
+def unwhitened_q(
+    L: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor, whiten: bool
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """The inverse of :func:`whitened_q`: parameters to store, from whitened ones."""
+    if whiten:
+        return q_mu, q_sqrt
+    mu = tf.linalg.matvec(L, tf.transpose(q_mu))
+    return tf.transpose(mu), tf.linalg.matmul(L, q_sqrt)
+
+
+@check_shapes(
+    "A: [broadcast K, M, N]",
+    "residual: [N, broadcast K]",
+    "q_mu: [M, K]",
+    "q_sqrt: [K, M, M]",
+    "return[0]: [N, K]",
+    "return[1]: [N, K]",
+)
+def marginals(
+    A: tf.Tensor, residual: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Mean and variance of q(f_nc) from the whitened projection and whitened q(v)."""
+    Fmu = tf.transpose(tf.linalg.matvec(A, tf.transpose(q_mu), transpose_a=True))
+    SA = tf.linalg.matmul(q_sqrt, A, transpose_a=True)  # [K, M, N]
+    Fvar = residual + tf.transpose(tf.reduce_sum(tf.square(SA), axis=-2))
+    return Fmu, Fvar

@@ -21,6 +21,7 @@ from .convergence import GlobalParameterConvergence
 from .distributed import num_replicas, replica_sum, set_trainable
 from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
+from .updates import warm_start_sites
 from .validation import (
     OK,
     NumericalError,
@@ -238,10 +239,11 @@ class Trainer(tf.Module):
         # The loss carries each point's expectation with weight -scale.
         subset = model.class_subset(classes)
         exact = model.likelihood.sites_from_derivatives(
-            geometry.Fmu, -d_mean / scale, -d_var / scale, model.one_hot(Y, classes), subset)
-        linear, quadratic = model.step_sites(
-            geometry.Fmu, geometry.Fvar, Y, exact, cavi.augmented_sites(), subset)
-        new_mu, new_sqrt, elbo = model.natural_step(
+            geometry.Fmu, -d_mean / scale, -d_var / scale, model.likelihood.label_rows(Y, subset),
+            subset)
+        linear, quadratic = warm_start_sites(
+            model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, cavi.augmented_sites(), subset)
+        new_mu, new_sqrt, elbo = cavi.natural_step(
             X, geometry, expected, linear, quadratic, step_size, classes
         )
         status = cavi.accept(new_mu, new_sqrt, status, classes)

@@ -17,10 +17,25 @@ it is: it is the inverse covariance there). :func:`natural_parameter_step_with_b
 each class whose new precision has no Cholesky factor until it has one: (1 - ρ)Λ + ρΛ̂ tends to the
 current, positive definite Λ as ρ → 0, and the step's fixed points, where Λ̂ = Λ, are unchanged.
 """
+from typing import Any, Optional, Tuple
+
 import tensorflow as tf
 from check_shapes import check_shapes
+from gpflow.kullback_leiblers import gauss_kl
 
-__all__ = ["conjugate_statistics", "natural_parameter_step", "natural_parameter_step_with_backoff"]
+from .class_subsets import ClassSubset
+from .distributed import replica_sum
+from .likelihoods import AugmentedLikelihood
+from .projection import unwhitened_q
+
+__all__ = [
+    "conjugate_statistics",
+    "natural_parameter_step",
+    "natural_parameter_step_with_backoff",
+    "natural_step",
+    "step_sites",
+    "warm_start_sites",
+]
 
 MAX_BACKOFFS = 12
 
@@ -145,3 +160,90 @@ def natural_parameter_step_with_backoff(
 def _as_dtype_of(step_size: object, like: tf.Tensor) -> tf.Tensor:
     # dtype_hint: a Python float must not pass through float32 on its way to float64.
     return tf.cast(tf.convert_to_tensor(step_size, dtype_hint=like.dtype), like.dtype)
+
+
+def step_sites(
+    likelihood: AugmentedLikelihood,
+    Fmu: tf.Tensor,
+    Fvar: tf.Tensor,
+    Y: tf.Tensor,
+    subset: Optional[ClassSubset],
+    exact_bound: bool,
+    augmented_sites: Optional[tf.Tensor] = None,
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(local ELBO [N], linear [N, K], quadratic [N, K]) of a step: the likelihood's augmented
+    coefficients at the optimal local parameters, or on the exact bound the exact expected
+    log-likelihood and its natural-gradient sites (the augmented ones while the boolean tensor
+    ``augmented_sites``, a warm-start step, is true)."""
+    if not exact_bound:
+        return likelihood.conjugate_terms(Fmu, Fvar, Y, subset)
+    # The exact expectation and its derivatives outside any tf.cond: a gradient (for the class
+    # weights) taken through a cond whose branch differentiates the XLA-compiled expectation
+    # comes back as zero.
+    expected, *exact = likelihood.exact_sites(Fmu, Fvar, Y, subset)
+    return (expected,
+            *warm_start_sites(likelihood, Fmu, Fvar, Y, tuple(exact), augmented_sites, subset))
+
+
+def warm_start_sites(
+    likelihood: AugmentedLikelihood,
+    Fmu: tf.Tensor,
+    Fvar: tf.Tensor,
+    Y: tf.Tensor,
+    exact: Tuple[tf.Tensor, tf.Tensor],
+    augmented_sites: Optional[tf.Tensor],
+    subset: Optional[ClassSubset] = None,
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """The ``exact`` (linear, quadratic) sites, or the augmented bound's at the optimal local
+    parameters while ``augmented_sites`` (a warm-start step) is true."""
+    if augmented_sites is None:
+        return exact
+
+    def augmented() -> Tuple[tf.Tensor, tf.Tensor]:
+        Y_rows = likelihood.label_rows(Y, subset)
+        local = likelihood.local_parameters(Fmu, Fvar, Y_rows, subset)
+        return likelihood.conjugate_coefficients(Y_rows, local)
+
+    return tf.cond(augmented_sites, augmented, lambda: exact)
+
+
+@check_shapes(
+    "local_elbo: [N]",
+    "linear: [N, K]",
+    "quadratic: [N, K]",
+    "scale: []",
+    "step_size: []",
+    "return[0]: [M, K]",
+    "return[1]: [K, M, M]",
+    "return[2]: []",
+)
+def natural_step(
+    geometry: Any,
+    local_elbo: tf.Tensor,
+    linear: tf.Tensor,
+    quadratic: tf.Tensor,
+    *,
+    scale: tf.Tensor,
+    kl_weight: tf.Tensor,
+    step_size: tf.Tensor,
+    whiten: bool,
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(q_mu, q_sqrt) as stored after a step of size ρ from the batch's sites, and the batch ELBO
+    before it. Under a ``tf.distribute`` strategy the sums over the batch (the statistics and the
+    local ELBO) are all-reduced first, so every replica returns the same.
+
+    ``geometry`` is the batch's :class:`~gpflow_augmented.models.BatchGeometry`; ``scale`` is
+    N / B and ``kl_weight`` C/|K| (1 without a class subset). The sites are coefficients of f, and
+    q(u) is over f minus the prior mean μ:
+    linear·f - quadratic·f²/2 = (linear - quadratic·μ)·(f - μ) - quadratic·(f - μ)²/2 + const."""
+    linear = linear - quadratic * geometry.prior_mean
+    local_sum, statistics = replica_sum(
+        (tf.reduce_sum(local_elbo), conjugate_statistics(geometry.A, linear, quadratic))
+    )
+    kl = kl_weight * gauss_kl(geometry.q_mu, geometry.q_sqrt)
+    elbo = local_sum * scale - kl
+    new_mu, new_sqrt, _ = natural_parameter_step_with_backoff(
+        geometry.q_mu, geometry.q_sqrt, statistics, scale=scale, step_size=step_size,
+    )
+    new_mu, new_sqrt = unwhitened_q(geometry.L, new_mu, new_sqrt, whiten)
+    return new_mu, new_sqrt, elbo

@@ -57,7 +57,7 @@ def test_elbo_never_decreases_on_real_data():
 def test_zero_gradient_at_fixed_point(whiten):
     model, data = binary_problem(40, 12, seed=1, whiten=whiten)
     before = variational_gradient_norm(model, data)
-    ga.CAVI(model).minimize(data, iterations=300)
+    ga.CAVI(model).iterate(data, iterations=300)
     after = variational_gradient_norm(model, data)
     assert before > 1e-2
     assert after < 1e-7 * max(1.0, before)
@@ -88,7 +88,7 @@ def hyperparameter_gradient_error(model_class):
     X, Y = X[:60], Y[:60]
     kernel = gpflow.kernels.SquaredExponential(variance=2.0, lengthscales=3.0)
     model = model_class(kernel, X[::3].copy(), num_data=len(X))
-    ga.CAVI(model).minimize((X, Y), iterations=200)
+    ga.CAVI(model).iterate((X, Y), iterations=200)
     parameters = [model.kernel.variance, model.kernel.lengthscales]
     with tf.GradientTape() as tape:
         elbo = model.elbo((X, Y))
@@ -148,7 +148,7 @@ def test_matches_stock_svgp_with_bernoulli_trained_by_gradients():
     kernel = gpflow.kernels.SquaredExponential(lengthscales=ga.median_lengthscale(X))
     Z = X[::3].copy()
     model = BinaryLogisticSVGP(kernel, Z, num_data=len(X))
-    ga.CAVI(model).minimize((X, Y), iterations=100)
+    ga.CAVI(model).iterate((X, Y), iterations=100)
     stock = gpflow.models.SVGP(kernel, gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid), Z,
                                num_data=len(X), whiten=True)
     gpflow.utilities.set_trainable(stock.kernel, False)
@@ -216,7 +216,7 @@ def test_stop_rule_ends_training_at_the_fixed_point():
     assert rule.average_change < 1e-4
     # Full-batch CAVI from there on barely moves the ELBO: the rule stopped near the optimum.
     stopped = float(model.elbo(data))
-    ga.CAVI(model).minimize(data, iterations=200)
+    ga.CAVI(model).iterate(data, iterations=200)
     assert float(model.elbo(data)) - stopped < 1e-3 * abs(stopped)
 
 

@@ -83,7 +83,7 @@ def test_class_weight_update_reaches_a_stationary_point_and_a_wrong_update_does_
     warm_start = 5 if scheme == "exact" else 0
     model, data = weighted_problem(scheme)
     start = np.max(np.abs(log_weight_gradient(model, data)))
-    ga.CAVI(model, 1.0, warm_start_iterations=warm_start).minimize(data, 150)
+    ga.CAVI(model, 1.0, warm_start_iterations=warm_start).iterate(data, 150)
     weights = model.likelihood.class_weights.numpy()
     assert start > 1.0
     assert np.max(weights) / np.min(weights) > 1.5  # the weights moved
@@ -100,7 +100,7 @@ def test_class_weight_update_reaches_a_stationary_point_and_a_wrong_update_does_
 
     broken, _ = weighted_problem(scheme)
     broken.__class__ = ForgetsTheWeight
-    ga.CAVI(broken, 1.0, warm_start_iterations=warm_start).minimize(data, 150)
+    ga.CAVI(broken, 1.0, warm_start_iterations=warm_start).iterate(data, 150)
     assert np.max(np.abs(log_weight_gradient(broken, data))) > 1e-2 * start
 
 
@@ -139,7 +139,7 @@ def test_a_warm_start_step_carries_the_weights_in_the_fused_and_in_the_cavi_step
 
 def test_weighted_model_elbo_and_predictions_equal_stock_svgp_with_the_same_weights():
     model, data = weighted_problem("exact")
-    ga.CAVI(model, 0.7, warm_start_iterations=3).minimize(data, 5)
+    ga.CAVI(model, 0.7, warm_start_iterations=3).iterate(data, 5)
     likelihood = ga.LogisticSoftmax(3, class_weights=True)
     likelihood.class_weights.assign(model.likelihood.class_weights)
     svgp = gpflow.models.SVGP(

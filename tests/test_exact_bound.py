@@ -185,7 +185,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     before = [v.numpy().copy() for v in model.variables]
     geometry = model.batch_geometry(tf.constant(data[0]))
     q_mu, q_sqrt = geometry.q_mu, geometry.q_sqrt
-    _, linear, quadratic = model.conjugate_terms(geometry.Fmu, geometry.Fvar, tf.constant(data[1]))
+    _, linear, quadratic = ga.CAVI(model).sites(geometry, tf.constant(data[1]))
     statistics = ga.updates.conjugate_statistics(geometry.A, linear, quadratic)
     scale = model.minibatch_scale(tf.constant(data[0]))
     eye = np.eye(8)[None] + scale.numpy() * statistics[0].numpy()

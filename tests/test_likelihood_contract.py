@@ -117,3 +117,27 @@ def test_one_model_class_serves_both_likelihoods_and_refuses_what_they_cannot_do
     assert issubclass(LogisticSoftmax, AugmentedLikelihood)
     with pytest.raises(TypeError, match="abstract"):
         AugmentedLikelihood(input_dim=None, latent_dim=1, observation_dim=None)
+
+
+def test_the_step_moved_to_cavi_and_the_old_model_methods_still_give_it_with_a_warning():
+    X, Y, Z = _problem()
+    model = ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), Z, 3, num_data=len(X))
+    cavi = ga.CAVI(model, 0.5, compile=False)
+    cavi.step((X, Y))  # away from the prior
+    proposed = cavi.proposal(X, Y, 0.7)
+    with pytest.warns(DeprecationWarning, match="CAVI.proposal"):
+        old = model.natural_update(X, Y, 0.7)
+    for new_value, old_value in zip(proposed, old):
+        np.testing.assert_array_equal(new_value.numpy(), old_value.numpy())
+    geometry = model.batch_geometry(tf.constant(X))
+    with pytest.warns(DeprecationWarning, match="updates.step_sites"):
+        old_sites = model.conjugate_terms(geometry.Fmu, geometry.Fvar, tf.constant(Y))
+    for new_value, old_value in zip(cavi.sites(geometry, tf.constant(Y)), old_sites):
+        np.testing.assert_array_equal(new_value.numpy(), old_value.numpy())
+    twin = gpflow.utilities.deepcopy(model)
+    twin_cavi = ga.CAVI(twin, 0.5, compile=False)
+    twin_cavi.iteration.assign(cavi.iteration)
+    cavi.iterate((X, Y), 2)
+    with pytest.warns(DeprecationWarning, match=r"CAVI.iterate\(data, iterations\)"):
+        twin_cavi.minimize((X, Y), 2)
+    np.testing.assert_array_equal(model.q_mu.numpy(), twin.q_mu.numpy())
