@@ -50,9 +50,11 @@ import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 
+from ._deprecated import warn_moved
+
 __all__ = [
     "LocalParameters",
-    "class_weight",
+    "classes_and_subset_scale",
     "log_sum_complement",
     "log_cosh_half",
     "polya_gamma_mean",
@@ -154,9 +156,12 @@ def log_one_minus_sigma_tilde(m: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
     return log_numerator - tf.math.softplus(-c)
 
 
-def class_weight(per_class: tf.Tensor, num_classes: Optional[int]) -> Tuple[tf.Tensor, tf.Tensor]:
+def classes_and_subset_scale(
+    per_class: tf.Tensor, num_classes: Optional[int]
+) -> Tuple[tf.Tensor, tf.Tensor]:
     """(C, C/|K|) for a last axis holding |K| of ``num_classes`` classes (all of them if ``None``):
-    the number of classes, and the weight that makes a sum over the subset estimate the full sum."""
+    the number of classes, and the weight that makes a sum over the subset estimate the full sum
+    (not the likelihood's class weights θ)."""
     subset_size = tf.cast(tf.shape(per_class)[-1], per_class.dtype)
     if num_classes is None:
         return subset_size, tf.ones([], per_class.dtype)
@@ -175,7 +180,7 @@ def log_sum_complement(
 ) -> tf.Tensor:
     """log Σ_c θ_c (1 - σ̃_c) (= log(C (1 - S)) for θ = 1) over all classes, estimated from the
     subset given."""
-    _, weight = class_weight(m, num_classes)
+    _, weight = classes_and_subset_scale(m, num_classes)
     log_terms = log_one_minus_sigma_tilde(m, v)
     if log_weights is not None:
         log_terms += log_weights
@@ -239,8 +244,8 @@ def paper_local_parameters(
 
     Eqs. (12)-(13) couple γ_c = e^{ψ(α)} σ̃_c / C and α = 1 + Σ_c γ_c. The paper alternates them
     "until convergence", but that alternation contracts only at rate S = Σ_c σ̃_c / C, close to 1
-    when most classes are unlikely: five alternations from E[λ] = 1 leave the ELBO about 1e-4 (relative)
-    short of the block optimum and CAVI stops being monotone. Eliminating γ leaves one equation,
+    when most classes are unlikely, so five alternations from E[λ] = 1 can stop short of the block
+    optimum and CAVI is then not monotone (measured in docs/api.md, "Three schemes"). Eliminating γ leaves one equation,
     g(α) = α - 1 - e^{ψ(α)} S = 0, with g increasing and concave; Newton from the root of its
     large-α asymptote, (1 - S/2) / (1 - S), which lies left of the root, converges monotonically and
     quadratically, so ``inner_iterations`` steps (default 5) reach float64 precision. The loop has a
@@ -248,7 +253,7 @@ def paper_local_parameters(
 
     On a class subset (``num_classes`` > the last axis) S is the subset mean and α is eq. (17).
     """
-    num_classes, weight = class_weight(Fmu, num_classes)
+    num_classes, weight = classes_and_subset_scale(Fmu, num_classes)
     c = tilt(Fmu, Fvar)
     log_st = log_sigma_tilde(Fmu, c)  # [N, K]
     S = tf.reduce_mean(tf.exp(log_st), axis=-1)  # [N]
@@ -292,7 +297,7 @@ def polya_gamma_terms(
         + (Y_onehot - local.gamma) * Fmu / 2
         - local.theta * (second_moment - tf.square(local.c)) / 2
     )
-    return class_weight(Fmu, num_classes)[1] * tf.reduce_sum(per_class, axis=-1)
+    return classes_and_subset_scale(Fmu, num_classes)[1] * tf.reduce_sum(per_class, axis=-1)
 
 
 @check_shapes("Fmu: [N, C]", "local.gamma: [N, C]", "local.c: [N, C]", "return: [N]")
@@ -316,7 +321,7 @@ def collapsed_count_terms(Fmu: tf.Tensor, local: LocalParameters) -> tf.Tensor:
 def paper_count_terms(local: LocalParameters, num_classes: Optional[int] = None) -> tf.Tensor:
     """E[log p(n|λ) - log q(n)] - E[Σ_c λ] + H[q(λ)] for q(n) = Po(γ), q(λ) = Ga(α, C)."""
     gamma, alpha = local.gamma, local.alpha
-    num_classes, weight = class_weight(gamma, num_classes)
+    num_classes, weight = classes_and_subset_scale(gamma, num_classes)
     log_C = tf.math.log(num_classes)
     e_log_lambda = tf.math.digamma(alpha) - log_C  # [N]
     # xlogy keeps γ = 0 (underflow at extreme latent means) finite.
@@ -351,7 +356,7 @@ def collapsed_local_elbo(
     the subset, and log Σ_c (1 - σ̃_c) is :func:`log_sum_complement`'s estimate. The gradient with
     respect to a class's marginals is then that of the full bound with S replaced by its estimate.
     """
-    _, weight = class_weight(Fmu, num_classes)
+    _, weight = classes_and_subset_scale(Fmu, num_classes)
     if soft_labels:
         # Σ_c y_c (m_c/2 - log 2 - log cosh(c_c/2)): each class's Jaakkola–Jordan term, weighted.
         observed = tf.reduce_sum(
@@ -366,3 +371,9 @@ def collapsed_local_elbo(
     if log_weights is not None:
         observed += tf.reduce_sum(Y_onehot * log_weights, axis=-1)
     return weight * observed - log_sum_complement(Fmu, Fvar, num_classes, log_weights)[:, 0]
+
+
+def class_weight(per_class: tf.Tensor, num_classes: Optional[int]) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Deprecated: :func:`classes_and_subset_scale` (the name was the likelihood's class weights')."""
+    warn_moved("augmentation.class_weight", "augmentation.classes_and_subset_scale")
+    return classes_and_subset_scale(per_class, num_classes)

@@ -1,3 +1,4 @@
+import logging
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -22,6 +23,35 @@ from check_shapes import ShapeCheckingState, set_enable_check_shapes
 
 # Check shapes also while tracing tf.functions (the library default checks eagerly only).
 set_enable_check_shapes(ShapeCheckingState.ENABLED)
+
+
+class _AutoGraphWarnings(logging.Handler):
+    """Collects TensorFlow's "AutoGraph could not transform" warnings: a function AutoGraph
+    cannot convert runs as-is, so its Python control flow is frozen at trace time."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "AutoGraph could not transform" in message:
+            self.messages.append(message.splitlines()[0])
+
+
+@pytest.fixture(autouse=True)
+def _no_autograph_warnings(request):
+    """GPflow's guard: a test fails if anything it compiled fell back from AutoGraph (opt out
+    with ``@pytest.mark.allow_autograph_warnings``)."""
+    handler = _AutoGraphWarnings()
+    logger = tf.get_logger()
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+    if request.node.get_closest_marker("allow_autograph_warnings") is None:
+        assert not handler.messages, handler.messages
 
 
 @pytest.fixture(autouse=True)

@@ -183,3 +183,14 @@ def test_the_exports_are_sorted_and_all_exist():
     assert exported == sorted(exported)
     for name in exported:
         assert getattr(gpflow_augmented, name) is not None
+
+
+@pytest.mark.allow_autograph_warnings
+def test_the_autograph_guard_sees_a_function_autograph_cannot_convert(_no_autograph_warnings):
+    import tensorflow as tf
+
+    # Two lambdas on one line: AutoGraph cannot tell which source is which, warns, runs as-is.
+    double, triple = (lambda x: x * 2), (lambda x: x * 3)  # noqa: E731
+    tf.function(triple)(tf.constant(3.0))
+    assert double(1) == 2
+    assert any("could not transform" in message for message in _no_autograph_warnings.messages)
