@@ -26,6 +26,7 @@ from .validation import (
     NUMERICAL_FAILURE,
     OK,
     NumericalError,
+    check_data,
     check_integer,
     data_status,
     raise_for_status,
@@ -290,7 +291,9 @@ class CAVI(tf.Module):
         """The batch as tensors of the model's dtype, with its static shapes checked."""
         X = tf.convert_to_tensor(data[0], dtype=default_float())
         Y = tf.convert_to_tensor(data[1])
-        _check_static_shapes(X, Y, self.model)
+        model = self.model
+        check_data(X, Y, model.num_classes, model.input_dim, model.accepts_soft_labels,
+                   check_values=False)
         if self.class_sampler is not None and Y.shape.rank == 2 and Y.shape[1] != 1:
             raise InvalidDataError("class subsets need integer labels [N, 1], not rows of class "
                                    "probabilities")
@@ -328,28 +331,3 @@ def numerical_errors(what: str) -> Iterator[None]:
             f"{what} failed ({error.message.splitlines()[0]}); the parameters were left "
             "unchanged. Increase gpflow.config jitter, or check the kernel hyperparameters"
         ) from None
-
-
-def _check_static_shapes(X: tf.Tensor, Y: tf.Tensor, model: AugmentedSVGP) -> None:
-    from .validation import InvalidDataError, is_soft
-
-    if Y.dtype == tf.string or not (Y.dtype.is_integer or Y.dtype.is_floating):
-        raise InvalidDataError(
-            f"labels must be integers in 0..{model.num_classes - 1} (num_classes="
-            f"{model.num_classes}), got dtype {Y.dtype.name}; map class names to 0..C-1 first "
-            "(gpflow_augmented.datasets.from_arrays maps class names)"
-        )
-    if X.shape.rank != 2:
-        raise InvalidDataError(f"X must be a 2-D array [N, D], got shape {X.shape}")
-    soft = model.accepts_soft_labels and is_soft(Y, model.num_classes)
-    if not soft and (Y.shape.rank != 2 or Y.shape[1] != 1):
-        also = (f" or rows of class probabilities [N, {model.num_classes}]"
-                if model.accepts_soft_labels else "")
-        raise InvalidDataError(
-            f"Y must be a column of integer labels [N, 1]{also}, got shape {Y.shape}")
-    if X.shape[0] is not None and Y.shape[0] is not None and X.shape[0] != Y.shape[0]:
-        raise InvalidDataError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
-    if X.shape[1] is not None and X.shape[1] != model.input_dim:
-        raise InvalidDataError(f"X has {X.shape[1]} columns, the model expects {model.input_dim}")
-    if X.shape[0] == 0:
-        raise InvalidDataError("the batch is empty (N = 0); nothing was updated")

@@ -2,8 +2,10 @@
 Checks of user data, so that bad input gives a clear error naming the problem and never a silent
 wrong answer or a NaN ELBO.
 
-``check_data`` runs in Python on concrete (eager or NumPy) data. ``data_status`` is the same check
-as a tensor computation, for the compiled CAVI step, which must not leave the device to validate:
+``check_data`` is the one check of a batch (``fit``, the model's ELBO, ``CAVI``'s static check and,
+through ``check_inputs``, the datasets); it runs in Python on arrays or tensors. ``data_status`` is
+its value check as a tensor computation, for the compiled CAVI step, which must not leave the
+device to validate:
 the step assigns nothing unless the status is ``OK``, and its Python wrapper raises
 ``error_for_status``.
 """
@@ -20,6 +22,7 @@ __all__ = [
     "check_finite_inputs",
     "check_num_classes",
     "check_data",
+    "check_inputs",
     "check_integer",
     "check_positive_number",
     "checked_label_rows",
@@ -89,40 +92,82 @@ def is_soft(Y: object, num_classes: int) -> bool:
     return len(shape) == 2 and num_classes > 1 and shape[1] == num_classes
 
 
-def check_data(X: object, Y: object, num_classes: int, input_dim: Optional[int] = None,
-               allow_soft: bool = False) -> None:
-    """Raise :class:`InvalidDataError` unless X is [N, D] finite and Y is [N, 1] integers in
-    0..C-1, or (``allow_soft``) rows [N, C] of class probabilities."""
-    X, Y = np.asarray(X), np.asarray(Y)
-    if X.ndim != 2:
-        raise InvalidDataError(f"X must be a 2-D array [N, D], got shape {X.shape}")
-    soft = allow_soft and is_soft(Y, num_classes)
-    if not soft and (Y.ndim != 2 or Y.shape[1] != 1):
-        also = f" or rows of class probabilities [N, {num_classes}]" if allow_soft else ""
-        raise InvalidDataError(
-            f"Y must be a column of integer labels [N, 1]{also}, got shape {Y.shape}")
-    if X.shape[0] != Y.shape[0]:
-        raise InvalidDataError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
-    if X.shape[0] == 0:
-        raise InvalidDataError("the batch is empty (N = 0)")
-    if input_dim is not None and X.shape[1] != input_dim:
-        raise InvalidDataError(f"X has {X.shape[1]} columns, the model expects {input_dim}")
+def _shape(value: object) -> Tuple[Optional[int], ...]:
+    """The (static) shape of an array or a tensor; ``None`` for a dimension not known yet."""
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return tuple(value.shape)
+    return np.shape(value)
+
+
+def _is_numeric_dtype(value: object) -> bool:
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return value.dtype.is_integer or value.dtype.is_floating
+    dtype = np.asarray(value).dtype
+    return np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
+
+
+def _dtype_name(value: object) -> str:
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        return value.dtype.name
+    return str(np.asarray(value).dtype)
+
+
+def check_inputs(X: object, input_dim: Optional[int] = None, check_values: bool = True,
+                 prefix: str = "", check_overflow: bool = True) -> None:
+    """Raise :class:`InvalidDataError` unless ``X`` is [N, D] (D = ``input_dim`` if given) and,
+    with ``check_values``, finite numbers whose squares do not overflow (unless not
+    ``check_overflow``: raw features that will be standardised). ``prefix`` names the data in the
+    message (a dataset's name)."""
+    shape = _shape(X)
+    if len(shape) != 2:
+        raise InvalidDataError(f"{prefix}X must be a 2-D array [N, D], got shape {shape}")
+    if input_dim is not None and shape[1] is not None and shape[1] != input_dim:
+        raise InvalidDataError(f"{prefix}X has {shape[1]} columns, the model expects {input_dim}")
+    if not check_values:
+        return
+    X = np.asarray(X)
     if not np.issubdtype(X.dtype, np.number):
-        raise InvalidDataError(f"X must be numeric, got dtype {X.dtype}")
+        raise InvalidDataError(f"{prefix}X must be numeric, got dtype {X.dtype}")
     if not np.all(np.isfinite(X)):
         bad = np.argwhere(~np.isfinite(X))[0]
-        raise InvalidDataError(f"X contains NaN or inf (first at row {bad[0]}, column {bad[1]})")
+        raise InvalidDataError(
+            f"{prefix}X contains NaN or inf (first at row {bad[0]}, column {bad[1]})")
     with np.errstate(over="ignore"):
-        if not np.all(np.isfinite(np.square(np.asarray(X, dtype=np.float64)))):
-            raise InvalidDataError(OVERFLOW_MESSAGE)
+        if check_overflow and not np.all(np.isfinite(np.square(np.asarray(X, dtype=np.float64)))):
+            raise InvalidDataError(prefix + OVERFLOW_MESSAGE)
+
+
+def check_data(X: object, Y: object, num_classes: int, input_dim: Optional[int] = None,
+               allow_soft: bool = False, check_values: bool = True) -> None:
+    """The one check of a batch, for arrays and tensors alike: raise :class:`InvalidDataError`
+    unless X is [N, D] with N ≥ 1 and Y is [N, 1] integers in 0..C-1, or (``allow_soft``) rows
+    [N, C] of class probabilities. Without ``check_values`` only shapes and dtypes are checked
+    (the compiled step checks the values on the device, :func:`data_status`)."""
+    if not _is_numeric_dtype(Y):
+        raise InvalidDataError(
+            f"{label_error_message(num_classes)}, got dtype {_dtype_name(Y)}; map class names to "
+            "0..C-1 first (gpflow_augmented.datasets.from_arrays maps class names)"
+        )
+    x_shape, y_shape = _shape(X), _shape(Y)
+    check_inputs(X, check_values=False)
+    soft = allow_soft and is_soft(Y, num_classes)
+    if not soft and (len(y_shape) != 2 or y_shape[1] != 1):
+        also = f" or rows of class probabilities [N, {num_classes}]" if allow_soft else ""
+        raise InvalidDataError(
+            f"Y must be a column of integer labels [N, 1]{also}, got shape {y_shape}")
+    if None not in (x_shape[0], y_shape[0]) and x_shape[0] != y_shape[0]:
+        raise InvalidDataError(f"X has {x_shape[0]} rows but Y has {y_shape[0]}")
+    if x_shape[0] == 0:
+        raise InvalidDataError("the batch is empty (N = 0)")
+    check_inputs(X, input_dim, check_values)
+    if not check_values:
+        return
+    Y = np.asarray(Y)
     if soft:
-        numeric = np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.floating)
-        if not numeric or not np.all(np.isfinite(Y)) or np.any(Y < 0) or np.any(
+        if not np.all(np.isfinite(Y)) or np.any(Y < 0) or np.any(
                 np.abs(Y.sum(axis=1) - 1) > SOFT_LABEL_TOLERANCE):
             raise InvalidDataError(SOFT_LABEL_MESSAGE)
         return
-    if not (np.issubdtype(Y.dtype, np.integer) or np.issubdtype(Y.dtype, np.floating)):
-        raise InvalidDataError(f"Y must hold integer class labels, got dtype {Y.dtype}")
     if np.issubdtype(Y.dtype, np.floating) and not np.all(np.isfinite(Y) & (Y == np.round(Y))):
         raise InvalidDataError("Y must hold integer class labels 0..C-1, found non-integer values")
     if Y.min() < 0 or Y.max() >= num_classes:

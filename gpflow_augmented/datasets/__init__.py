@@ -14,7 +14,7 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..validation import InvalidDataError
+from ..validation import InvalidDataError, check_inputs
 from .synthetic import synthetic_stream
 
 __all__ = [
@@ -87,10 +87,9 @@ def from_arrays(
     if y.dtype.kind in "USO":  # class names as strings
         y = y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
         class_names, y = _names_to_indices(y.astype(str))
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+    check_inputs(X, prefix=f"{name}: ", check_overflow=False)  # standardised below
+    if X.shape[0] == 0 or X.shape[1] == 0:
         raise InvalidDataError(f"{name}: X must be a non-empty 2-D array [N, D], got {X.shape}")
-    if not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
-        raise InvalidDataError(f"{name}: X must be finite numbers (found NaN, inf or non-numbers)")
     y = y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
     if y.ndim != 1 or len(y) != len(X):
         raise InvalidDataError(f"{name}: y must hold one label per row of X, got shape {y.shape}")
