@@ -195,9 +195,8 @@ class CAVI(tf.Module):
         given), and the batch ELBO before it, without validating or assigning anything."""
         X = tf.convert_to_tensor(X, dtype=default_float())
         geometry = self.model.batch_geometry(X, classes, Y)
-        step_size = tf.convert_to_tensor(step_size, dtype_hint=default_float())
-        return self.natural_step(X, geometry, *self.sites(geometry, Y, classes),
-                                 tf.cast(step_size, default_float()), classes)
+        return self.natural_step(X, geometry, *self.sites(geometry, Y, classes), step_size,
+                                 classes)
 
     def batch_status(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """The batch's validation status, the same on every replica (they accept or refuse
@@ -247,7 +246,7 @@ class CAVI(tf.Module):
         accepted: tf.Tensor,
     ) -> None:
         """The closed-form step on the class weights θ, from the batch's counts n and exposures e
-        (:meth:`LogisticSoftmaxSVGP.class_weight_statistics`, at q(u) before the step).
+        (:meth:`LogisticSoftmax.class_weight_statistics`, at q(u) before the step).
 
         With q(u) fixed, the ELBO's θ-part Σ_k n_k log θ_k - Σ_i log Σ_c θ_c σ_ic is minorised by the
         Gamma augmentation 1/D = ∫ exp(-λD) dλ at its optimal q(λ), which is linear in θ:
@@ -256,7 +255,7 @@ class CAVI(tf.Module):
         sums are SVI statistics averaged with step ρ, as q(u)'s natural parameters are:
         b ← (1-ρ) b + ρ N/B e, a ← (1-ρ) θ b + ρ N/B n, θ ← a / b. Refused steps assign nothing."""
         weights = self.model.likelihood.class_weights
-        counts, exposure = self.model.class_weight_statistics(Y, log_weight_gradient)
+        counts, exposure = self.model.likelihood.class_weight_statistics(Y, log_weight_gradient)
         rho = tf.cast(step_size, exposure.dtype)
         old_exposure = self.class_weight_exposure
         # The first step starts the running exposure at the batch's, so that it too mixes θ by ρ.

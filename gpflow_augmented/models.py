@@ -279,25 +279,6 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         """The likelihood's view of a subset of the classes (``None`` for all of them)."""
         return None if classes is None else ClassSubset(classes, self.num_classes, label_marginals)
 
-    @check_shapes("Y: [N, L]", "classes: [K]", "return: [N, K]")
-    def one_hot(self, Y: tf.Tensor, classes: Optional[tf.Tensor] = None) -> tf.Tensor:
-        """The labels as the likelihood's coefficients take them (one-hot rows for the
-        logistic-softmax, of the ``classes`` given)."""
-        return self.likelihood.label_rows(Y, self.class_subset(classes))
-
-    @check_shapes("classes: [K]", "return: [K] if return is not None")
-    def log_class_weights(self, classes: Optional[tf.Tensor] = None) -> Optional[tf.Tensor]:
-        """log θ of every class, or of ``classes``; ``None`` without class weights."""
-        if not self.learns_class_weights:
-            return None
-        return self.likelihood.log_class_weights(self.class_subset(classes))
-
-    def class_weight_statistics(
-        self, Y: tf.Tensor, log_weight_gradient: tf.Tensor
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The likelihood's :meth:`~gpflow_augmented.LogisticSoftmax.class_weight_statistics`."""
-        return self.likelihood.class_weight_statistics(Y, log_weight_gradient)
-
     @check_shapes(
         "Fmu: [N, K]",
         "Fvar: [N, K]",
@@ -393,7 +374,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         (not the likelihood's class weights θ)."""
         if classes is None:
             return tf.constant(1.0, dtype=default_float())
-        return self.num_latent_gps / tf.cast(tf.shape(classes)[0], default_float())
+        return self.class_subset(classes).scale
 
     @check_shapes("return: []")
     def prior_kl(self) -> tf.Tensor:

@@ -119,13 +119,17 @@ def canonical_kernel_and_inducing(
     return kernel, inducing_variable
 
 
-@check_shapes(
+# q(u) ↔ q(v = L⁻¹u): the same shapes both ways
+_Q_CHANGE_OF_COORDINATES = (
     "L: [broadcast K, M, M]",
     "q_mu: [M, K]",
     "q_sqrt: [K, M, M]",
     "return[0]: [M, K]",
     "return[1]: [K, M, M]",
 )
+
+
+@check_shapes(*_Q_CHANGE_OF_COORDINATES)
 def whitened_q(
     L: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor, whiten: bool
 ) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -137,13 +141,7 @@ def whitened_q(
     return tf.transpose(mu), tf.linalg.triangular_solve(L, q_sqrt)
 
 
-@check_shapes(
-    "L: [broadcast K, M, M]",
-    "q_mu: [M, K]",
-    "q_sqrt: [K, M, M]",
-    "return[0]: [M, K]",
-    "return[1]: [K, M, M]",
-)
+@check_shapes(*_Q_CHANGE_OF_COORDINATES)
 def unwhitened_q(
     L: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor, whiten: bool
 ) -> Tuple[tf.Tensor, tf.Tensor]:

@@ -70,12 +70,12 @@ def log_weight_gradient(model, data):
     return tape.gradient(elbo, variable).numpy()
 
 
-class ForgetsTheWeight(ga.LogisticSoftmaxSVGP):
+class ForgetsTheWeight(ga.LogisticSoftmax):
     """A deliberately wrong update: the exposure left multiplied by θ (θ ← n / Σ_i E p_k)."""
 
     def class_weight_statistics(self, Y, log_weight_gradient):
         counts, exposure = super().class_weight_statistics(Y, log_weight_gradient)
-        return counts, exposure * self.likelihood.class_weights
+        return counts, exposure * self.class_weights
 
 
 @pytest.mark.parametrize("scheme", ["exact", "negative-multinomial"])
@@ -95,11 +95,11 @@ def test_class_weight_update_reaches_a_stationary_point_and_a_wrong_update_does_
             size=(4000, *Fmu.shape))
         counts = np.bincount(data[1][:, 0], minlength=3)
         p = np.exp(ga.likelihoods.log_logistic_softmax(
-            tf.constant(F), model.log_class_weights()).numpy()).mean(0).sum(0)
+            tf.constant(F), model.likelihood.log_class_weights()).numpy()).mean(0).sum(0)
         np.testing.assert_allclose(p, counts, rtol=0.02)  # Monte Carlo: 4000 draws
 
     broken, _ = weighted_problem(scheme)
-    broken.__class__ = ForgetsTheWeight
+    broken.likelihood.__class__ = ForgetsTheWeight
     ga.CAVI(broken, 1.0, warm_start_iterations=warm_start).iterate(data, 150)
     assert np.max(np.abs(log_weight_gradient(broken, data))) > 1e-2 * start
 

@@ -32,6 +32,16 @@ from ..class_subsets import ClassSubset
 
 __all__ = ["AugmentedLikelihood"]
 
+# (local ELBO or expected log-likelihood [N], linear [N, K], quadratic [N, K]) from the marginals
+_LOCAL_ELBO_AND_SITES = (
+    "Fmu: [N, K]",
+    "Fvar: [N, K]",
+    "Y: [N, L]",
+    "return[0]: [N]",
+    "return[1]: [N, K]",
+    "return[2]: [N, K]",
+)
+
 
 class AugmentedLikelihood(Likelihood):
     """A GPflow likelihood that is conditionally conjugate given auxiliary variables."""
@@ -112,14 +122,7 @@ class AugmentedLikelihood(Likelihood):
     ) -> tf.Tensor:
         """E_q log p(y | f) per point (estimated from the subset's columns)."""
 
-    @check_shapes(
-        "Fmu: [N, K]",
-        "Fvar: [N, K]",
-        "Y: [N, L]",
-        "return[0]: [N]",
-        "return[1]: [N, K]",
-        "return[2]: [N, K]",
-    )
+    @check_shapes(*_LOCAL_ELBO_AND_SITES)
     def conjugate_terms(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -130,14 +133,7 @@ class AugmentedLikelihood(Likelihood):
         return (self.augmented_local_elbo(Fmu, Fvar, Y, subset, local),
                 *self.conjugate_coefficients(Y_rows, local))
 
-    @check_shapes(
-        "Fmu: [N, K]",
-        "Fvar: [N, K]",
-        "Y: [N, L]",
-        "return[0]: [N]",
-        "return[1]: [N, K]",
-        "return[2]: [N, K]",
-    )
+    @check_shapes(*_LOCAL_ELBO_AND_SITES)
     def exact_sites(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
