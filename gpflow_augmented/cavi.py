@@ -15,8 +15,15 @@ import tensorflow as tf
 from gpflow.config import default_float
 
 from ._deprecated import warn_moved
-from .class_subsets import ClassSubsetSampler, assign_variational_parameters, variational_parameters
-from .distributed import replica_max_code, replicated_by_first
+from .class_subsets import (
+    ClassSubset,
+    ClassSubsetSampler,
+    as_class_subset,
+    assign_variational_parameters,
+    subset_classes,
+    variational_parameters,
+)
+from .distributed import replica_max_code, replica_sum, replicated_by_first
 from .models import AugmentedSVGP, BatchGeometry
 from .schedules import ConstantStepSize, StepSizeSchedule
 from .updates import natural_step, step_sites
@@ -111,27 +118,34 @@ class CAVI(tf.Module):
         if compile:
             self._step_fn = tf.function(self.update, jit_compile=jit_compile)
 
-    def sample_classes(self) -> Optional[tf.Tensor]:
-        """This step's class subset K [|K|], or ``None`` when every class is updated."""
+    def sample_subset(self) -> Optional[ClassSubset]:
+        """This step's class subset K, or ``None`` when every class is updated."""
         return None if self.class_sampler is None else self.class_sampler(self.iteration)
 
-    def update(
-        self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The step as a traceable computation, for use inside a larger compiled function: the
-        batch's geometry, the likelihood's sites at the optimal local parameters, the
-        replica-summed statistics and the natural step, then :meth:`accept`, which assigns the
-        new q(u) only if the status is ``OK``. Returns (ELBO before, status).
+    def sample_classes(self) -> Optional[tf.Tensor]:
+        """Deprecated: :meth:`sample_subset` (a :class:`ClassSubset`)."""
+        warn_moved("CAVI.sample_classes", "CAVI.sample_subset")
+        return subset_classes(self.sample_subset())
 
-        ``classes``: the subset to update (drawn here if the optimizer subsamples classes and none
-        is given)."""
-        if classes is None:
-            classes = self.sample_classes()
+    def update(
+        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The step as a traceable computation, for use inside a larger compiled function or
+        ``strategy.run``: the batch's geometry, the likelihood's sites at the optimal local
+        parameters, the replica-summed statistics and the natural step, then :meth:`accept`,
+        which assigns the new q(u) only if the status is ``OK``. Returns (the global batch's ELBO
+        before the step, the same on every replica; status).
+
+        ``subset``: the :class:`ClassSubset` to update (drawn here if the optimizer subsamples
+        classes and none is given)."""
+        subset = as_class_subset(subset, self.model.num_classes)
+        if subset is None:
+            subset = self.sample_subset()
         step_size = self.current_step_size()
         status = step_size_status(self.batch_status(X, Y), step_size)
         model = self.model
         X = tf.convert_to_tensor(X, dtype=default_float())
-        geometry = model.batch_geometry(X, classes, Y)
+        geometry = model.batch_geometry(X, subset, Y)
         # Learned class weights: their statistic is the gradient of the batch's local ELBO with
         # respect to log θ (the exp bijector's unconstrained variable), at q(u) before the step.
         log_weights = []
@@ -140,31 +154,36 @@ class CAVI(tf.Module):
             log_weights = [model.likelihood.class_weights.unconstrained_variable]
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(log_weights)
-            local_elbo, linear, quadratic = self.sites(geometry, Y, classes)
+            local_elbo, linear, quadratic = self.sites(geometry, Y)
             local_sum = tf.reduce_sum(local_elbo)
         new_mu, new_sqrt, elbo = self.natural_step(
-            X, geometry, local_elbo, linear, quadratic, step_size, classes
+            X, geometry, local_elbo, linear, quadratic, step_size
         )
-        status = self.accept(new_mu, new_sqrt, status, classes)
+        status = self.accept(new_mu, new_sqrt, status, geometry.subset)
         if log_weights:
             self.update_class_weights(
-                Y, tape.gradient(local_sum, log_weights[0]), model.minibatch_scale(X), step_size,
+                Y, tape.gradient(local_sum, log_weights[0]), self.batch_scale(X), step_size,
                 status == OK,
             )
         return elbo, status
 
-    def sites(
-        self, geometry: BatchGeometry, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(local ELBO [N], linear [N, K], quadratic [N, K]) of this step: the likelihood's
-        augmented coefficients, or on the exact bound its exact sites (the augmented ones during
-        the warm start); see :func:`~gpflow_augmented.updates.step_sites`."""
+    def sites(self, geometry: BatchGeometry, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(local ELBO [N], linear [N, K], quadratic [N, K]) of this step, of the geometry's class
+        subset: the likelihood's augmented coefficients, or on the exact bound its exact sites
+        (the augmented ones during the warm start); see
+        :func:`~gpflow_augmented.updates.step_sites`."""
         model = self.model
-        return step_sites(
-            model.likelihood, geometry.Fmu, geometry.Fvar, Y,
-            model.class_subset(classes, geometry.label_marginals), model.on_exact_bound,
-            self.augmented_sites(),
-        )
+        return step_sites(model.likelihood, geometry.Fmu, geometry.Fvar, Y, geometry.subset,
+                          model.on_exact_bound, self.augmented_sites())
+
+    def batch_scale(self, X: tf.Tensor) -> tf.Tensor:
+        """N / B, B the global batch size: the points in ``X``, summed over the replicas under a
+        ``tf.distribute`` strategy."""
+        model = self.model
+        if model.num_data is None:
+            return tf.constant(1.0, dtype=default_float())
+        batch_size = replica_sum(tf.cast(tf.shape(X)[0], default_float()))
+        return tf.cast(model.num_data, default_float()) / batch_size
 
     def natural_step(
         self,
@@ -174,29 +193,25 @@ class CAVI(tf.Module):
         linear: tf.Tensor,
         quadratic: tf.Tensor,
         step_size: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(q_mu, q_sqrt) after a step of size ρ from the batch's sites, and the batch ELBO before
-        it (:func:`~gpflow_augmented.updates.natural_step`); nothing is assigned."""
-        model = self.model
-        return natural_step(
-            geometry, local_elbo, linear, quadratic, scale=model.minibatch_scale(X),
-            kl_weight=model.subset_scale(classes), step_size=step_size, whiten=model.whiten,
-        )
+        """(q_mu, q_sqrt) after a step of size ρ from the batch's sites, and the global batch's
+        ELBO before it (:func:`~gpflow_augmented.updates.natural_step`); nothing is assigned."""
+        return natural_step(geometry, local_elbo, linear, quadratic, scale=self.batch_scale(X),
+                            step_size=step_size, whiten=self.model.whiten)
 
     def proposal(
         self,
         X: tf.Tensor,
         Y: tf.Tensor,
         step_size: Union[float, tf.Tensor],
-        classes: Optional[tf.Tensor] = None,
+        subset: Optional[ClassSubset] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(q_mu, q_sqrt) after one step of size ``step_size`` on the batch (of the ``classes``
-        given), and the batch ELBO before it, without validating or assigning anything."""
+        """(q_mu, q_sqrt) after one step of size ``step_size`` on the batch (of the
+        :class:`ClassSubset` given), and the batch ELBO before it, without validating or
+        assigning anything."""
         X = tf.convert_to_tensor(X, dtype=default_float())
-        geometry = self.model.batch_geometry(X, classes, Y)
-        return self.natural_step(X, geometry, *self.sites(geometry, Y, classes), step_size,
-                                 classes)
+        geometry = self.model.batch_geometry(X, as_class_subset(subset, self.model.num_classes), Y)
+        return self.natural_step(X, geometry, *self.sites(geometry, Y), step_size)
 
     def batch_status(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """The batch's validation status, the same on every replica (they accept or refuse
@@ -219,10 +234,12 @@ class CAVI(tf.Module):
         new_mu: tf.Tensor,
         new_sqrt: tf.Tensor,
         status: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
+        subset: Optional[ClassSubset] = None,
     ) -> tf.Tensor:
-        """Assign a proposed q(u) if the batch was valid and the proposal is finite, else leave
-        q(u) as it was; count the step if taken. Returns the final status."""
+        """Assign a proposed q(u) (of the class subset's latent GPs) if the batch was valid and
+        the proposal is finite, else leave q(u) as it was; count the step if taken. Returns the
+        final status."""
+        classes = subset_classes(subset)
         model = self.model
         finite = tf.reduce_all(tf.math.is_finite(new_mu)) & tf.reduce_all(
             tf.math.is_finite(new_sqrt)

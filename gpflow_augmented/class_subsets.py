@@ -23,8 +23,11 @@ import tensorflow as tf
 from gpflow.base import Parameter
 from gpflow.config import default_float
 
-__all__ = ["ClassSubset", "ClassSubsetSampler", "assign_variational_parameters",
-           "sample_without_replacement", "variational_parameters"]
+from ._deprecated import warn_moved
+
+__all__ = ["ClassSubset", "ClassSubsetSampler", "as_class_subset", "assign_variational_parameters",
+           "sample_without_replacement", "subset_classes", "subset_scale",
+           "variational_parameters"]
 
 
 def sample_without_replacement(seed: tf.Tensor, population: int, size: int) -> tf.Tensor:
@@ -64,9 +67,10 @@ class ClassSubsetSampler:
         self.subset_size = int(subset_size)
         self.seed = int(seed)
 
-    def __call__(self, iteration: tf.Tensor) -> tf.Tensor:
+    def __call__(self, iteration: tf.Tensor) -> "ClassSubset":
         seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(iteration, tf.int64)])
-        return sample_without_replacement(seed, self.num_classes, self.subset_size)
+        return ClassSubset(sample_without_replacement(seed, self.num_classes, self.subset_size),
+                           self.num_classes)
 
 
 class ClassSubset(NamedTuple):
@@ -74,7 +78,8 @@ class ClassSubset(NamedTuple):
     them: what a likelihood needs to estimate its sums over all C classes from |K| columns.
 
     ``label_marginals``: each point's own class's marginals (mean [N], variance [N]), which the
-    exact bound's estimate keeps exact (filled in by the model's batch geometry)."""
+    exact bound's estimate keeps exact (filled in by the model's batch geometry, given the
+    labels)."""
 
     classes: tf.Tensor  # [K] class indices
     num_classes: int  # C
@@ -84,6 +89,27 @@ class ClassSubset(NamedTuple):
     def scale(self) -> tf.Tensor:
         """C / |K|: the weight that makes a sum over the subset estimate the sum over all."""
         return self.num_classes / tf.cast(tf.shape(self.classes)[0], default_float())
+
+
+def subset_classes(subset: Optional[ClassSubset]) -> Optional[tf.Tensor]:
+    """The class indices of a subset, ``None`` for all classes."""
+    return None if subset is None else subset.classes
+
+
+def subset_scale(subset: Optional[ClassSubset]) -> tf.Tensor:
+    """C / |K| (1 for all classes): the weight of the subset's sums, the KL's among them."""
+    if subset is None:
+        return tf.constant(1.0, dtype=default_float())
+    return subset.scale
+
+
+def as_class_subset(subset: object, num_classes: int) -> Optional[ClassSubset]:
+    """A :class:`ClassSubset`, or ``None`` for all classes. Class indices given directly (the
+    ``classes=`` of earlier releases) still work, with a ``DeprecationWarning``."""
+    if subset is None or isinstance(subset, ClassSubset):
+        return subset
+    warn_moved("passing class indices as classes", "ClassSubset(classes, num_classes)")
+    return ClassSubset(tf.convert_to_tensor(subset, tf.int32), int(num_classes))
 
 
 def variational_parameters(

@@ -11,18 +11,23 @@ identity, so the single-device code path is the same code.
 
 q(u) and the CAVI counter are created with ``ONLY_FIRST_REPLICA`` aggregation (see
 :func:`replicated_by_first`): every replica computes the same new value from the same all-reduced
-statistics, and the first replica's is stored. Hyperparameter gradients are all-reduced by Keras'
-optimizer, so each replica's loss is its share: its points' ELBO terms scaled by N / (global batch)
-and 1/R of the global terms (KL, priors).
+statistics, and the first replica's is stored.
+
+The model's ``elbo`` means the same in a replica as outside one: the estimate from the data it is
+given. The training loop combines the replicas: each replica's loss is its estimate times its share
+B_r / B of the global batch (:func:`replica_share`), and the losses and gradients are summed over
+the replicas, which gives the global batch's: Σ_r (B_r/B)(N/B_r S_r - KL) = N/B Σ_r S_r - KL.
 """
 import contextlib
 from typing import Iterator
 
 import tensorflow as tf
+from gpflow.config import default_float
 from gpflow.utilities import set_trainable as gpflow_set_trainable
 
 __all__ = [
     "num_replicas",
+    "replica_share",
     "replica_sum",
     "replica_max_code",
     "replicated_by_first",
@@ -47,6 +52,15 @@ def replica_sum(value: tf.Tensor) -> tf.Tensor:
     """The sum of ``value`` over the replicas (``value`` itself without a strategy)."""
     context = _replica_context()
     return value if context is None else context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def replica_share(X: tf.Tensor) -> tf.Tensor:
+    """B_r / B: this replica's share of the global batch, B_r the points in its shard ``X``
+    (1 without a strategy)."""
+    if _replica_context() is None:
+        return tf.constant(1.0, dtype=default_float())
+    batch_size = tf.cast(tf.shape(X)[0], default_float())
+    return batch_size / replica_sum(batch_size)
 
 
 def replica_max_code(code: tf.Tensor, num_codes: int) -> tf.Tensor:

@@ -27,7 +27,7 @@ from gpflow.models.util import inducingpoint_wrapper
 from gpflow.utilities import triangular
 
 from ._deprecated import warn_moved
-from .class_subsets import ClassSubset
+from .class_subsets import ClassSubset, as_class_subset, subset_classes, subset_scale
 from .likelihoods import AugmentedLikelihood, LogisticSoftmax, MeanFieldGammaPoisson, NegativeMultinomial
 from .projection import (
     canonical_kernel_and_inducing,
@@ -37,7 +37,7 @@ from .projection import (
     whitened_projection,
     whitened_q,
 )
-from .distributed import num_replicas, replica_sum, replicated_by_first, set_trainable
+from .distributed import replicated_by_first, set_trainable
 from .class_subsets import variational_parameters
 from .updates import natural_step, step_sites
 from .validation import (
@@ -63,6 +63,11 @@ SCHEMES = AUGMENTED_SCHEMES + ("exact",)
 RENAMED_SCHEMES = {"collapsed": NegativeMultinomial.name, "paper": MeanFieldGammaPoisson.name}
 
 
+# Each point's local ELBO from the marginals of (a class subset of) its latent GPs.
+_LOCAL_ELBO_SHAPES = ("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, L]", "subset.classes: [K]",
+                      "return: [N]")
+
+
 class BatchGeometry(NamedTuple):
     """A batch's sparse-GP quantities (:meth:`AugmentedSVGP.batch_geometry`)."""
 
@@ -73,9 +78,9 @@ class BatchGeometry(NamedTuple):
     Fvar: tf.Tensor  # marginal variances of q(f) [N, K]
     A: tf.Tensor  # whitened projection L⁻¹ K_mn [P, M, N]
     prior_mean: tf.Tensor  # the mean function at the batch [N, 1] (shared) or [N, K], in Fmu
-    # On a class subset, given the labels: each point's observed class's marginals (mean [N],
-    # variance [N]), which the exact bound's subset estimate keeps exact.
-    label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None
+    # The class subset the quantities are of (None: all classes); given the labels, it carries
+    # each point's observed class's marginals, which the exact bound's subset estimate keeps exact.
+    subset: Optional[ClassSubset] = None
 
 
 def _checked_inducing_inputs(Z: object) -> np.ndarray:
@@ -215,7 +220,6 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     @check_shapes(
         "X: [N, D]",
-        "classes: [K]",
         "return.L: [broadcast K, M, M]",
         "return.q_mu: [M, K]",
         "return.q_sqrt: [K, M, M]",
@@ -226,18 +230,20 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         "Y: [N, L]",
     )
     def batch_geometry(
-        self, X: tf.Tensor, classes: Optional[tf.Tensor] = None, Y: Optional[tf.Tensor] = None
+        self, X: tf.Tensor, subset: Optional[ClassSubset] = None, Y: Optional[tf.Tensor] = None
     ) -> "BatchGeometry":
-        """The batch's sparse-GP quantities, for all classes or a subset: the Cholesky factor L
-        of K_mm, whitened q(v), the marginals q(f) (the prior mean included), the whitened
-        projection A and the prior mean; on a subset, given the labels ``Y``, also each point's
-        observed class's marginals."""
+        """The batch's sparse-GP quantities, for all classes or a :class:`ClassSubset`: the
+        Cholesky factor L of K_mm, whitened q(v), the marginals q(f) (the prior mean included),
+        the whitened projection A and the prior mean; on a subset, given the labels ``Y``, the
+        subset also carries each point's observed class's marginals."""
+        subset = as_class_subset(subset, self.num_classes)
+        classes = subset_classes(subset)
         L, A, residual = whitened_projection(
             self.kernel, self.inducing_variable, X, self.num_latent_gps, broadcast=False
         )
-        label_marginals = None
-        if classes is not None and Y is not None:
-            label_marginals = self._label_marginals(X, Y, L, A, residual)
+        if subset is not None and Y is not None:
+            subset = subset._replace(
+                label_marginals=self._label_marginals(X, Y, L, A, residual))
         if classes is not None and L.shape[0] != 1:
             # One prior per class: gather the subset's (the projection itself still costs C).
             L, A = tf.gather(L, classes), tf.gather(A, classes)
@@ -248,8 +254,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         prior_mean = self.mean_function(X)
         if classes is not None and prior_mean.shape[-1] != 1:
             prior_mean = tf.gather(prior_mean, classes, axis=1)
-        return BatchGeometry(L, q_mu, q_sqrt, Fmu + prior_mean, Fvar, A, prior_mean,
-                             label_marginals)
+        return BatchGeometry(L, q_mu, q_sqrt, Fmu + prior_mean, Fvar, A, prior_mean, subset)
 
     def _label_marginals(
         self, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, A: tf.Tensor, residual: tf.Tensor
@@ -272,78 +277,31 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     # -- what the likelihood contributes ------------------------------------------------------
 
-    def class_subset(
-        self, classes: Optional[tf.Tensor],
-        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
-    ) -> Optional[ClassSubset]:
-        """The likelihood's view of a subset of the classes (``None`` for all of them)."""
-        return None if classes is None else ClassSubset(classes, self.num_classes, label_marginals)
-
-    @check_shapes(
-        "Fmu: [N, K]",
-        "Fvar: [N, K]",
-        "Y: [N, L]",
-        "classes: [K]",
-        "label_marginals[0]: [N]",
-        "label_marginals[1]: [N]",
-        "return: [N]",
-    )
+    @check_shapes(*_LOCAL_ELBO_SHAPES)
     def local_elbo(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
-        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
     ) -> tf.Tensor:
         """Each point's contribution [N] to the model's ELBO: the exact expected log-likelihood on
         the exact bound, else the augmented bound at the optimal local parameters (estimated from
-        the columns of ``classes`` when given)."""
+        the subset's columns when given)."""
         if self.on_exact_bound:
-            return self.exact_local_elbo(Fmu, Fvar, Y, classes, label_marginals)
-        return self.augmented_local_elbo(Fmu, Fvar, Y, classes, label_marginals)
+            return self.exact_local_elbo(Fmu, Fvar, Y, subset)
+        return self.augmented_local_elbo(Fmu, Fvar, Y, subset)
 
-    @check_shapes(
-        "Fmu: [N, K]",
-        "Fvar: [N, K]",
-        "Y: [N, L]",
-        "classes: [K]",
-        "label_marginals[0]: [N]",
-        "label_marginals[1]: [N]",
-        "return: [N]",
-    )
+    @check_shapes(*_LOCAL_ELBO_SHAPES)
     def exact_local_elbo(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
-        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
     ) -> tf.Tensor:
         """Each point's exact expected log-likelihood E_q log p(y | f) [N]."""
-        return self.likelihood.exact_local_elbo(Fmu, Fvar, Y,
-                                                self.class_subset(classes, label_marginals))
+        return self.likelihood.exact_local_elbo(Fmu, Fvar, Y, subset)
 
-    @check_shapes(
-        "Fmu: [N, K]",
-        "Fvar: [N, K]",
-        "Y: [N, L]",
-        "classes: [K]",
-        "label_marginals[0]: [N]",
-        "label_marginals[1]: [N]",
-        "return: [N]",
-    )
+    @check_shapes(*_LOCAL_ELBO_SHAPES)
     def augmented_local_elbo(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
-        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
+        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
     ) -> tf.Tensor:
         """Each point's augmented bound [N] at its optimal local parameters (for a model on the
         exact bound, that of the likelihood's augmentation)."""
-        return self.likelihood.augmented_local_elbo(Fmu, Fvar, Y, self.class_subset(classes))
+        return self.likelihood.augmented_local_elbo(Fmu, Fvar, Y, subset)
 
     def conjugate_terms(
         self,
@@ -357,24 +315,19 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         """Deprecated: :func:`gpflow_augmented.updates.step_sites` (the likelihood's
         ``conjugate_terms`` or ``exact_sites``, as :class:`~gpflow_augmented.CAVI` takes them)."""
         warn_moved("AugmentedSVGP.conjugate_terms", "gpflow_augmented.updates.step_sites")
-        return step_sites(self.likelihood, Fmu, Fvar, Y,
-                          self.class_subset(classes, label_marginals), self.on_exact_bound,
+        subset = None if classes is None else ClassSubset(classes, self.num_classes,
+                                                          label_marginals)
+        return step_sites(self.likelihood, Fmu, Fvar, Y, subset, self.on_exact_bound,
                           augmented_sites)
 
     @check_shapes("X: [N, D]", "return: []")
     def minibatch_scale(self, X: tf.Tensor) -> tf.Tensor:
-        """N / B, B the global batch size (the sum of the replicas' shards under a strategy)."""
+        """N / B, B the number of points in ``X``: the weight that makes the batch's sum estimate
+        the sum over all num_data points."""
         if self.num_data is None:
             return tf.constant(1.0, dtype=default_float())
-        batch_size = replica_sum(tf.cast(tf.shape(X)[0], default_float()))
+        batch_size = tf.cast(tf.shape(X)[0], default_float())
         return tf.cast(self.num_data, default_float()) / batch_size
-
-    def subset_scale(self, classes: Optional[tf.Tensor]) -> tf.Tensor:
-        """C / |K|: the weight that makes a sum over the class subset estimate the sum over all
-        (not the likelihood's class weights θ)."""
-        if classes is None:
-            return tf.constant(1.0, dtype=default_float())
-        return self.class_subset(classes).scale
 
     @check_shapes("return: []")
     def prior_kl(self) -> tf.Tensor:
@@ -385,35 +338,37 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     def maximum_log_likelihood_objective(self, data: RegressionData) -> tf.Tensor:  # type: ignore[override]
         return self.elbo(data)
 
-    @check_shapes("classes: [K]", "return: []")
-    def elbo(self, data: RegressionData, classes: Optional[tf.Tensor] = None) -> tf.Tensor:
-        """The model's evidence lower bound, scaled by num_data: the augmented bound at the optimal
-        local parameters, or the exact ELBO for a model on the exact bound.
+    @check_shapes("return: []")
+    def elbo(self, data: RegressionData, subset: Optional[ClassSubset] = None) -> tf.Tensor:
+        """The model's evidence lower bound estimated from the batch, scaled by num_data: the
+        augmented bound at the optimal local parameters, or the exact ELBO for a model on the
+        exact bound.
 
-        With ``classes`` (a subset K of the class indices) it is the class-subsampled estimate:
-        per-class sums and the KL count C/|K| times (see :mod:`~gpflow_augmented.augmentation`).
-        Inside a replica of a ``tf.distribute`` strategy it is this replica's share: the replicas'
-        values add up to the ELBO of the global batch.
+        With a :class:`ClassSubset` K it is the class-subsampled estimate: per-class sums and the
+        KL count C/|K| times (see :mod:`~gpflow_augmented.augmentation`). It means the same in any
+        context, a ``tf.distribute`` replica included: the estimate from the data it is given.
+        Combining replicas is the training loop's work (:class:`~gpflow_augmented.Trainer`).
         """
-        return self._elbo(data, classes, self.local_elbo)
+        return self._elbo(data, subset, self.local_elbo)
 
-    @check_shapes("classes: [K]", "return: []")
-    def exact_elbo(self, data: RegressionData, classes: Optional[tf.Tensor] = None) -> tf.Tensor:
+    @check_shapes("return: []")
+    def exact_elbo(self, data: RegressionData, subset: Optional[ClassSubset] = None) -> tf.Tensor:
         """The exact (non-augmented) ELBO, E_q log p(y | f) - KL, with the accurate expectation of
         :mod:`~gpflow_augmented.expectations`; otherwise as :meth:`elbo`. It is never below the
         augmented bound."""
-        return self._elbo(data, classes, self.exact_local_elbo)
+        return self._elbo(data, subset, self.exact_local_elbo)
 
     def _elbo(
         self,
         data: RegressionData,
-        classes: Optional[tf.Tensor],
+        subset: Optional[ClassSubset],
         local_elbo_fn: Callable[..., tf.Tensor],
         validate: bool = True,
     ) -> tf.Tensor:
         """``validate=False`` only where the caller has checked the batch itself (a training step
         whose status refuses bad labels: an assertion here would pre-empt that clear error)."""
         X, Y = data
+        subset = as_class_subset(subset, self.num_classes)
         if tf.executing_eagerly():
             check_data(X, Y, self.num_classes, self.input_dim, self.accepts_soft_labels)
         X = tf.convert_to_tensor(X, dtype=default_float())
@@ -425,25 +380,20 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             else:
                 all_valid = tf.reduce_all(checked_labels(Y, self.num_classes)[1])
             X = check_finite_inputs(X)
-        geometry = self.batch_geometry(X, classes, Y)
-        local_elbo = local_elbo_fn(geometry.Fmu, geometry.Fvar, Y, classes,
-                                   geometry.label_marginals)
-        elbo = self.assemble_elbo(geometry, local_elbo, self.minibatch_scale(X), classes)
+        geometry = self.batch_geometry(X, subset, Y)
+        local_elbo = local_elbo_fn(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
+        elbo = self.assemble_elbo(geometry, local_elbo, self.minibatch_scale(X))
         # Under XLA, which drops the assertion, a bad label makes the bound NaN, not a number.
         return tf.where(all_valid, elbo, tf.constant(np.nan, elbo.dtype))
 
-    @check_shapes("local_elbo: [N]", "scale: []", "classes: [K]", "return: []")
+    @check_shapes("local_elbo: [N]", "scale: []", "return: []")
     def assemble_elbo(
-        self,
-        geometry: BatchGeometry,
-        local_elbo: tf.Tensor,
-        scale: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
+        self, geometry: BatchGeometry, local_elbo: tf.Tensor, scale: tf.Tensor
     ) -> tf.Tensor:
         """The ELBO from the batch's local terms: their sum times ``scale`` (N / B), minus the
-        KL (C/|K| times on a class subset); in a replica, this replica's share."""
-        kl = self.subset_scale(classes) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
-        return tf.reduce_sum(local_elbo) * scale - kl / num_replicas()
+        KL (C/|K| times on the geometry's class subset)."""
+        kl = subset_scale(geometry.subset) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
+        return tf.reduce_sum(local_elbo) * scale - kl
 
     # -- deprecated: the step now lives in CAVI and gpflow_augmented.updates ------------------
 
@@ -455,16 +405,15 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         classes: Optional[tf.Tensor] = None,
         augmented_sites: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Deprecated: ``CAVI(model).proposal(X, Y, step_size, classes)``."""
+        """Deprecated: ``CAVI(model).proposal(X, Y, step_size, subset)``."""
         warn_moved("AugmentedSVGP.natural_update", "CAVI.proposal")
         X = tf.convert_to_tensor(X, dtype=default_float())
-        geometry = self.batch_geometry(X, classes, Y)
-        sites = step_sites(self.likelihood, geometry.Fmu, geometry.Fvar, Y,
-                           self.class_subset(classes, geometry.label_marginals),
+        subset = None if classes is None else ClassSubset(classes, self.num_classes)
+        geometry = self.batch_geometry(X, subset, Y)
+        sites = step_sites(self.likelihood, geometry.Fmu, geometry.Fvar, Y, geometry.subset,
                            self.on_exact_bound, augmented_sites)
         return natural_step(geometry, *sites, scale=self.minibatch_scale(X),
-                            kl_weight=self.subset_scale(classes), step_size=step_size,
-                            whiten=self.whiten)
+                            step_size=step_size, whiten=self.whiten)
 
     def natural_step(
         self,
@@ -478,9 +427,10 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """Deprecated: :meth:`CAVI.natural_step` (:func:`gpflow_augmented.updates.natural_step`)."""
         warn_moved("AugmentedSVGP.natural_step", "CAVI.natural_step")
+        if classes is not None and geometry.subset is None:
+            geometry = geometry._replace(subset=ClassSubset(classes, self.num_classes))
         return natural_step(geometry, local_elbo, linear, quadratic, scale=self.minibatch_scale(X),
-                            kl_weight=self.subset_scale(classes), step_size=step_size,
-                            whiten=self.whiten)
+                            step_size=step_size, whiten=self.whiten)
 
     # -- predictions --------------------------------------------------------------------------
 

@@ -18,7 +18,8 @@ from gpflow.keras import tf_keras
 from .cavi import CAVI, numerical_errors
 from .certificate import BoundCertificate, bound_certificate
 from .convergence import GlobalParameterConvergence
-from .distributed import num_replicas, replica_sum, set_trainable
+from .class_subsets import ClassSubset, as_class_subset
+from .distributed import replica_share, replica_sum, set_trainable
 from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
 from .updates import warm_start_sites
@@ -183,23 +184,27 @@ class Trainer(tf.Module):
             # Every replica computed the same value from all-reduced sums.
             return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], value)
 
-        classes = self.cavi.sample_classes()
+        subset = self.cavi.sample_subset()
+
+        def cavi_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+            return self.cavi.update(X, Y, subset)
+
         variables = self.model.trainable_variables
         if self.adam is None or not variables:
-            elbo, status = first(strategy.run(self.cavi.update, args=(X, Y, classes)))
+            elbo, status = first(strategy.run(cavi_update, args=(X, Y)))
             return elbo, status, tf.constant(True)
         if self.model.on_exact_bound:
             elbo, status, loss, gradients = first(
-                strategy.run(self._fused_update, args=(X, Y, classes))
+                strategy.run(lambda X, Y: self._fused_update(X, Y, subset), args=(X, Y))
             )
         else:
-            elbo, status = first(strategy.run(self.cavi.update, args=(X, Y, classes)))
+            elbo, status = first(strategy.run(cavi_update, args=(X, Y)))
             # The same class subset as the CAVI step (Algorithm 2).
             loss, gradients = first(
                 strategy.run(
                     # The CAVI step's status has refused bad labels with a clear error.
                     lambda X, Y: loss_and_gradients(
-                        lambda: self._training_loss(X, Y, classes, validate=False), variables
+                        lambda: self._training_loss(X, Y, subset, validate=False), variables
                     ),
                     args=(X, Y),
                 )
@@ -212,7 +217,7 @@ class Trainer(tf.Module):
         return elbo, status, applied
 
     def _fused_update(
-        self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor]
+        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset]
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, List[tf.Tensor]]:
         """The exact-bound CAVI step and the hyperparameter gradient from one evaluation of the
         expected log-likelihood: its derivatives with respect to the marginals are the sites, and
@@ -230,65 +235,65 @@ class Trainer(tf.Module):
         step_size = cavi.current_step_size()
         status = step_size_status(cavi.batch_status(X, Y), step_size)
         X = tf.convert_to_tensor(X, dtype=default_float())
-        geometry, expected, scale, loss, gradients, d_mean, d_var = self._exact_pass(
-            X, Y, classes, variables + log_weights
+        geometry, expected, loss, gradients, d_mean, d_var = self._exact_pass(
+            X, Y, subset, variables + log_weights
         )
         if log_weights:
             d_log_weights = gradients.pop()
 
-        # The loss carries each point's expectation with weight -scale.
-        subset = model.class_subset(classes)
+        # The loss carries each point's expectation with weight -(B_r/B)(N/B_r) = -N/B.
+        scale = cavi.batch_scale(X)
+        subset = geometry.subset
         exact = model.likelihood.sites_from_derivatives(
             geometry.Fmu, -d_mean / scale, -d_var / scale, model.likelihood.label_rows(Y, subset),
             subset)
         linear, quadratic = warm_start_sites(
             model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, cavi.augmented_sites(), subset)
         new_mu, new_sqrt, elbo = cavi.natural_step(
-            X, geometry, expected, linear, quadratic, step_size, classes
+            X, geometry, expected, linear, quadratic, step_size
         )
-        status = cavi.accept(new_mu, new_sqrt, status, classes)
+        status = cavi.accept(new_mu, new_sqrt, status, subset)
         if log_weights:
             cavi.update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
         loss, gradients = replica_sum((loss, gradients))
         return elbo, status, loss, gradients
 
     def _exact_pass(
-        self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor], sources: List[tf.Variable]
+        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset], sources: List[tf.Variable]
     ) -> tuple:
         """One evaluation of the exact bound's expected log-likelihood on the batch and one backward
-        pass through the training loss: returns (geometry, expected, scale, loss, gradients with
+        pass through the training loss: returns (geometry, expected, loss, gradients with
         respect to ``sources``, and with respect to the marginals' means and variances)."""
         model = self.model
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(sources)
-            geometry = model.batch_geometry(X, classes, Y)
+            geometry = model.batch_geometry(X, subset, Y)
             tape.watch([geometry.Fmu, geometry.Fvar])
-            expected = model.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, classes,
-                                              geometry.label_marginals)
-            scale = model.minibatch_scale(X)
-            loss = -(
-                model.assemble_elbo(geometry, expected, scale, classes)
-                + model.log_prior_density() / num_replicas()
-            )
+            expected = model.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
+            elbo = model.assemble_elbo(geometry, expected, model.minibatch_scale(X))
+            loss = -replica_share(X) * (elbo + model.log_prior_density())
         *gradients, d_mean, d_var = tape.gradient(
             loss, [*sources, geometry.Fmu, geometry.Fvar]
         )
-        return geometry, expected, scale, loss, gradients, d_mean, d_var
+        return geometry, expected, loss, gradients, d_mean, d_var
 
     def training_loss(
-        self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor] = None
+        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
     ) -> tf.Tensor:
         """The model's training loss, -(ELBO + log prior of the hyperparameters), on the batch;
-        with ``classes``, its class-subsampled estimate; in a replica, this replica's share."""
-        return self._training_loss(X, Y, classes, validate=True)
+        with a :class:`ClassSubset`, its class-subsampled estimate. In a replica it is weighted by
+        the replica's share of the global batch, so the replicas' losses add up to the global
+        batch's."""
+        return self._training_loss(X, Y, as_class_subset(subset, self.model.num_classes),
+                                   validate=True)
 
     def _training_loss(
-        self, X: tf.Tensor, Y: tf.Tensor, classes: Optional[tf.Tensor], validate: bool
+        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset], validate: bool
     ) -> tf.Tensor:
         model = self.model
         local = model.exact_local_elbo if self.hyperparameter_bound == "exact" else model.local_elbo
-        bound = model._elbo((X, Y), classes, local, validate=validate)
-        return -(bound + model.log_prior_density() / num_replicas())
+        bound = model._elbo((X, Y), subset, local, validate=validate)
+        return -replica_share(X) * (bound + model.log_prior_density())
 
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         """One CAVI step then one Adam step; returns the batch ELBO before the CAVI step."""

@@ -23,7 +23,7 @@ import tensorflow as tf
 from check_shapes import check_shapes
 from gpflow.kullback_leiblers import gauss_kl
 
-from .class_subsets import ClassSubset
+from .class_subsets import ClassSubset, subset_scale
 from .distributed import replica_sum
 from .likelihoods import AugmentedLikelihood
 from .projection import unwhitened_q
@@ -224,7 +224,6 @@ def natural_step(
     quadratic: tf.Tensor,
     *,
     scale: tf.Tensor,
-    kl_weight: tf.Tensor,
     step_size: tf.Tensor,
     whiten: bool,
 ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -232,15 +231,15 @@ def natural_step(
     before it. Under a ``tf.distribute`` strategy the sums over the batch (the statistics and the
     local ELBO) are all-reduced first, so every replica returns the same.
 
-    ``geometry`` is the batch's :class:`~gpflow_augmented.models.BatchGeometry`; ``scale`` is
-    N / B and ``kl_weight`` C/|K| (1 without a class subset). The sites are coefficients of f, and
+    ``geometry`` is the batch's :class:`~gpflow_augmented.models.BatchGeometry` (its class
+    subset weighs the KL by C/|K|); ``scale`` is N / B, B the global batch size. The sites are coefficients of f, and
     q(u) is over f minus the prior mean μ:
     linear·f - quadratic·f²/2 = (linear - quadratic·μ)·(f - μ) - quadratic·(f - μ)²/2 + const."""
     linear = linear - quadratic * geometry.prior_mean
     local_sum, statistics = replica_sum(
         (tf.reduce_sum(local_elbo), conjugate_statistics(geometry.A, linear, quadratic))
     )
-    kl = kl_weight * gauss_kl(geometry.q_mu, geometry.q_sqrt)
+    kl = subset_scale(geometry.subset) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
     elbo = local_sum * scale - kl
     new_mu, new_sqrt, _ = natural_parameter_step_with_backoff(
         geometry.q_mu, geometry.q_sqrt, statistics, scale=scale, step_size=step_size,

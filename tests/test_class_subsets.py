@@ -9,7 +9,7 @@ import tensorflow as tf
 from gpflow.optimizers.natgrad import meanvarsqrt_to_natural
 
 import gpflow_augmented as ga
-from gpflow_augmented.class_subsets import sample_without_replacement
+from gpflow_augmented.class_subsets import ClassSubset, sample_without_replacement
 from gpflow_augmented.expectations import expected_log_logistic_softmax
 
 from conftest import make_problem
@@ -64,7 +64,7 @@ def test_subset_update_is_unbiased_given_the_class_coupling(scheme, whiten):
     elbos, gradients = [], []
     lengthscale = model.kernel.lengthscales.unconstrained_variable
     for subset in subsets:
-        classes = tf.constant(subset, tf.int32)
+        classes = ClassSubset(tf.constant(subset, tf.int32), C)
         new_mu, new_sqrt, _ = ga.CAVI(model, compile=False).proposal(X, Y, rho, classes)
         nat1, nat2 = old_nat1.copy(), old_nat2.copy()
         nat1[:, subset], nat2[list(subset)] = _natural(new_mu.numpy(), new_sqrt.numpy())
@@ -103,7 +103,8 @@ def test_subset_coupling_bias_vanishes_with_all_classes(scheme):
     _randomise_q(model, seed=4, identical_classes=False)
     X, Y = tf.constant(X), tf.constant(Y)
     order = np.array([3, 0, 4, 1, 2])
-    mu, sqrt, elbo = ga.CAVI(model, compile=False).proposal(X, Y, 0.7, tf.constant(order, tf.int32))
+    mu, sqrt, elbo = ga.CAVI(model, compile=False).proposal(
+        X, Y, 0.7, ClassSubset(tf.constant(order, tf.int32), C))
     full_mu, full_sqrt, full_elbo = ga.CAVI(model, compile=False).proposal(X, Y, 0.7)
     np.testing.assert_allclose(mu, full_mu.numpy()[:, order], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(sqrt, full_sqrt.numpy()[order], rtol=1e-10, atol=1e-12)
@@ -115,7 +116,7 @@ def test_step_updates_only_the_subset_and_scatters_it_in_place():
     model, (X, Y) = make_problem(40, C, num_inducing=7, seed=1)
     _randomise_q(model, seed=5, identical_classes=False)
     before_mu, before_sqrt = model.q_mu.numpy().copy(), model.q_sqrt.numpy().copy()
-    classes = tf.constant([4, 1], tf.int32)
+    classes = ClassSubset(tf.constant([4, 1], tf.int32), C)
     expected_mu, expected_sqrt, _ = ga.CAVI(model, compile=False).proposal(tf.constant(X), tf.constant(Y), 1.0, classes)
     cavi = ga.CAVI(model, 1.0, class_subset_size=2)
     cavi.update(tf.constant(X), tf.constant(Y), classes)
@@ -136,9 +137,9 @@ def test_xla_subset_step_equals_eager():
         cavi = ga.CAVI(model, 0.5, class_subset_size=3, seed=11)
         update = tf.function(cavi.update, jit_compile=True) if jit_compile else cavi.update
         for subset in subsets:
-            update(tf.constant(X), tf.constant(Y), tf.constant(subset, tf.int32))
+            update(tf.constant(X), tf.constant(Y), ClassSubset(tf.constant(subset, tf.int32), 8))
         results.append((model.q_mu.numpy(), model.q_sqrt.numpy()))
-        drawn = tf.function(cavi.sample_classes, jit_compile=jit_compile)().numpy()
+        drawn = tf.function(cavi.sample_subset, jit_compile=jit_compile)().classes.numpy()
         assert len(set(drawn)) == 3 and 0 <= drawn.min() and drawn.max() < 8
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-9, atol=1e-12)
@@ -212,9 +213,10 @@ def test_label_marginals_are_the_observed_class_column_of_the_full_marginals(sep
                                  mean_function=gpflow.mean_functions.Constant(constant))
     _randomise_q(model, seed=6, identical_classes=False)
     full = model.batch_geometry(tf.constant(X))
-    subset = model.batch_geometry(tf.constant(X), tf.constant([3, 1], tf.int32), tf.constant(Y))
+    subset = model.batch_geometry(tf.constant(X), ClassSubset(tf.constant([3, 1], tf.int32), C),
+                                  tf.constant(Y))
     rows = np.arange(len(Y))
-    label_mean, label_var = (m.numpy() for m in subset.label_marginals)
+    label_mean, label_var = (m.numpy() for m in subset.subset.label_marginals)
     np.testing.assert_allclose(label_mean, full.Fmu.numpy()[rows, Y[:, 0]], rtol=1e-10)
     np.testing.assert_allclose(label_var, full.Fvar.numpy()[rows, Y[:, 0]], rtol=1e-10)
 

@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
+from gpflow_augmented.class_subsets import ClassSubset
 from gpflow_augmented.likelihoods import (
     AugmentedLikelihood,
     BinaryLogistic,
@@ -141,3 +142,24 @@ def test_the_step_moved_to_cavi_and_the_old_model_methods_still_give_it_with_a_w
     with pytest.warns(DeprecationWarning, match=r"CAVI.iterate\(data, iterations\)"):
         twin_cavi.minimize((X, Y), 2)
     np.testing.assert_array_equal(model.q_mu.numpy(), twin.q_mu.numpy())
+
+
+def test_class_indices_given_directly_still_work_with_a_warning():
+    """A ClassSubset replaced the ``classes=`` threaded through the model and CAVI; indices given
+    the old way give the same values, with a warning."""
+    X, Y, Z = _problem()
+    model = ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), Z, 3, num_data=len(X))
+    cavi = ga.CAVI(model, 0.5, class_subset_size=2, compile=False)
+    cavi.step((X, Y))  # away from the prior
+    subset = ClassSubset(tf.constant([2, 0], tf.int32), 3)
+    with pytest.warns(DeprecationWarning, match="ClassSubset"):
+        old_elbo = model.elbo((X, Y), tf.constant([2, 0], tf.int32))
+    assert float(old_elbo) == float(model.elbo((X, Y), subset))
+    assert float(model.elbo((X, Y), subset)) != float(model.elbo((X, Y)))
+    with pytest.warns(DeprecationWarning, match="ClassSubset"):
+        old = cavi.proposal(X, Y, 0.7, [2, 0])
+    for new_value, old_value in zip(cavi.proposal(X, Y, 0.7, subset), old):
+        np.testing.assert_array_equal(new_value.numpy(), old_value.numpy())
+    with pytest.warns(DeprecationWarning, match="CAVI.sample_subset"):
+        drawn = cavi.sample_classes()
+    np.testing.assert_array_equal(drawn.numpy(), cavi.sample_subset().classes.numpy())
