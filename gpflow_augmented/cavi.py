@@ -291,15 +291,19 @@ class CAVI(tf.Module):
         weights.assign(tf.where(valid, new_weights, weights))
         self.class_weight_exposure.assign(tf.where(valid, new_exposure, self.class_weight_exposure))
 
-    def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    def step(
+        self, data: Tuple[tf.Tensor, tf.Tensor], subset: Optional[ClassSubset] = None
+    ) -> tf.Tensor:
         """One sweep on ``data = (X [B, D], Y [B, 1])``; returns the batch ELBO before the step.
+        ``subset``: the :class:`ClassSubset` to update, instead of the optimizer's own draw.
 
         Raises :class:`~gpflow_augmented.InvalidDataError` (bad labels, NaN/inf in X, empty batch)
         or :class:`~gpflow_augmented.NumericalError`; in both cases the model is unchanged.
         """
         X, Y = self.prepare(data)
+        subset = as_class_subset(subset, self.model.num_classes)
         with numerical_errors("the CAVI step"):
-            elbo, status = self._step_fn(X, Y)
+            elbo, status = self._step_fn(X, Y) if subset is None else self._step_fn(X, Y, subset)
         raise_for_status(status, self.model.num_classes)
         return elbo
 

@@ -19,6 +19,7 @@ What it estimates, and how (see :mod:`~gpflow_augmented.augmentation`):
 """
 from typing import NamedTuple, Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
 from gpflow.base import Parameter
 from gpflow.config import default_float
@@ -104,12 +105,28 @@ def subset_scale(subset: Optional[ClassSubset]) -> tf.Tensor:
 
 
 def as_class_subset(subset: object, num_classes: int) -> Optional[ClassSubset]:
-    """A :class:`ClassSubset`, or ``None`` for all classes. Class indices given directly (the
-    ``classes=`` of earlier releases) still work, with a ``DeprecationWarning``."""
-    if subset is None or isinstance(subset, ClassSubset):
-        return subset
-    warn_moved("passing class indices as classes", "ClassSubset(classes, num_classes)")
-    return ClassSubset(tf.convert_to_tensor(subset, tf.int32), int(num_classes))
+    """A :class:`ClassSubset` of a model with ``num_classes`` latent GPs, checked, or ``None`` for
+    all classes. Class indices given directly (the ``classes=`` of earlier releases) still work,
+    with a ``DeprecationWarning``.
+
+    The indices' values are checked where they are known (eagerly): a compiled gather would clamp
+    an index out of range instead of failing."""
+    if subset is None:
+        return None
+    if not isinstance(subset, ClassSubset):
+        warn_moved("passing class indices as classes", "ClassSubset(classes, num_classes)")
+        subset = ClassSubset(tf.convert_to_tensor(subset, tf.int32), int(num_classes))
+    if subset.num_classes != num_classes:
+        raise ValueError(f"the class subset is of {subset.num_classes} classes, the model has "
+                         f"{num_classes}")
+    if tf.executing_eagerly():
+        classes = np.asarray(subset.classes)
+        if (classes.ndim != 1 or classes.size == 0 or not np.issubdtype(classes.dtype, np.integer)
+                or classes.min() < 0 or classes.max() >= num_classes
+                or len(np.unique(classes)) != classes.size):
+            raise ValueError(f"a class subset must be distinct integers in 0..{num_classes - 1}, "
+                             f"got {classes.tolist()}")
+    return subset
 
 
 def variational_parameters(

@@ -57,7 +57,7 @@
 #   moves logistic-softmax probabilities, which is why p stays close. The exact bound removes
 #   that shift: this is the bias that made it the default.
 # * **Differs: the paper's own scheme is far off here.** Its mean-field q(λ) q(n, ω) (a looser
-#   bound, see `tests/test_bounds.py`) shifts the means up by 2.2 and makes the predictions
+#   bound, see `tests/likelihoods/test_augmentations.py`) shifts the means up by 2.2 and makes the predictions
 #   under-confident, off by up to 0.28.
 # * **Accuracy.** On our split (36 test points) Gibbs, VI and our default and collapsed models are
 #   all right every time; the paper reports 0.98 for Gibbs and 0.96 for both VI methods on its

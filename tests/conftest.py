@@ -8,10 +8,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 _stderr, _null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
 os.dup2(_null, 2)
 try:
-    import gpflow
+    import gpflow  # noqa: F401  (loaded here, with TensorFlow, while fd 2 is closed)
     import tensorflow as tf
 
-    import gpflow_augmented as ga
+    import gpflow_augmented  # noqa: F401
 finally:
     os.dup2(_stderr, 2)
     os.close(_stderr)
@@ -19,10 +19,7 @@ finally:
 
 import numpy as np
 import pytest
-from check_shapes import ShapeCheckingState, set_enable_check_shapes
-
-# Check shapes also while tracing tf.functions (the library default checks eagerly only).
-set_enable_check_shapes(ShapeCheckingState.ENABLED)
+from check_shapes import ShapeCheckingState, get_enable_check_shapes, set_enable_check_shapes
 
 
 class _AutoGraphWarnings(logging.Handler):
@@ -54,46 +51,37 @@ def _no_autograph_warnings(request):
         assert not handler.messages, handler.messages
 
 
+@pytest.fixture
+def shapes_checked_while_tracing():
+    """Check shapes also while tracing tf.functions, not only eagerly (the library default). It
+    doubles the cost of tracing, so the tests that trace every kind of model's compiled step ask
+    for it; the others run with the default."""
+    previous = get_enable_check_shapes()
+    set_enable_check_shapes(ShapeCheckingState.ENABLED)
+    try:
+        yield
+    finally:
+        set_enable_check_shapes(previous)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     tf.random.set_seed(20261122)
     np.random.seed(20261122)
 
 
-def make_problem(num_data, num_classes, input_dim=2, num_inducing=None, seed=0, lengthscale=1.0,
-                 variance=1.0, scheme="negative-multinomial", whiten=True, kernel=None, mean_function=None,
-                 class_weights=False):
-    """Random clustered data and a model with inducing points on a subset of the inputs."""
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(scale=2.0, size=(num_classes, input_dim))
-    y = rng.integers(0, num_classes, num_data)
-    X = centres[y] + rng.normal(size=(num_data, input_dim))
-    M = num_data if num_inducing is None else num_inducing
-    Z = X[rng.choice(num_data, M, replace=False)].copy()
-    if kernel is None:
-        kernel = gpflow.kernels.SquaredExponential(variance=variance, lengthscales=lengthscale)
-    model = ga.LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme,
-                                   whiten=whiten, mean_function=mean_function,
-                                   likelihood=ga.LogisticSoftmax(num_classes,
-                                                                 class_weights=class_weights))
-    return model, (X, y[:, None])
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow (benchmark-style runs and the notebooks); "
+                          "CI runs them")
 
 
-def wine():
-    d = ga.datasets.load_dataset("wine", test_fraction=0.3, seed=0)
-    return d
-
-
-def model_variables(model):
-    return [v.numpy().copy() for v in model.variables]
-
-
-def variational_gradient_norm(model, data):
-    """The largest |∂ELBO/∂θ| over q(u)'s unconstrained parameters: zero at the CAVI fixed point."""
-    data = (tf.constant(data[0]), tf.constant(data[1]))
-    variables = [model.q_mu.unconstrained_variable, model.q_sqrt.unconstrained_variable]
-    with tf.GradientTape() as tape:
-        tape.watch(variables)
-        elbo = model.elbo(data)
-    return max(float(tf.reduce_max(tf.abs(g))) for g in tape.gradient(elbo, variables))
-
+def pytest_collection_modifyitems(config, items):
+    """Without ``--slow`` (or an explicit ``-m``) the slow tests are deselected, not skipped: the
+    default run is the fast selection, and it holds every correctness test."""
+    if config.getoption("--slow") or config.getoption("markexpr"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]

@@ -12,7 +12,7 @@ import gpflow_augmented as ga
 from gpflow_augmented.class_subsets import ClassSubset, sample_without_replacement
 from gpflow_augmented.expectations import expected_log_logistic_softmax
 
-from conftest import make_problem
+from helpers import make_problem
 
 
 def test_subsets_are_distinct_in_range_and_uniform():
@@ -127,41 +127,14 @@ def test_step_updates_only_the_subset_and_scatters_it_in_place():
     np.testing.assert_allclose(model.q_sqrt.numpy()[[4, 1]], expected_sqrt, rtol=1e-12, atol=1e-14)
 
 
-def test_xla_subset_step_equals_eager():
-    """Given the same subsets (XLA draws different random bits from the CPU kernels), the XLA step
-    computes the same update; its own draws are valid subsets."""
-    subsets = [[2, 5, 0], [7, 2, 3], [1, 6, 4], [5, 0, 7]]
-    results = []
+def test_compiled_draws_are_valid_subsets():
+    """XLA's random bits differ from the CPU kernels', so its draws are checked on their own (the
+    compiled step itself is checked against the eager one in test_cavi)."""
+    model, _ = make_problem(60, 8, num_inducing=10, seed=3)
+    cavi = ga.CAVI(model, 0.5, class_subset_size=3, seed=11)
     for jit_compile in (False, True):
-        model, (X, Y) = make_problem(60, 8, num_inducing=10, seed=3)
-        cavi = ga.CAVI(model, 0.5, class_subset_size=3, seed=11)
-        update = tf.function(cavi.update, jit_compile=True) if jit_compile else cavi.update
-        for subset in subsets:
-            update(tf.constant(X), tf.constant(Y), ClassSubset(tf.constant(subset, tf.int32), 8))
-        results.append((model.q_mu.numpy(), model.q_sqrt.numpy()))
         drawn = tf.function(cavi.sample_subset, jit_compile=jit_compile)().classes.numpy()
         assert len(set(drawn)) == 3 and 0 <= drawn.min() and drawn.max() < 8
-    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-9, atol=1e-12)
-
-
-def test_resumed_subset_training_equals_uninterrupted(tmp_path):
-    def run(steps, restore_from=None, save_to=None):
-        model, data = make_problem(80, 7, num_inducing=8, seed=6)
-        trainer = ga.Trainer(model, ga.RobbinsMonro(), 0.01, class_subset_size=3, seed=2)
-        checkpoint = tf.train.Checkpoint(model=model, trainer=trainer)
-        if restore_from:
-            checkpoint.restore(restore_from).assert_consumed()
-        for _ in range(steps):
-            trainer.step(data)
-        return model, (checkpoint.save(str(save_to)) if save_to else None)
-
-    uninterrupted, _ = run(10)
-    _, path = run(4, save_to=tmp_path / "ckpt")
-    resumed, _ = run(6, restore_from=path)
-    for a, b in zip(uninterrupted.trainable_variables + (uninterrupted.q_mu, uninterrupted.q_sqrt),
-                    resumed.trainable_variables + (resumed.q_mu, resumed.q_sqrt)):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
 
 
 @pytest.mark.parametrize("scheme", ["exact", "negative-multinomial"])

@@ -10,7 +10,7 @@ from scipy.special import expit, ndtri
 from scipy.stats import qmc
 
 import gpflow_augmented as ga
-from conftest import make_problem, wine
+from helpers import make_problem, wine
 from gpflow_augmented import expectations
 from gpflow_augmented.likelihoods import logistic_softmax
 
@@ -172,7 +172,6 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     model, data = make_problem(30, 3, num_inducing=8, seed=3, scheme="exact")
     ga.CAVI(model, 1.0).step(data)
     true_sites = expectations.exact_sites
-    taken = {}
 
     def negative_curvature(factor):
         def sites(*args, **kwargs):

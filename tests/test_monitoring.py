@@ -9,7 +9,6 @@ import urllib.request
 from collections import defaultdict
 
 import pytest
-import tensorflow as tf
 
 import gpflow_augmented as ga
 from gpflow_augmented.metrics import Evaluator

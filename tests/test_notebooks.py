@@ -35,6 +35,7 @@ def test_all_notebooks_are_found():
     assert len(NOTEBOOKS) == EXPECTED_NOTEBOOKS, [p.name for p in NOTEBOOKS]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name.split(".")[0] for p in NOTEBOOKS])
 def test_notebook_runs_in_fast_mode(path, tmp_path, monkeypatch, kernel_spec):
     name, jupyter_path = kernel_spec

@@ -1,10 +1,11 @@
 """Agreement with gradient-trained non-augmented VI, and accuracy on real data."""
 import gpflow
 import numpy as np
+import pytest
 
 import gpflow_augmented as ga
 from gpflow_augmented.models import SCHEMES
-from conftest import wine
+from helpers import wine
 
 
 def test_collapsed_matches_gradient_trained_svgp_on_wine(capsys):
@@ -34,6 +35,7 @@ def test_collapsed_matches_gradient_trained_svgp_on_wine(capsys):
     assert distances["negative-multinomial"].max() < distances["gamma-poisson"].max()
 
 
+@pytest.mark.slow
 def test_satimage_error_close_to_paper(capsys):
     d = ga.datasets.load_dataset("satimage")  # bundled, official 4435/2000 split
     model = ga.LogisticSoftmaxSVGP(ga.initial_kernel(d.X_train),

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from conftest import make_problem, model_variables
+from helpers import make_problem, model_variables
 
 LABELS_C3 = re.escape("labels must be integers in 0..2 (num_classes=3)")
 

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from conftest import make_problem, model_variables, variational_gradient_norm
+from helpers import make_problem, model_variables, variational_gradient_norm
 
 SCHEMES = ["exact", "negative-multinomial", "gamma-poisson"]
 

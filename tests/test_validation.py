@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import gpflow_augmented as ga
-from conftest import make_problem, model_variables
+from helpers import make_problem, model_variables
 
 
 def bad_batches(X, Y):

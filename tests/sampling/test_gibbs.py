@@ -10,7 +10,6 @@ import pytest
 from numpy.polynomial.hermite import hermgauss
 
 from gpflow_augmented import InvalidDataError
-from gpflow_augmented.likelihoods.logistic_softmax import numpy_sigmoid
 from gpflow_augmented.sampling.gibbs import (
     SCANS,
     GibbsSampler,
@@ -19,16 +18,7 @@ from gpflow_augmented.sampling.gibbs import (
 )
 from gpflow_augmented.sampling.posterior import monte_carlo_standard_error
 
-# Largest |estimate - truth| / standard error accepted. Every check is seeded; at 4.5 a correct
-# sampler fails one of ~100 Gaussian comparisons with probability < 1e-3.
-Z_TOLERANCE = 4.5
-
-
-class PrintedRateGibbs(GibbsSampler):
-    """The paper's printed complete conditional n | f, λ ~ Po(λσ(f)): wrong, and must be caught."""
-
-    def draw_counts(self, f, lam, rng):
-        return rng.poisson(lam[:, None, :] * numpy_sigmoid(f)).astype(np.float64)
+from helpers import Z_TOLERANCE, PrintedRateGibbs
 
 
 # -- Pólya-Gamma draws ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import numpy as np
 from scipy.special import expit
 
 import gpflow_augmented as ga
+from helpers import make_problem
 
 
 def test_log_prob_matches_numpy():
@@ -50,7 +51,7 @@ def test_variational_expectations_are_deterministic():
 
 
 def test_works_inside_stock_svgp():
-    model, (X, Y) = __import__("conftest").make_problem(40, 3, num_inducing=8)
+    model, (X, Y) = make_problem(40, 3, num_inducing=8)
     svgp = gpflow.models.SVGP(model.kernel, ga.LogisticSoftmax(3), model.inducing_variable,
                               num_latent_gps=3, num_data=40)
     loss = svgp.training_loss_closure((X, Y))

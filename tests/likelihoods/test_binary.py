@@ -10,18 +10,7 @@ import gpflow_augmented as ga
 from gpflow_augmented.binary import BinaryLogisticSVGP, binary_local_elbo
 from gpflow_augmented.likelihoods import BinaryLogistic
 
-from conftest import variational_gradient_norm
-from test_cavi import assert_monotone, cavi_trace
-
-
-def binary_problem(num_data, num_inducing, seed=0, lengthscale=1.0, variance=1.0, whiten=True):
-    """Two overlapping clusters with noisy labels in {0, 1}."""
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 2, num_data)
-    X = np.where(y[:, None] == 1, 1.0, -1.0) + rng.normal(size=(num_data, 2))
-    Z = X[rng.choice(num_data, num_inducing, replace=False)].copy()
-    kernel = gpflow.kernels.SquaredExponential(variance=variance, lengthscales=lengthscale)
-    return BinaryLogisticSVGP(kernel, Z, num_data=num_data, whiten=whiten), (X, y[:, None])
+from helpers import assert_monotone, binary_problem, cavi_trace, variational_gradient_norm
 
 
 def wine_one_vs_rest():
@@ -161,38 +150,6 @@ def test_matches_stock_svgp_with_bernoulli_trained_by_gradients():
     print(f"binary X-GPC vs SVGP + Bernoulli: max |Δp| = {difference:.4f}")
     assert difference < 0.02
     assert np.mean((theirs.numpy() > 0.5) == (ours.numpy() > 0.5)) > 0.95
-
-
-def test_compiled_and_xla_steps_equal_eager():
-    results = {}
-    for mode in ("eager", "graph", "xla"):
-        model, data = binary_problem(30, 10, seed=3)
-        optimizer = ga.CAVI(model, compile=mode != "eager", jit_compile=mode == "xla")
-        elbos = [float(optimizer.step(data)) for _ in range(5)]
-        results[mode] = (elbos, model.q_mu.numpy(), model.q_sqrt.numpy())
-    for mode in ("graph", "xla"):
-        for got, want in zip(results[mode], results["eager"]):
-            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
-
-
-def test_resumed_training_equals_uninterrupted(tmp_path):
-    def build():
-        model, data = binary_problem(120, 10, seed=11, lengthscale=1.5)
-        return model, ga.Trainer(model, step_size=ga.RobbinsMonro(), learning_rate=0.02), data
-
-    k = 15
-    straight, straight_trainer, data = build()
-    ga.fit(straight, data, iterations=2 * k, batch_size=30, trainer=straight_trainer,
-           progress=False)
-    first, first_trainer, _ = build()
-    ga.fit(first, data, iterations=k, batch_size=30, trainer=first_trainer, progress=False)
-    path = tf.train.Checkpoint(model=first, trainer=first_trainer).save(str(tmp_path / "ckpt"))
-    resumed, resumed_trainer, _ = build()
-    tf.train.Checkpoint(model=resumed, trainer=resumed_trainer).restore(path).assert_consumed()
-    ga.fit(resumed, data, iterations=k, batch_size=30, trainer=resumed_trainer, progress=False)
-    for a, b in zip(straight.variables, resumed.variables):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)
-    assert not np.allclose(straight.kernel.lengthscales.numpy(), 1.5)  # Adam did move it
 
 
 @pytest.mark.parametrize("labels", [[0, 1, 2], [-1, 1, 1]])

@@ -11,7 +11,7 @@ from gpflow_augmented.sampling.gibbs import GibbsSampler
 from gpflow_augmented.sampling.nuts import NutsSampler
 from gpflow_augmented.sampling.posterior import monte_carlo_standard_error
 
-from test_gibbs import Z_TOLERANCE, PrintedRateGibbs
+from helpers import Z_TOLERANCE, PrintedRateGibbs
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_variational_methods_against_the_ground_truth(wine_comparison):
     table = wine_comparison.discrepancies()
     max_probability_error = {name: table[name]["probabilities"][1] for name in table}
     assert max_probability_error["collapsed"] < 0.05
-    # The collapsed scheme's bound is tighter than the paper's mean-field one (test_bounds), and the
+    # The collapsed scheme's bound is tighter than the paper's mean-field one (likelihoods/test_augmentations.py), and the
     # non-augmented VI posterior is closer still.
     assert max_probability_error["vi"] < max_probability_error["collapsed"]
     assert max_probability_error["collapsed"] < max_probability_error["paper"]

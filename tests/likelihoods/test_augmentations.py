@@ -10,7 +10,7 @@ from gpflow.kullback_leiblers import gauss_kl
 
 import gpflow_augmented as ga
 from gpflow_augmented.models import AUGMENTED_SCHEMES
-from conftest import make_problem
+from helpers import make_problem
 
 
 def log_lik(F, y):

@@ -1,6 +1,5 @@
 """Per-class weights θ, p(y = k | f) = θ_k σ(f_k) / Σ_c θ_c σ(f_c): the expectations and the
 collapsed bound carry them, and CAVI's closed-form update stops where the ELBO is stationary in θ."""
-import itertools
 
 import gpflow
 import numpy as np
@@ -10,7 +9,7 @@ import tensorflow as tf
 import gpflow_augmented as ga
 from gpflow_augmented import augmentation
 from gpflow_augmented.expectations import expected_log_logistic_softmax
-from conftest import make_problem, variational_gradient_norm
+from helpers import make_problem, variational_gradient_norm, weighted_problem
 
 LOG_WEIGHTS = np.log([0.3, 1.0, 4.0])
 
@@ -51,14 +50,6 @@ def test_weighted_collapsed_bound_is_below_the_weighted_expectation():
     broken = (augmentation.collapsed_local_elbo(Fmu, Fvar, Y)
               + tf.reduce_sum(Y * log_weights, axis=-1)).numpy()
     assert np.any(broken > exact + 1e-3)
-
-
-def weighted_problem(scheme):
-    # Unbalanced classes, so that the optimal weights are far from 1.
-    model, (X, y) = make_problem(60, 3, num_inducing=12, seed=5, variance=2.0, scheme=scheme,
-                                 class_weights=True)
-    y = np.where(np.random.default_rng(0).uniform(size=y.shape) < 0.5, 0, y)
-    return model, (X, y)
 
 
 def log_weight_gradient(model, data):
@@ -184,14 +175,3 @@ def test_a_refused_step_leaves_the_weights_unchanged():
     np.testing.assert_array_equal(cavi.class_weight_exposure.numpy(), exposure)
 
 
-@pytest.mark.parametrize("scheme", ["exact", "negative-multinomial"])
-def test_xla_step_equals_graph_step(scheme):
-    graph, data = weighted_problem(scheme)
-    xla, _ = weighted_problem(scheme)
-    graph_cavi, xla_cavi = ga.CAVI(graph, 0.5), ga.CAVI(xla, 0.5, jit_compile=True)
-    for _ in range(3):
-        graph_cavi.step(data)
-        xla_cavi.step(data)
-    np.testing.assert_allclose(xla.likelihood.class_weights.numpy(),
-                               graph.likelihood.class_weights.numpy(), rtol=1e-9)
-    np.testing.assert_allclose(xla.q_mu.numpy(), graph.q_mu.numpy(), rtol=1e-8, atol=1e-10)

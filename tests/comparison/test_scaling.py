@@ -46,6 +46,7 @@ def test_fit_from_a_dataset_trains_and_needs_num_data():
         ga.fit(unscaled, stream, iterations=1, progress=False)
 
 
+@pytest.mark.slow
 def test_quick_scaling_run_writes_its_tables(tmp_path):
     results = run_scaling(str(tmp_path), quick=True)
     report = (tmp_path / "scale.md").read_text()

@@ -1,0 +1,111 @@
+"""What several test modules share: seeded problems for every kind of model, and the checks and
+deliberately broken variants more than one module uses. (conftest.py holds only fixtures.)"""
+import gpflow
+import numpy as np
+import tensorflow as tf
+
+import gpflow_augmented as ga
+from gpflow_augmented.likelihoods.logistic_softmax import numpy_sigmoid
+from gpflow_augmented.sampling.gibbs import GibbsSampler
+
+# Largest |estimate - truth| / standard error accepted. Every check is seeded; at 4.5 a correct
+# sampler fails one of ~100 Gaussian comparisons with probability < 1e-3.
+Z_TOLERANCE = 4.5
+# float64 round-off of an ELBO of O(N) accumulated over O(N·M²) operations.
+MONOTONE_RTOL = 1e-9
+
+# The kinds of model the optimizer and the trainer serve: the multi-class model under each of its
+# three schemes, with learned class weights, with class subsets, and the binary model.
+MODEL_KINDS = ("negative-multinomial", "gamma-poisson", "exact", "exact-weighted", "subsets",
+               "binary")
+
+
+def make_problem(num_data, num_classes, input_dim=2, num_inducing=None, seed=0, lengthscale=1.0,
+                 variance=1.0, scheme="negative-multinomial", whiten=True, kernel=None,
+                 mean_function=None, class_weights=False):
+    """Random clustered data and a model with inducing points on a subset of the inputs."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=2.0, size=(num_classes, input_dim))
+    y = rng.integers(0, num_classes, num_data)
+    X = centres[y] + rng.normal(size=(num_data, input_dim))
+    M = num_data if num_inducing is None else num_inducing
+    Z = X[rng.choice(num_data, M, replace=False)].copy()
+    if kernel is None:
+        kernel = gpflow.kernels.SquaredExponential(variance=variance, lengthscales=lengthscale)
+    model = ga.LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme,
+                                   whiten=whiten, mean_function=mean_function,
+                                   likelihood=ga.LogisticSoftmax(num_classes,
+                                                                 class_weights=class_weights))
+    return model, (X, y[:, None])
+
+
+def binary_problem(num_data, num_inducing, seed=0, lengthscale=1.0, variance=1.0, whiten=True):
+    """Two overlapping clusters with noisy labels in {0, 1}."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, num_data)
+    X = np.where(y[:, None] == 1, 1.0, -1.0) + rng.normal(size=(num_data, 2))
+    Z = X[rng.choice(num_data, num_inducing, replace=False)].copy()
+    kernel = gpflow.kernels.SquaredExponential(variance=variance, lengthscales=lengthscale)
+    return ga.BinaryLogisticSVGP(kernel, Z, num_data=num_data, whiten=whiten), (X, y[:, None])
+
+
+def weighted_problem(scheme):
+    """Unbalanced classes, so that the optimal class weights are far from 1."""
+    model, (X, y) = make_problem(60, 3, num_inducing=12, seed=5, variance=2.0, scheme=scheme,
+                                 class_weights=True)
+    y = np.where(np.random.default_rng(0).uniform(size=y.shape) < 0.5, 0, y)
+    return model, (X, y)
+
+
+def model_of_kind(kind, num_data=60, num_inducing=10, seed=3, lengthscale=1.0):
+    """(model, data, the optimizer options the kind needs) for one of :data:`MODEL_KINDS`."""
+    if kind == "binary":
+        model, data = binary_problem(num_data, num_inducing, seed=seed, lengthscale=lengthscale)
+        return model, data, {}
+    if kind == "subsets":
+        model, data = make_problem(num_data, 7, num_inducing=num_inducing, seed=seed,
+                                   lengthscale=lengthscale)
+        return model, data, {"class_subset_size": 3}
+    weighted = kind == "exact-weighted"
+    model, data = make_problem(num_data, 3, num_inducing=num_inducing, seed=seed,
+                               lengthscale=lengthscale, scheme="exact" if weighted else kind,
+                               class_weights=weighted)
+    return model, data, {}
+
+
+def wine():
+    return ga.datasets.load_dataset("wine", test_fraction=0.3, seed=0)
+
+
+def model_variables(model):
+    return [v.numpy().copy() for v in model.variables]
+
+
+def variational_gradient_norm(model, data):
+    """The largest |∂ELBO/∂θ| over q(u)'s unconstrained parameters: zero at the CAVI fixed point."""
+    data = (tf.constant(data[0]), tf.constant(data[1]))
+    variables = [model.q_mu.unconstrained_variable, model.q_sqrt.unconstrained_variable]
+    with tf.GradientTape() as tape:
+        tape.watch(variables)
+        elbo = model.elbo(data)
+    return max(float(tf.reduce_max(tf.abs(g))) for g in tape.gradient(elbo, variables))
+
+
+def assert_monotone(elbos):
+    elbos = np.asarray(elbos)
+    drops = elbos[:-1] - elbos[1:]
+    assert np.all(drops <= MONOTONE_RTOL * np.abs(elbos[1:])), f"ELBO fell by {drops.max():.3e}"
+
+
+def cavi_trace(model, data, sweeps=50, compile=False):
+    """The ELBO before each of ``sweeps`` full-batch CAVI steps, and after the last."""
+    optimizer = ga.CAVI(model, compile=compile)
+    elbos = [float(optimizer.step(data)) for _ in range(sweeps)]
+    return elbos + [float(model.elbo(data))]
+
+
+class PrintedRateGibbs(GibbsSampler):
+    """The paper's printed complete conditional n | f, λ ~ Po(λσ(f)): wrong, and must be caught."""
+
+    def draw_counts(self, f, lam, rng):
+        return rng.poisson(lam[:, None, :] * numpy_sigmoid(f)).astype(np.float64)
