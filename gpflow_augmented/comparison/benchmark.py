@@ -209,7 +209,7 @@ def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path
     results_file = folder / "results.json"
     if not results_file.exists():
         return not_run(f"no results in {folder}")
-    return dataset.name, json.loads(results_file.read_text())["methods"]
+    return dataset.name, json.loads(results_file.read_text())
 
 
 def _not_run(failed: List[Tuple[str, str]]) -> List[str]:
@@ -228,7 +228,7 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
 
     output = _benchmark_output(args, args.datasets)
     started = time.perf_counter()
-    rows, speedups, targets, failed = [], [], [], []
+    rows, speedups, targets, failed, payloads = [], [], [], [], []
     for name in args.datasets:
         ran = _run_dataset(
             lambda name=name: load_dataset(name, args.data_dir, test_fraction=args.test_fraction,
@@ -240,7 +240,8 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
         )
         if ran is None:
             continue
-        methods = ran[1]
+        payloads.append(ran[1])
+        methods = ran[1]["methods"]
         rows += _dataset_rows(name, methods)
         speedups.append(_speedups(name, methods))
         targets.append(_against_best_peer(name, methods))
@@ -263,7 +264,7 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
         )
 
     lines = [
-        _measured(args, started),
+        _measured(args, started, payloads),
         f"Settings: M={args.num_inducing}, B={args.batch_size}, {_budget(args)} of "
         f"training per method, "
         + ("learning rate and ρ schedule of each method chosen on a validation split of the "
@@ -308,13 +309,17 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
     return _write_report(output / "benchmark.md", lines), failed
 
 
-def _measured(args: argparse.Namespace, started: float) -> str:
-    """The report's first line: date, machine and (unless re-read) the total time."""
+def _measured(args: argparse.Namespace, started: float, payloads: List[dict]) -> str:
+    """The report's first line: when and on what machine the results were measured (the
+    results' own record, which a re-written report keeps) and, unless re-read, the total time."""
     from .runs import machine
 
-    info = machine()
+    dates = sorted({payload["created"][:10] for payload in payloads if "created" in payload})
+    info = next((payload["machine"] for payload in payloads if "machine" in payload), machine())
+    when = (datetime.date.today().isoformat() if not dates
+            else dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}")
     return (
-        f"Measured {datetime.date.today().isoformat()} on {info['processor']}, "
+        f"Measured {when} on {info['processor']}, "
         f"{info['cpu_count']} cores ({info['platform']}; TensorFlow {info['tensorflow']}, "
         f"GPflow {info['gpflow']})"
         + ("." if getattr(args, "report_only", False)
@@ -377,7 +382,7 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
     output = _benchmark_output(args, [f"{t.partition(':')[0]}-{t.partition(':')[2] or 0}-vs-rest"
                                       for t in args.datasets])
     started = time.perf_counter()
-    rows, failed = [], []
+    rows, failed, payloads = [], [], []
     for task in args.datasets:
         try:
             load = task_loader(task)
@@ -391,9 +396,10 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
             task, failed,
         )
         if ran is not None:
-            rows.append(_binary_row(*ran))
+            payloads.append(ran[1])
+            rows.append(_binary_row(ran[0], ran[1]["methods"]))
     lines = [
-        _measured(args, started),
+        _measured(args, started, payloads),
         f"Settings: M={args.num_inducing}, B={args.batch_size}, {_budget(args)} of "
         f"training per method, Adam {args.learning_rate}, seed {args.seed}; one class against "
         "the rest of a multi-class dataset (no binary dataset is available here).",

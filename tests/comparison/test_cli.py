@@ -397,6 +397,19 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, m
     assert "- **flat**: flat: every feature is constant on the training split" in report
     assert "- **empty**: " in report and "(empty file)" in report
 
+    # --report-only re-writes the same table from the results, with their own date and machine
+    # (not the day and machine that re-wrote it).
+    results_file = tmp_path / "bench" / "good" / "results.json"
+    payload = json.loads(results_file.read_text())
+    payload["created"] = "2025-01-02T03:04:05+00:00"
+    payload["machine"]["processor"] = "the-measuring-machine"
+    results_file.write_text(json.dumps(payload))
+    (tmp_path / "bench" / "benchmark.md").unlink()
+    assert main(["benchmark", *options, "--report-only"]) == 1
+    rewritten = (tmp_path / "bench" / "benchmark.md").read_text()
+    assert rewritten.splitlines()[0].startswith("Measured 2025-01-02 on the-measuring-machine, ")
+    assert rewritten.splitlines()[1:] == report.splitlines()[1:]
+
 
 def test_start_up_is_quiet_unless_verbose():
     """`python -m gpflow_augmented` and the `gpflow-augmented` script print no TensorFlow log
