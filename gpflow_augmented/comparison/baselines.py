@@ -9,6 +9,10 @@ the package so that every method starts from the same place and is driven the sa
                γ warm-up its authors used (:class:`NaturalGradientWarmUp`)
 ``softmax``    ``SVGP`` + ``gpflow.likelihoods.Softmax`` (Monte Carlo), Adam on everything
 ``lsm-vi``     ``SVGP`` + :class:`LogisticSoftmax` without augmentation, Adam on everything
+``dirichlet``  Dirichlet-based GP classification (Milios et al. 2018; GPyTorch's
+               ``DirichletClassificationLikelihood``): ``SVGP`` regression on transformed labels with
+               fixed per-point noise (:mod:`~gpflow_augmented.comparison.dirichlet`), conjugate, so
+               ``NaturalGradient`` with the same γ warm-up + Adam; a constant prior mean, as ``lsm``
 
 Binary tasks (C = 2, labels 0/1):
 
@@ -41,6 +45,7 @@ from ..projection import inducing_inputs
 from ..schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from ..training import EXACT_WARM_START, Trainer, adam_step_if_finite
 from ..validation import NumericalError, check_positive_number
+from .dirichlet import DEFAULT_ALPHA_EPSILON, DirichletClassification
 
 __all__ = [
     "METHODS",
@@ -74,6 +79,8 @@ METHODS: Dict[str, str] = {
     "rm": "SVGP + robust-max (gpflow MultiClass): NaturalGradient with γ warm-up + Adam",
     "softmax": "SVGP + softmax (gpflow Softmax, Monte Carlo): Adam",
     "lsm-vi": "SVGP + logistic-softmax, not augmented: Adam",
+    "dirichlet": "Dirichlet GP classification (Milios et al. 2018): SVGP regression on "
+                 "transformed labels, NaturalGradient with γ warm-up + Adam",
     "xgpc": "binary logistic, Pólya-Gamma augmented (X-GPC): CAVI + Adam",
     "bernoulli": "SVGP + Bernoulli(sigmoid): NaturalGradient with γ warm-up + Adam",
 }
@@ -282,13 +289,15 @@ def build_method(
     full_batch: bool = False,
     step_size: Optional[str] = None,
     class_subset_size: Optional[int] = None,
+    alpha_epsilon: Optional[float] = None,
 ) -> Method:
     """Build method ``name`` (a key of :data:`METHODS`) around ``kernel`` and a copy of
     ``inducing_points``. Pass each method its own kernel object with the same values.
 
     ``step_size`` names the ρ schedule (:data:`STEP_SIZE_SCHEDULES`) of a CAVI method on
     minibatches; on the full batch ρ = 1 (exact coordinate ascent). ``class_subset_size`` is
-    the number of classes ``lsm-subsets`` updates per step."""
+    the number of classes ``lsm-subsets`` updates per step; ``alpha_epsilon`` is the α_ε of
+    ``dirichlet`` (default :data:`~gpflow_augmented.comparison.dirichlet.DEFAULT_ALPHA_EPSILON`)."""
     if name in RENAMED_METHODS:
         raise ValueError(f"method {name!r} is now called {RENAMED_METHODS[name]!r}")
     if name not in METHODS:
@@ -297,6 +306,8 @@ def build_method(
     if class_subset_size is not None and name != "lsm-subsets":
         raise ValueError(f"method {name!r} updates every class; class_subset_size is an option "
                          "of 'lsm-subsets'")
+    if alpha_epsilon is not None and name != "dirichlet":
+        raise ValueError(f"method {name!r} has no alpha_epsilon (an option of 'dirichlet')")
     if step_size is not None:
         if name not in AUGMENTED_METHODS:
             raise ValueError(f"method {name!r} has no ρ schedule (only {', '.join(AUGMENTED_METHODS)})")
@@ -336,14 +347,18 @@ def build_method(
         "rm": lambda: gpflow.likelihoods.MultiClass(num_classes),
         "softmax": lambda: gpflow.likelihoods.Softmax(num_classes),
         "lsm-vi": lambda: LogisticSoftmax(num_classes),
+        "dirichlet": lambda: DirichletClassification(
+            num_classes, DEFAULT_ALPHA_EPSILON if alpha_epsilon is None else alpha_epsilon),
     }[name]()
     # Full q_sqrt (not q_diag): NaturalGradient needs it, and the augmented model has it too.
     num_latent_gps = 1 if name == "bernoulli" else num_classes
+    mean_function = gpflow.mean_functions.Constant() if name == "dirichlet" else None
     model = gpflow.models.SVGP(
-        kernel, likelihood, Z, num_latent_gps=num_latent_gps, num_data=num_data, whiten=True
+        kernel, likelihood, Z, num_latent_gps=num_latent_gps, num_data=num_data, whiten=True,
+        mean_function=mean_function,
     )
     set_trainable(model.inducing_variable, train_inducing_points)
-    if name in ("rm", "bernoulli"):
+    if name in ("rm", "bernoulli", "dirichlet"):
         return NaturalGradientMethod(name, model, learning_rate)
     return AdamMethod(name, model, learning_rate)
 

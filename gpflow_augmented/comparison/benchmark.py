@@ -119,7 +119,7 @@ def _speedups(name: str, methods: List[Dict[str, Any]]) -> str:
 
 # The GPflow models a user would otherwise pick: SVGP with GPflow's likelihoods, or with ours but
 # trained by Adam (no augmentation, no closed-form step).
-PEERS = ("rm", "softmax", "lsm-vi")
+PEERS = ("rm", "softmax", "lsm-vi", "dirichlet")
 # The method the package recommends, fixed in advance (never picked per dataset from test results).
 PACKAGE_METHOD = "lsm"
 # A peer's final NLL relaxed by this factor is the common target both must reach.
