@@ -96,6 +96,9 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
                              "under the same budget; then run the chosen settings")
     parser.add_argument("--class-subset-size", type=_integer(1), default=None,
                         help="classes lsm-subsets updates per step (default ⌈C/4⌉, at least 2)")
+    parser.add_argument("--alpha-epsilon", type=_number(0.0, inclusive=False), default=None,
+                        help="the dirichlet method's α_ε (default 0.01; with --tune, chosen from "
+                             "0.001, 0.01, 0.1)")
     parser.add_argument("--train-inducing-points", action="store_true",
                         help="let Adam move the inducing points (of every method)")
     parser.add_argument("--trace-test-points", type=_integer(1), default=2000,
@@ -328,6 +331,12 @@ def _check_options(args: argparse.Namespace) -> None:
         if args.methods is not None and "lsm-subsets" not in args.methods:
             raise ValueError("--class-subset-size is an option of lsm-subsets, which --methods "
                              "does not name")
+    if getattr(args, "alpha_epsilon", None) is not None:
+        if args.methods is None or "dirichlet" not in args.methods:
+            raise ValueError("--alpha-epsilon is an option of dirichlet, which --methods does not "
+                             "name")
+        if getattr(args, "tune", False):
+            raise ValueError("--alpha-epsilon fixes what --tune would choose; give one of them")
     if getattr(args, "command", None) == "benchmark" and args.data_dir is None:
         raise ValueError(f"benchmark needs a folder of .npz datasets: pass --data-dir or set "
                          f"{DATA_DIR_VARIABLE}")

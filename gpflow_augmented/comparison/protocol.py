@@ -216,10 +216,11 @@ def compare(
         for name in methods
     }
     for name, chosen in options.items():
-        unknown_options = set(chosen) - {"learning_rate", "step_size", "class_subset_size"}
+        unknown_options = set(chosen) - {"learning_rate", "step_size", "class_subset_size",
+                                          "alpha_epsilon"}
         if unknown_options:
             raise ValueError(f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
-                             "(learning_rate, step_size, class_subset_size)")
+                             "(learning_rate, step_size, class_subset_size, alpha_epsilon)")
     X = np.asarray(dataset.X_train, dtype=default_float())
     Y = np.asarray(dataset.Y_train).reshape(-1, 1).astype(np.int64)
     num_inducing = min(num_inducing, len(X))

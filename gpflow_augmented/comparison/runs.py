@@ -102,7 +102,7 @@ def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: boo
 def _run_settings(dataset: Any, args: argparse.Namespace) -> Dict[str, Any]:
     """What a resumed run must share with the run it continues."""
     keys = ("methods", "num_inducing", "batch_size", "time_budget", "max_iterations",
-            "learning_rate", "tune", "class_subset_size", "train_inducing_points",
+            "learning_rate", "tune", "class_subset_size", "alpha_epsilon", "train_inducing_points",
             "trace_test_points", "seed", "test_fraction")
     return {"dataset": dataset.name, "num_train": len(dataset.X_train),
             **{key: getattr(args, key, None) for key in keys}}
@@ -213,8 +213,11 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
                   time_budget=args.time_budget, max_iterations=args.max_iterations,
                   train_inducing_points=args.train_inducing_points, seed=args.seed,
                   trace_test_points=args.trace_test_points, progress=progress)
-    fixed_options = ({} if args.class_subset_size is None
-                     else {"lsm-subsets": {"class_subset_size": args.class_subset_size}})
+    fixed_options: Dict[str, Dict[str, Any]] = {}
+    if args.class_subset_size is not None:
+        fixed_options["lsm-subsets"] = {"class_subset_size": args.class_subset_size}
+    if getattr(args, "alpha_epsilon", None) is not None:
+        fixed_options["dirichlet"] = {"alpha_epsilon": args.alpha_epsilon}
     tuning = None
     if getattr(args, "tune", False):
         from .tuning import settings_text, tune

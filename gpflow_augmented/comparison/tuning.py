@@ -3,7 +3,8 @@ Tuned against tuned: every method's settings chosen on a validation split carved
 data, never on the test set.
 
 Every method gets the same grid of Adam learning rates (:data:`LEARNING_RATES`); the CAVI methods
-also choose their ρ schedule on minibatches (:data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`).
+also choose their ρ schedule on minibatches (:data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`),
+and the Dirichlet classifier its α_ε (:data:`ALPHA_EPSILONS`).
 Each candidate is one :func:`~gpflow_augmented.comparison.compare` run on the training part of the
 split, under the same budget as the final run, scored by its final validation NLL. The test set is
 not read until the chosen settings are run on the whole training set.
@@ -17,10 +18,13 @@ from .baselines import AUGMENTED_METHODS, STEP_SIZE_SCHEDULES, default_methods
 from .protocol import compare
 from ..datasets import Dataset, from_arrays, train_test_split
 
-__all__ = ["LEARNING_RATES", "TuningResult", "candidate_settings", "settings_text", "tune",
+__all__ = ["ALPHA_EPSILONS", "LEARNING_RATES", "TuningResult", "candidate_settings", "settings_text", "tune",
            "validation_split"]
 
 LEARNING_RATES = (0.003, 0.01, 0.03, 0.1)
+# The Dirichlet classifier's α_ε: GPyTorch's suggested 0.01 and a decade either side (Milios et al.
+# tune it; it sets how far below the label's target the other classes' targets sit).
+ALPHA_EPSILONS = (0.001, 0.01, 0.1)
 
 
 def validation_split(dataset: Dataset, fraction: float = 0.2, seed: int = 0) -> Dataset:
@@ -37,18 +41,23 @@ def validation_split(dataset: Dataset, fraction: float = 0.2, seed: int = 0) -> 
 
 def candidate_settings(method: str, full_batch: bool) -> List[Dict[str, Any]]:
     """The grid a method is tuned over: every learning rate, times every ρ schedule for a CAVI
-    method on minibatches."""
+    method on minibatches, or every α_ε for the Dirichlet classifier."""
     schedules: Sequence[Optional[str]] = (None,)
     if method in AUGMENTED_METHODS and not full_batch:
         schedules = tuple(STEP_SIZE_SCHEDULES)
-    return [{"learning_rate": rate, "step_size": schedule}
+    grid = [{"learning_rate": rate, "step_size": schedule}
             for schedule in schedules for rate in LEARNING_RATES]
+    if method == "dirichlet":
+        grid = [{**settings, "alpha_epsilon": alpha_epsilon}
+                for alpha_epsilon in ALPHA_EPSILONS for settings in grid]
+    return grid
 
 
 def settings_text(settings: Dict[str, Any]) -> str:
     """"lr 0.03, ρ constant-0.1": a method's settings as the reports print them."""
     text = f"lr {settings['learning_rate']:g}"
     text += f", ρ {settings['step_size']}" if settings.get("step_size") else ""
+    text += f", α_ε {settings['alpha_epsilon']:g}" if settings.get("alpha_epsilon") else ""
     return text + (f", |K| {settings['class_subset_size']}"
                    if settings.get("class_subset_size") else "")
 

@@ -127,6 +127,7 @@ def _bad_npz(tmp_path, name, **arrays):
     "missing file", "unknown method", "label out of range", "negative label", "fractional label",
     "one class", "NaN feature", "no y array", "not an npz", "not libsvm", "empty method list",
     "renamed method", "subset size without lsm-subsets", "subset size zero",
+    "alpha_epsilon without dirichlet", "alpha_epsilon zero", "alpha_epsilon and tune",
 ])
 def test_bad_input_gives_one_error_line_and_exit_2(case, tmp_path, capsys):
     X = np.random.default_rng(0).standard_normal((20, 3))
@@ -148,6 +149,11 @@ def test_bad_input_gives_one_error_line_and_exit_2(case, tmp_path, capsys):
         "subset size without lsm-subsets": ["vehicle", "--methods", "lsm",
                                             "--class-subset-size", "2"],
         "subset size zero": ["vehicle", "--methods", "lsm-subsets", "--class-subset-size", "0"],
+        "alpha_epsilon without dirichlet": ["vehicle", "--methods", "lsm", "--alpha-epsilon",
+                                            "0.1"],
+        "alpha_epsilon zero": ["vehicle", "--methods", "dirichlet", "--alpha-epsilon", "0"],
+        "alpha_epsilon and tune": ["vehicle", "--methods", "dirichlet", "--alpha-epsilon", "0.1",
+                                   "--tune"],
     }[case]
     (tmp_path / "g.npz").write_text("this is not a zip archive")
     (tmp_path / "h.txt").write_text("1 1:0.5 2:abc\nnot libsvm at all\n")
@@ -278,7 +284,7 @@ def test_the_numeric_options_cover_the_ones_users_set():
     options = {option for _, option in _numeric_options()}
     assert {"--time-budget", "--learning-rate", "--max-iterations", "--num-inducing",
             "--batch-size", "--trace-test-points", "--seed", "--test-fraction", "--samples",
-            "--chains", "--burnin", "--class-subset-size"} <= options
+            "--chains", "--burnin", "--class-subset-size", "--alpha-epsilon"} <= options
 
 
 @pytest.mark.parametrize("argv, message", [

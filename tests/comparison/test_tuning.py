@@ -40,6 +40,9 @@ def test_candidate_grid():
     assert len(tuning.candidate_settings("softmax", full_batch=False)) == 4
     assert len(tuning.candidate_settings("lsm", full_batch=False)) == 4 * 3
     assert len(tuning.candidate_settings("lsm", full_batch=True)) == 4  # ρ = 1 on full batches
+    dirichlet = tuning.candidate_settings("dirichlet", full_batch=False)
+    assert len(dirichlet) == 4 * 3
+    assert {c["alpha_epsilon"] for c in dirichlet} == set(tuning.ALPHA_EPSILONS)
 
 
 def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, monkeypatch):
@@ -70,6 +73,9 @@ def test_compare_runs_each_method_with_its_own_settings(tiny):
     assert softmax.options == {"learning_rate": 0.01, "step_size": None}
     np.testing.assert_allclose(float(ours.method.trainer.adam.learning_rate), 0.1)
     assert ours.method.step_size == pytest.approx(0.3)
+    dirichlet = compare(tiny, ["dirichlet"], max_iterations=2, time_budget=None, num_inducing=10,
+                        batch_size=40, method_options={"dirichlet": {"alpha_epsilon": 0.1}})
+    assert dirichlet.methods[0].method.model.likelihood.alpha_epsilon == 0.1
     with pytest.raises(ValueError, match="no ρ schedule"):
         compare(tiny, ["softmax"], max_iterations=1, time_budget=None,
                 method_options={"softmax": {"step_size": "constant-0.1"}})
