@@ -26,7 +26,7 @@ from .class_subsets import (
 from .distributed import replica_max_code, replica_sum, replicated_by_first
 from .models import AugmentedSVGP, BatchGeometry
 from .schedules import ConstantStepSize, StepSizeSchedule
-from .updates import natural_step, step_sites
+from .updates import minibatch_scale, natural_step, step_sites
 from .validation import (
     NUM_STATUS_CODES,
     InvalidDataError,
@@ -146,6 +146,7 @@ class CAVI(tf.Module):
         model = self.model
         X = tf.convert_to_tensor(X, dtype=default_float())
         geometry = model.batch_geometry(X, subset, Y)
+        scale = self.batch_scale(X)
         # Learned class weights: their statistic is the gradient of the batch's local ELBO with
         # respect to log θ (the exp bijector's unconstrained variable), at q(u) before the step.
         log_weights = []
@@ -157,13 +158,12 @@ class CAVI(tf.Module):
             local_elbo, linear, quadratic = self.sites(geometry, Y)
             local_sum = tf.reduce_sum(local_elbo)
         new_mu, new_sqrt, elbo = self.natural_step(
-            X, geometry, local_elbo, linear, quadratic, step_size
+            geometry, local_elbo, linear, quadratic, step_size, scale
         )
         status = self.accept(new_mu, new_sqrt, status, geometry.subset)
         if log_weights:
             self.update_class_weights(
-                Y, tape.gradient(local_sum, log_weights[0]), self.batch_scale(X), step_size,
-                status == OK,
+                Y, tape.gradient(local_sum, log_weights[0]), scale, step_size, status == OK,
             )
         return elbo, status
 
@@ -179,24 +179,22 @@ class CAVI(tf.Module):
     def batch_scale(self, X: tf.Tensor) -> tf.Tensor:
         """N / B, B the global batch size: the points in ``X``, summed over the replicas under a
         ``tf.distribute`` strategy."""
-        model = self.model
-        if model.num_data is None:
-            return tf.constant(1.0, dtype=default_float())
-        batch_size = replica_sum(tf.cast(tf.shape(X)[0], default_float()))
-        return tf.cast(model.num_data, default_float()) / batch_size
+        return minibatch_scale(self.model.num_data,
+                               replica_sum(tf.cast(tf.shape(X)[0], default_float())))
 
     def natural_step(
         self,
-        X: tf.Tensor,
         geometry: BatchGeometry,
         local_elbo: tf.Tensor,
         linear: tf.Tensor,
         quadratic: tf.Tensor,
         step_size: tf.Tensor,
+        scale: tf.Tensor,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(q_mu, q_sqrt) after a step of size ρ from the batch's sites, and the global batch's
-        ELBO before it (:func:`~gpflow_augmented.updates.natural_step`); nothing is assigned."""
-        return natural_step(geometry, local_elbo, linear, quadratic, scale=self.batch_scale(X),
+        ELBO before it (:func:`~gpflow_augmented.updates.natural_step`; ``scale`` is
+        :meth:`batch_scale`); nothing is assigned."""
+        return natural_step(geometry, local_elbo, linear, quadratic, scale=scale,
                             step_size=step_size, whiten=self.model.whiten)
 
     def proposal(
@@ -211,7 +209,8 @@ class CAVI(tf.Module):
         assigning anything."""
         X = tf.convert_to_tensor(X, dtype=default_float())
         geometry = self.model.batch_geometry(X, as_class_subset(subset, self.model.num_classes), Y)
-        return self.natural_step(X, geometry, *self.sites(geometry, Y), step_size)
+        return self.natural_step(geometry, *self.sites(geometry, Y), step_size,
+                                 self.batch_scale(X))
 
     def batch_status(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """The batch's validation status, the same on every replica (they accept or refuse

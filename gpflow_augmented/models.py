@@ -27,7 +27,7 @@ from gpflow.models.util import inducingpoint_wrapper
 from gpflow.utilities import triangular
 
 from ._deprecated import warn_moved
-from .class_subsets import ClassSubset, as_class_subset, subset_classes, subset_scale
+from .class_subsets import ClassSubset, as_class_subset, subset_classes
 from .likelihoods import AugmentedLikelihood, LogisticSoftmax, MeanFieldGammaPoisson, NegativeMultinomial
 from .projection import (
     canonical_kernel_and_inducing,
@@ -39,7 +39,7 @@ from .projection import (
 )
 from .distributed import replicated_by_first, set_trainable
 from .class_subsets import variational_parameters
-from .updates import natural_step, step_sites
+from .updates import batch_elbo, minibatch_scale, natural_step, step_sites
 from .validation import (
     check_data,
     check_finite_inputs,
@@ -324,10 +324,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     def minibatch_scale(self, X: tf.Tensor) -> tf.Tensor:
         """N / B, B the number of points in ``X``: the weight that makes the batch's sum estimate
         the sum over all num_data points."""
-        if self.num_data is None:
-            return tf.constant(1.0, dtype=default_float())
-        batch_size = tf.cast(tf.shape(X)[0], default_float())
-        return tf.cast(self.num_data, default_float()) / batch_size
+        return minibatch_scale(self.num_data, tf.cast(tf.shape(X)[0], default_float()))
 
     @check_shapes("return: []")
     def prior_kl(self) -> tf.Tensor:
@@ -392,8 +389,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     ) -> tf.Tensor:
         """The ELBO from the batch's local terms: their sum times ``scale`` (N / B), minus the
         KL (C/|K| times on the geometry's class subset)."""
-        kl = subset_scale(geometry.subset) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
-        return tf.reduce_sum(local_elbo) * scale - kl
+        return batch_elbo(geometry, tf.reduce_sum(local_elbo), scale)
 
     # -- deprecated: the step now lives in CAVI and gpflow_augmented.updates ------------------
 

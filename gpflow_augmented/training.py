@@ -250,7 +250,7 @@ class Trainer(tf.Module):
         linear, quadratic = warm_start_sites(
             model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, cavi.augmented_sites(), subset)
         new_mu, new_sqrt, elbo = cavi.natural_step(
-            X, geometry, expected, linear, quadratic, step_size
+            geometry, expected, linear, quadratic, step_size, scale
         )
         status = cavi.accept(new_mu, new_sqrt, status, subset)
         if log_weights:

@@ -21,6 +21,7 @@ from typing import Any, Optional, Tuple
 
 import tensorflow as tf
 from check_shapes import check_shapes
+from gpflow.config import default_float
 from gpflow.kullback_leiblers import gauss_kl
 
 from .class_subsets import ClassSubset, subset_scale
@@ -29,7 +30,9 @@ from .likelihoods import AugmentedLikelihood
 from .projection import unwhitened_q
 
 __all__ = [
+    "batch_elbo",
     "conjugate_statistics",
+    "minibatch_scale",
     "natural_parameter_step",
     "natural_parameter_step_with_backoff",
     "natural_step",
@@ -162,6 +165,21 @@ def _as_dtype_of(step_size: object, like: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.convert_to_tensor(step_size, dtype_hint=like.dtype), like.dtype)
 
 
+def minibatch_scale(num_data: Optional[int], batch_size: tf.Tensor) -> tf.Tensor:
+    """N / B, the weight that makes a batch of ``batch_size`` points' sum estimate the sum over all
+    ``num_data`` (1 when num_data is not given: the batch is the data)."""
+    if num_data is None:
+        return tf.constant(1.0, dtype=default_float())
+    return tf.cast(num_data, default_float()) / batch_size
+
+
+def batch_elbo(geometry: Any, local_sum: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
+    """The ELBO from a batch's summed local terms: ``local_sum`` times ``scale`` (N / B), minus
+    the KL (C/|K| times on the geometry's class subset)."""
+    return local_sum * scale - subset_scale(geometry.subset) * gauss_kl(geometry.q_mu,
+                                                                        geometry.q_sqrt)
+
+
 def step_sites(
     likelihood: AugmentedLikelihood,
     Fmu: tf.Tensor,
@@ -239,8 +257,7 @@ def natural_step(
     local_sum, statistics = replica_sum(
         (tf.reduce_sum(local_elbo), conjugate_statistics(geometry.A, linear, quadratic))
     )
-    kl = subset_scale(geometry.subset) * gauss_kl(geometry.q_mu, geometry.q_sqrt)
-    elbo = local_sum * scale - kl
+    elbo = batch_elbo(geometry, local_sum, scale)
     new_mu, new_sqrt, _ = natural_parameter_step_with_backoff(
         geometry.q_mu, geometry.q_sqrt, statistics, scale=scale, step_size=step_size,
     )

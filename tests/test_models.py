@@ -85,9 +85,9 @@ def test_exact_elbo_and_predictions_equal_stock_svgp_with_the_same_mean():
 class ForgetsTheMean(ga.CAVI):
     """A deliberately wrong step: it feeds the sites in f to q(u) over f - μ."""
 
-    def natural_step(self, X, geometry, local_elbo, linear, quadratic, step_size):
-        return super().natural_step(X, geometry, local_elbo, linear + quadratic * geometry.prior_mean,
-                                    quadratic, step_size)
+    def natural_step(self, geometry, local_elbo, linear, quadratic, step_size, scale):
+        return super().natural_step(geometry, local_elbo, linear + quadratic * geometry.prior_mean,
+                                    quadratic, step_size, scale)
 
 
 @pytest.mark.parametrize("scheme,whiten", [("exact", True), ("negative-multinomial", True), ("exact", False)])

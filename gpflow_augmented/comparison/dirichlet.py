@@ -22,7 +22,7 @@ from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.base import MeanAndVariance, TensorType
 from gpflow.likelihoods import Likelihood
 
-from ..likelihoods.logistic_softmax import quasi_normal_samples
+from ..likelihoods.logistic_softmax import quasi_latent_samples
 from ..validation import check_integer, check_num_classes, check_positive_number, checked_label_rows
 
 __all__ = ["DEFAULT_ALPHA_EPSILON", "DirichletClassification", "dirichlet_regression_targets"]
@@ -76,10 +76,7 @@ class DirichletClassification(Likelihood):
     @inherit_check_shapes
     def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:
         F = tf.convert_to_tensor(F)
-        targets, variance = self.regression_targets(Y, F.dtype)
-        return tf.reduce_sum(
-            -0.5 * (np.log(2.0 * np.pi) + tf.math.log(variance)
-                    + tf.square(targets - F) / variance), axis=-1)
+        return self._variational_expectations(X, F, tf.zeros_like(F), Y)
 
     @inherit_check_shapes
     def _variational_expectations(
@@ -92,10 +89,7 @@ class DirichletClassification(Likelihood):
                     + (tf.square(targets - Fmu) + Fvar) / variance), axis=-1)
 
     def _latent_samples(self, Fmu: TensorType, Fvar: TensorType) -> tf.Tensor:
-        Fmu = tf.convert_to_tensor(Fmu)
-        eps = tf.constant(quasi_normal_samples(self.num_predictive_samples, self.num_classes,
-                                               self.seed, Fmu.dtype.as_numpy_dtype))  # [S, C]
-        return Fmu[None] + tf.sqrt(tf.maximum(Fvar, 0.0))[None] * eps[:, None, :]  # [S, N, C]
+        return quasi_latent_samples(Fmu, Fvar, self.num_predictive_samples, self.seed)
 
     @inherit_check_shapes
     def _predict_mean_and_var(

@@ -73,6 +73,16 @@ def quasi_normal_samples(num_samples: int, dim: int, seed: int, dtype: Any) -> n
     return ndtri(np.clip(uniform, eps, 1 - eps)).astype(dtype)
 
 
+def quasi_latent_samples(Fmu: TensorType, Fvar: TensorType, num_samples: int,
+                         seed: int) -> tf.Tensor:
+    """[S, N, C] draws of q(f) = N(Fmu, Fvar) [N, C] at the same ``num_samples`` quasi-normal
+    points for every point."""
+    Fmu = tf.convert_to_tensor(Fmu)
+    eps = tf.constant(quasi_normal_samples(num_samples, Fmu.shape[-1], seed,
+                                           Fmu.dtype.as_numpy_dtype))  # [S, C]
+    return Fmu[None] + tf.sqrt(tf.maximum(Fvar, 0.0))[None] * eps[:, None, :]
+
+
 def log_logistic_softmax(F: tf.Tensor, log_weights: Optional[tf.Tensor] = None) -> tf.Tensor:
     """log p(y = k | f) for every k: log θ_k σ(f_k) - log Σ_c θ_c σ(f_c), stable for any finite f
     (θ = 1 if ``log_weights`` [C] is ``None``). [..., C]"""
@@ -173,15 +183,8 @@ class LogisticSoftmax(AugmentedLikelihood):
         log_weights = tf.math.log(self.class_weights)
         return log_weights if subset is None else tf.gather(log_weights, subset.classes)
 
-    def _normal_points(self, num_samples: int, dtype: tf.DType) -> tf.Tensor:
-        return tf.constant(
-            quasi_normal_samples(num_samples, self.num_classes, self.seed, dtype.as_numpy_dtype)
-        )
-
     def _latent_samples(self, Fmu: TensorType, Fvar: TensorType, num_samples: int) -> tf.Tensor:
-        Fmu = tf.convert_to_tensor(Fmu)
-        eps = self._normal_points(num_samples, Fmu.dtype)  # [S, C]
-        return Fmu[None] + tf.sqrt(tf.maximum(Fvar, 0.0))[None] * eps[:, None, :]  # [S, N, C]
+        return quasi_latent_samples(Fmu, Fvar, num_samples, self.seed)
 
     def _one_hot(self, Y: TensorType, dtype: tf.DType, allow_soft: bool = True) -> tf.Tensor:
         # Every method that takes labels reads them here: an invalid label is refused (eagerly
