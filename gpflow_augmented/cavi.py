@@ -26,7 +26,7 @@ from .class_subsets import (
 from .distributed import replica_max_code, replica_sum, replicated_by_first
 from .models import AugmentedSVGP, BatchGeometry
 from .schedules import ConstantStepSize, StepSizeSchedule
-from .updates import minibatch_scale, natural_step, step_sites
+from .updates import batch_size, minibatch_scale, natural_step, step_sites
 from .validation import (
     NUM_STATUS_CODES,
     InvalidDataError,
@@ -179,8 +179,7 @@ class CAVI(tf.Module):
     def batch_scale(self, X: tf.Tensor) -> tf.Tensor:
         """N / B, B the global batch size: the points in ``X``, summed over the replicas under a
         ``tf.distribute`` strategy."""
-        return minibatch_scale(self.model.num_data,
-                               replica_sum(tf.cast(tf.shape(X)[0], default_float())))
+        return minibatch_scale(self.model.num_data, replica_sum(batch_size(X)))
 
     def natural_step(
         self,

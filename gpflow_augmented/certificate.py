@@ -37,8 +37,8 @@ def _local_sums(
         Yc = tf.constant(Y[start : start + chunk_size])
         geometry = model.batch_geometry(Xc)
         Fmu, Fvar = geometry.Fmu, geometry.Fvar
-        augmented += float(tf.reduce_sum(model.augmented_local_elbo(Fmu, Fvar, Yc)))
-        exact_chunk = float(tf.reduce_sum(model.exact_local_elbo(Fmu, Fvar, Yc)))
+        augmented += float(tf.reduce_sum(model.likelihood.augmented_local_elbo(Fmu, Fvar, Yc)))
+        exact_chunk = float(tf.reduce_sum(model.likelihood.exact_local_elbo(Fmu, Fvar, Yc)))
         exact += exact_chunk
         if model.num_latent_gps > 1:
             refined += float(tf.reduce_sum(expected_log_logistic_softmax(

@@ -9,7 +9,7 @@ They are shaped like :class:`gpflow.models.SVGP` (``q_mu`` [M, C], ``q_sqrt`` [C
 checkpoints, monitoring, the same predictions) works on it. The model only computes; the CAVI
 optimizer is the one place that assigns to ``q_mu`` and ``q_sqrt``.
 """
-from typing import Callable, NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -27,19 +27,20 @@ from gpflow.models.util import inducingpoint_wrapper
 from gpflow.utilities import triangular
 
 from ._deprecated import warn_moved
-from .class_subsets import ClassSubset, as_class_subset, subset_classes
+from ._moved_model_methods import MovedModelMethods
+from .class_subsets import ClassSubset, as_class_subset, subset_classes, variational_parameters
 from .likelihoods import AugmentedLikelihood, LogisticSoftmax, MeanFieldGammaPoisson, NegativeMultinomial
 from .projection import (
     canonical_kernel_and_inducing,
     inducing_inputs,
     kuu_cholesky,
+    label_marginals,
     marginals,
     whitened_projection,
     whitened_q,
 )
 from .distributed import replicated_by_first, set_trainable
-from .class_subsets import variational_parameters
-from .updates import batch_elbo, minibatch_scale, natural_step, step_sites
+from .updates import batch_bound, batch_size, minibatch_scale
 from .validation import (
     check_data,
     check_finite_inputs,
@@ -62,10 +63,6 @@ AUGMENTED_SCHEMES = (NegativeMultinomial.name, MeanFieldGammaPoisson.name)
 SCHEMES = AUGMENTED_SCHEMES + ("exact",)
 RENAMED_SCHEMES = {"collapsed": NegativeMultinomial.name, "paper": MeanFieldGammaPoisson.name}
 
-
-# Each point's local ELBO from the marginals of (a class subset of) its latent GPs.
-_LOCAL_ELBO_SHAPES = ("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, L]", "subset.classes: [K]",
-                      "return: [N]")
 
 
 class BatchGeometry(NamedTuple):
@@ -96,7 +93,7 @@ def _checked_inducing_inputs(Z: object) -> np.ndarray:
     return Z
 
 
-class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
+class AugmentedSVGP(MovedModelMethods, GPModel, ExternalDataTrainingLossMixin):
     r"""A sparse variational GP classifier whose q(u) :class:`~gpflow_augmented.CAVI` updates in
     closed form, shaped like GPflow's ``SVGP(kernel, likelihood, inducing_variable)``.
 
@@ -114,8 +111,9 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
     :param mean_function: the prior mean of every latent, as in GPflow's SVGP (default zero).
 
-    It holds q(u) (``q_mu`` [M, L], ``q_sqrt`` [L, M, M], L latent GPs) and the sparse-GP algebra,
-    assembles the ELBO, and computes the closed-form natural-parameter step; the likelihood
+    It holds q(u) (``q_mu`` [M, L], ``q_sqrt`` [L, M, M], L latent GPs) and, as GPflow's SVGP,
+    computes ``elbo``, ``prior_kl`` and ``predict_f``; ``batch_geometry`` gives the batch's
+    sparse-GP quantities that :class:`~gpflow_augmented.CAVI` steps from. The likelihood
     supplies each point's local ELBO and the coefficients of f and -f²/2.
     """
 
@@ -195,29 +193,6 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         Z = inducing_inputs(self.inducing_variable)
         return Z.shape[-1]
 
-    # -- the sparse-GP algebra shared by the ELBO and the update -----------------------------------
-
-    @check_shapes(
-        "X: [N, D]",
-        "return[0]: [P, M, M]",
-        "return[1]: [P, M, N]",
-        "return[2]: [N, P]",
-    )
-    def whitened_projection(self, X: InputData) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Deprecated: :func:`gpflow_augmented.projection.whitened_projection`."""
-        warn_moved("AugmentedSVGP.whitened_projection",
-                   "gpflow_augmented.projection.whitened_projection")
-        return whitened_projection(self.kernel, self.inducing_variable, X, self.num_latent_gps,
-                                   broadcast=False)
-
-    @staticmethod
-    def marginals(
-        A: tf.Tensor, residual: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor
-    ) -> MeanAndVariance:
-        """Deprecated: :func:`gpflow_augmented.projection.marginals`."""
-        warn_moved("AugmentedSVGP.marginals", "gpflow_augmented.projection.marginals")
-        return marginals(A, residual, q_mu, q_sqrt)
-
     @check_shapes(
         "X: [N, D]",
         "return.L: [broadcast K, M, M]",
@@ -241,9 +216,15 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         L, A, residual = whitened_projection(
             self.kernel, self.inducing_variable, X, self.num_latent_gps, broadcast=False
         )
+        prior_mean = self.mean_function(X)
         if subset is not None and Y is not None:
-            subset = subset._replace(
-                label_marginals=self._label_marginals(X, Y, L, A, residual))
+            labels = tf.cast(Y[:, 0], tf.int32)
+            mean, variance = label_marginals(
+                L, A, residual, *variational_parameters(self.q_mu, self.q_sqrt, labels), labels,
+                self.whiten)
+            own_prior_mean = (prior_mean[:, 0] if prior_mean.shape[-1] == 1
+                              else tf.gather(prior_mean, labels[:, None], batch_dims=1)[:, 0])
+            subset = subset._replace(label_marginals=(mean + own_prior_mean, variance))
         if classes is not None and L.shape[0] != 1:
             # One prior per class: gather the subset's (the projection itself still costs C).
             L, A = tf.gather(L, classes), tf.gather(A, classes)
@@ -251,80 +232,9 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         q_mu, q_sqrt = whitened_q(L, *variational_parameters(self.q_mu, self.q_sqrt, classes),
                                   self.whiten)
         Fmu, Fvar = marginals(A, residual, q_mu, q_sqrt)
-        prior_mean = self.mean_function(X)
         if classes is not None and prior_mean.shape[-1] != 1:
             prior_mean = tf.gather(prior_mean, classes, axis=1)
         return BatchGeometry(L, q_mu, q_sqrt, Fmu + prior_mean, Fvar, A, prior_mean, subset)
-
-    def _label_marginals(
-        self, X: tf.Tensor, Y: tf.Tensor, L: tf.Tensor, A: tf.Tensor, residual: tf.Tensor
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """Mean and variance [N] of q(f_n y_n): each point's own class, gathered per point (one
-        class's cost, whatever C is)."""
-        labels = tf.cast(Y[:, 0], tf.int32)
-        q_mu, q_sqrt = variational_parameters(self.q_mu, self.q_sqrt, labels)  # [M, N], [N, M, M]
-        shared = L.shape[0] == 1
-        q_mu, q_sqrt = whitened_q(L if shared else tf.gather(L, labels), q_mu, q_sqrt, self.whiten)
-        A_points = tf.transpose(A, [2, 0, 1])  # [N, P, M]
-        a = A_points[:, 0] if shared else tf.gather(A_points, labels, batch_dims=1)  # [N, M]
-        r = residual[:, 0] if shared else tf.gather(residual, labels, batch_dims=1)
-        mean = tf.reduce_sum(a * tf.transpose(q_mu), axis=-1)
-        variance = r + tf.reduce_sum(tf.square(tf.linalg.matvec(q_sqrt, a, transpose_a=True)), -1)
-        prior_mean = self.mean_function(X)
-        if prior_mean.shape[-1] != 1:
-            prior_mean = tf.gather(prior_mean, labels[:, None], batch_dims=1)
-        return mean + prior_mean[:, 0], variance
-
-    # -- what the likelihood contributes ------------------------------------------------------
-
-    @check_shapes(*_LOCAL_ELBO_SHAPES)
-    def local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
-    ) -> tf.Tensor:
-        """Each point's contribution [N] to the model's ELBO: the exact expected log-likelihood on
-        the exact bound, else the augmented bound at the optimal local parameters (estimated from
-        the subset's columns when given)."""
-        if self.on_exact_bound:
-            return self.exact_local_elbo(Fmu, Fvar, Y, subset)
-        return self.augmented_local_elbo(Fmu, Fvar, Y, subset)
-
-    @check_shapes(*_LOCAL_ELBO_SHAPES)
-    def exact_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
-    ) -> tf.Tensor:
-        """Each point's exact expected log-likelihood E_q log p(y | f) [N]."""
-        return self.likelihood.exact_local_elbo(Fmu, Fvar, Y, subset)
-
-    @check_shapes(*_LOCAL_ELBO_SHAPES)
-    def augmented_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
-    ) -> tf.Tensor:
-        """Each point's augmented bound [N] at its optimal local parameters (for a model on the
-        exact bound, that of the likelihood's augmentation)."""
-        return self.likelihood.augmented_local_elbo(Fmu, Fvar, Y, subset)
-
-    def conjugate_terms(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
-        augmented_sites: Optional[tf.Tensor] = None,
-        label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Deprecated: :func:`gpflow_augmented.updates.step_sites` (the likelihood's
-        ``conjugate_terms`` or ``exact_sites``, as :class:`~gpflow_augmented.CAVI` takes them)."""
-        warn_moved("AugmentedSVGP.conjugate_terms", "gpflow_augmented.updates.step_sites")
-        subset = None if classes is None else ClassSubset(classes, self.num_classes,
-                                                          label_marginals)
-        return step_sites(self.likelihood, Fmu, Fvar, Y, subset, self.on_exact_bound,
-                          augmented_sites)
-
-    @check_shapes("X: [N, D]", "return: []")
-    def minibatch_scale(self, X: tf.Tensor) -> tf.Tensor:
-        """N / B, B the number of points in ``X``: the weight that makes the batch's sum estimate
-        the sum over all num_data points."""
-        return minibatch_scale(self.num_data, tf.cast(tf.shape(X)[0], default_float()))
 
     @check_shapes("return: []")
     def prior_kl(self) -> tf.Tensor:
@@ -346,87 +256,35 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         context, a ``tf.distribute`` replica included: the estimate from the data it is given.
         Combining replicas is the training loop's work (:class:`~gpflow_augmented.Trainer`).
         """
-        return self._elbo(data, subset, self.local_elbo)
+        return self._checked_elbo(data, subset, self.on_exact_bound)
 
     @check_shapes("return: []")
     def exact_elbo(self, data: RegressionData, subset: Optional[ClassSubset] = None) -> tf.Tensor:
         """The exact (non-augmented) ELBO, E_q log p(y | f) - KL, with the accurate expectation of
         :mod:`~gpflow_augmented.expectations`; otherwise as :meth:`elbo`. It is never below the
         augmented bound."""
-        return self._elbo(data, subset, self.exact_local_elbo)
+        return self._checked_elbo(data, subset, exact_bound=True)
 
-    def _elbo(
-        self,
-        data: RegressionData,
-        subset: Optional[ClassSubset],
-        local_elbo_fn: Callable[..., tf.Tensor],
-        validate: bool = True,
+    def _checked_elbo(
+        self, data: RegressionData, subset: Optional[ClassSubset], exact_bound: bool
     ) -> tf.Tensor:
-        """``validate=False`` only where the caller has checked the batch itself (a training step
-        whose status refuses bad labels: an assertion here would pre-empt that clear error)."""
         X, Y = data
         subset = as_class_subset(subset, self.num_classes)
         if tf.executing_eagerly():
             check_data(X, Y, self.num_classes, self.input_dim, self.accepts_soft_labels)
         X = tf.convert_to_tensor(X, dtype=default_float())
         all_valid = tf.constant(True)
-        if validate and not tf.executing_eagerly():
+        if not tf.executing_eagerly():
             if self.accepts_soft_labels and is_soft(Y, self.num_classes):
                 rows = checked_label_rows(Y, self.num_classes, default_float())
                 all_valid = tf.reduce_all(tf.math.is_finite(rows))
             else:
                 all_valid = tf.reduce_all(checked_labels(Y, self.num_classes)[1])
             X = check_finite_inputs(X)
-        geometry = self.batch_geometry(X, subset, Y)
-        local_elbo = local_elbo_fn(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
-        elbo = self.assemble_elbo(geometry, local_elbo, self.minibatch_scale(X))
+        _, elbo = batch_bound(self.likelihood, self.batch_geometry(X, subset, Y), Y,
+                              minibatch_scale(self.num_data, batch_size(X)), exact_bound)
         # Under XLA, which drops the assertion, a bad label makes the bound NaN, not a number.
         return tf.where(all_valid, elbo, tf.constant(np.nan, elbo.dtype))
-
-    @check_shapes("local_elbo: [N]", "scale: []", "return: []")
-    def assemble_elbo(
-        self, geometry: BatchGeometry, local_elbo: tf.Tensor, scale: tf.Tensor
-    ) -> tf.Tensor:
-        """The ELBO from the batch's local terms: their sum times ``scale`` (N / B), minus the
-        KL (C/|K| times on the geometry's class subset)."""
-        return batch_elbo(geometry, tf.reduce_sum(local_elbo), scale)
-
-    # -- deprecated: the step now lives in CAVI and gpflow_augmented.updates ------------------
-
-    def natural_update(
-        self,
-        X: tf.Tensor,
-        Y: tf.Tensor,
-        step_size: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
-        augmented_sites: Optional[tf.Tensor] = None,
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Deprecated: ``CAVI(model).proposal(X, Y, step_size, subset)``."""
-        warn_moved("AugmentedSVGP.natural_update", "CAVI.proposal")
-        X = tf.convert_to_tensor(X, dtype=default_float())
-        subset = None if classes is None else ClassSubset(classes, self.num_classes)
-        geometry = self.batch_geometry(X, subset, Y)
-        sites = step_sites(self.likelihood, geometry.Fmu, geometry.Fvar, Y, geometry.subset,
-                           self.on_exact_bound, augmented_sites)
-        return natural_step(geometry, *sites, scale=self.minibatch_scale(X),
-                            step_size=step_size, whiten=self.whiten)
-
-    def natural_step(
-        self,
-        X: tf.Tensor,
-        geometry: BatchGeometry,
-        local_elbo: tf.Tensor,
-        linear: tf.Tensor,
-        quadratic: tf.Tensor,
-        step_size: tf.Tensor,
-        classes: Optional[tf.Tensor] = None,
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Deprecated: :meth:`CAVI.natural_step` (:func:`gpflow_augmented.updates.natural_step`)."""
-        warn_moved("AugmentedSVGP.natural_step", "CAVI.natural_step")
-        if classes is not None and geometry.subset is None:
-            geometry = geometry._replace(subset=ClassSubset(classes, self.num_classes))
-        return natural_step(geometry, local_elbo, linear, quadratic, scale=self.minibatch_scale(X),
-                            step_size=step_size, whiten=self.whiten)
 
     # -- predictions --------------------------------------------------------------------------
 

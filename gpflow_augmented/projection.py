@@ -25,6 +25,7 @@ __all__ = [
     "canonical_kernel_and_inducing",
     "inducing_inputs",
     "kuu_cholesky",
+    "label_marginals",
     "marginals",
     "unwhitened_q",
     "whitened_projection",
@@ -168,3 +169,31 @@ def marginals(
     SA = tf.linalg.matmul(q_sqrt, A, transpose_a=True)  # [K, M, N]
     Fvar = residual + tf.transpose(tf.reduce_sum(tf.square(SA), axis=-2))
     return Fmu, Fvar
+
+
+@check_shapes(
+    "L: [broadcast P, M, M]",
+    "A: [broadcast P, M, N]",
+    "residual: [N, broadcast P]",
+    "q_mu: [M, N]",
+    "q_sqrt: [N, M, M]",
+    "labels: [N]",
+    "return[0]: [N]",
+    "return[1]: [N]",
+)
+def label_marginals(
+    L: tf.Tensor, A: tf.Tensor, residual: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor,
+    labels: tf.Tensor, whiten: bool,
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Mean and variance of q(f_n y_n), each point's own class, without the prior mean: one
+    class's cost per point, whatever the number of classes P. ``q_mu``, ``q_sqrt`` are the stored
+    parameters gathered per point (column or matrix n of class y_n), ``L``, ``A``, ``residual``
+    those of :func:`whitened_projection` with one entry per class or one shared."""
+    shared = L.shape[0] == 1
+    q_mu, q_sqrt = whitened_q(L if shared else tf.gather(L, labels), q_mu, q_sqrt, whiten)
+    A_points = tf.transpose(A, [2, 0, 1])  # [N, P, M]
+    a = A_points[:, 0] if shared else tf.gather(A_points, labels, batch_dims=1)  # [N, M]
+    r = residual[:, 0] if shared else tf.gather(residual, labels, batch_dims=1)
+    mean = tf.reduce_sum(a * tf.transpose(q_mu), axis=-1)
+    variance = r + tf.reduce_sum(tf.square(tf.linalg.matvec(q_sqrt, a, transpose_a=True)), -1)
+    return mean, variance

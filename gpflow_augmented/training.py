@@ -22,7 +22,7 @@ from .class_subsets import ClassSubset, as_class_subset
 from .distributed import replica_share, replica_sum, set_trainable
 from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
-from .updates import warm_start_sites
+from .updates import batch_bound, batch_size, minibatch_scale, warm_start_sites
 from .validation import (
     OK,
     NumericalError,
@@ -269,8 +269,9 @@ class Trainer(tf.Module):
             tape.watch(sources)
             geometry = model.batch_geometry(X, subset, Y)
             tape.watch([geometry.Fmu, geometry.Fvar])
-            expected = model.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
-            elbo = model.assemble_elbo(geometry, expected, model.minibatch_scale(X))
+            expected, elbo = batch_bound(model.likelihood, geometry, Y,
+                                         minibatch_scale(model.num_data, batch_size(X)),
+                                         exact_bound=True)
             loss = -replica_share(X) * (elbo + model.log_prior_density())
         *gradients, d_mean, d_var = tape.gradient(
             loss, [*sources, geometry.Fmu, geometry.Fvar]
@@ -291,8 +292,15 @@ class Trainer(tf.Module):
         self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset], validate: bool
     ) -> tf.Tensor:
         model = self.model
-        local = model.exact_local_elbo if self.hyperparameter_bound == "exact" else model.local_elbo
-        bound = model._elbo((X, Y), subset, local, validate=validate)
+        exact_bound = self.hyperparameter_bound == "exact" or model.on_exact_bound
+        if validate or tf.executing_eagerly():
+            bound = model.exact_elbo((X, Y), subset) if exact_bound else model.elbo((X, Y), subset)
+        else:
+            # Unchecked: the training step's status refuses bad labels with a clear error, which
+            # a compiled assertion here would pre-empt.
+            X = tf.convert_to_tensor(X, dtype=default_float())
+            _, bound = batch_bound(model.likelihood, model.batch_geometry(X, subset, Y), Y,
+                                   minibatch_scale(model.num_data, batch_size(X)), exact_bound)
         return -replica_share(X) * (bound + model.log_prior_density())
 
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:

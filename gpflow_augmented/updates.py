@@ -30,7 +30,9 @@ from .likelihoods import AugmentedLikelihood
 from .projection import unwhitened_q
 
 __all__ = [
+    "batch_bound",
     "batch_elbo",
+    "batch_size",
     "conjugate_statistics",
     "minibatch_scale",
     "natural_parameter_step",
@@ -178,6 +180,25 @@ def batch_elbo(geometry: Any, local_sum: tf.Tensor, scale: tf.Tensor) -> tf.Tens
     the KL (C/|K| times on the geometry's class subset)."""
     return local_sum * scale - subset_scale(geometry.subset) * gauss_kl(geometry.q_mu,
                                                                         geometry.q_sqrt)
+
+
+def batch_size(X: tf.Tensor) -> tf.Tensor:
+    """The number of points in ``X`` (a replica's own shard under a ``tf.distribute`` strategy),
+    as a float of the model's dtype."""
+    return tf.cast(tf.shape(X)[0], default_float())
+
+
+def batch_bound(
+    likelihood: AugmentedLikelihood, geometry: Any, Y: tf.Tensor, scale: tf.Tensor,
+    exact_bound: bool,
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(each point's local ELBO [N], the batch ELBO []) of the bound a model is on: the exact
+    expected log-likelihood E_q log p(y | f) on the exact bound, else the likelihood's augmented
+    bound at the optimal local parameters; of the geometry's class subset, scaled by ``scale``
+    (N / B)."""
+    local_elbo_of = likelihood.exact_local_elbo if exact_bound else likelihood.augmented_local_elbo
+    local_elbo = local_elbo_of(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
+    return local_elbo, batch_elbo(geometry, tf.reduce_sum(local_elbo), scale)
 
 
 def step_sites(

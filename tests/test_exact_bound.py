@@ -186,7 +186,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     q_mu, q_sqrt = geometry.q_mu, geometry.q_sqrt
     _, linear, quadratic = ga.CAVI(model).sites(geometry, tf.constant(data[1]))
     statistics = ga.updates.conjugate_statistics(geometry.A, linear, quadratic)
-    scale = model.minibatch_scale(tf.constant(data[0]))
+    scale = ga.updates.minibatch_scale(model.num_data, float(len(data[0])))
     eye = np.eye(8)[None] + scale.numpy() * statistics[0].numpy()
     assert np.linalg.eigvalsh(eye).min() < 0  # the full step has no Cholesky factor
     _, _, rho = ga.updates.natural_parameter_step_with_backoff(
