@@ -34,6 +34,7 @@ __all__ = [
     "batch_elbo",
     "batch_size",
     "conjugate_statistics",
+    "mean_and_sqrt",
     "minibatch_scale",
     "natural_parameter_step",
     "natural_parameter_step_with_backoff",
@@ -101,14 +102,29 @@ def natural_parameter_step(
     rho_matrix = rho[:, None, None]
     precision = (1 - rho_matrix) * old_precision + rho_matrix * (eye + scale * precision_sum)
     nat1 = (1 - rho[:, None]) * old_nat1 + rho[:, None] * scale * tf.transpose(nat1_sum)
+    return mean_and_sqrt(precision, tf.transpose(nat1))
+
+
+@check_shapes(
+    "precision: [C, M, M]",
+    "shift: [M, C]",
+    "return[0]: [M, C]",
+    "return[1]: [C, M, M]",
+)
+def mean_and_sqrt(precision: tf.Tensor, shift: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(mean [M, C], lower-triangular square root [C, M, M] of the covariance) of the Gaussians
+    with natural parameters (Λ, η): Λ⁻¹η and a factor of Λ⁻¹; NaN where Λ has no Cholesky
+    factor."""
     # The lower-triangular square root of Λ⁻¹ from one Cholesky factorisation (GPflow's
     # natural_to_meanvarsqrt needs two and an M³ product): with P the exchange matrix,
     # PΛP = R Rᵀ gives Λ⁻¹ = (P R⁻ᵀ P)(P R⁻ᵀ P)ᵀ, and P R⁻ᵀ P is lower triangular.
+    eye = tf.eye(tf.shape(precision)[-1], batch_shape=tf.shape(precision)[:1],
+                 dtype=precision.dtype)
     reversed_factor = tf.linalg.cholesky(tf.reverse(precision, axis=[-2, -1]))
     reversed_inverse = tf.linalg.triangular_solve(reversed_factor, eye, lower=True)
-    new_sqrt = tf.reverse(tf.linalg.matrix_transpose(reversed_inverse), axis=[-2, -1])
-    new_mu = tf.linalg.matvec(new_sqrt, tf.linalg.matvec(new_sqrt, nat1, transpose_a=True))
-    return tf.transpose(new_mu), new_sqrt
+    sqrt = tf.reverse(tf.linalg.matrix_transpose(reversed_inverse), axis=[-2, -1])
+    mean = tf.linalg.matvec(sqrt, tf.linalg.matvec(sqrt, tf.transpose(shift), transpose_a=True))
+    return tf.transpose(mean), sqrt
 
 
 @check_shapes(

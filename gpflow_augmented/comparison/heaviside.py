@@ -1,0 +1,177 @@
+r"""
+The Heaviside (arg-max) likelihood of multi-class GP classification with Gaussian noise on the
+latents, p(y = k | f) = P(f_k + ε_k > f_c + ε_c for every c ≠ k), ε_c ~ N(0, σ²) (Kim &
+Ghahramani 2006; Villacampa-Calvo & Hernández-Lobato 2017, eq. 1): the "HS" model the UAI paper
+compares against, trained by expectation propagation (:mod:`~gpflow_augmented.comparison.sep`).
+
+Two computations live here:
+
+* the predictive class probabilities, a one-dimensional integral of a product of Gaussian CDFs
+  (Villacampa-Calvo 2017, eq. 11), by Gauss–Hermite quadrature in log space;
+* the expectation-propagation moments of the paper's pairwise factors
+  Φ((f_y − f_k) / √(s_y + s_k)) (eq. 6), which are closed form: with the cavity marginals
+  N(m_c, τ_c) of the two latents, Z = Φ(β), β = (m_y − m_k) / √D, D = s_y + s_k + τ_y + τ_k, and
+  the rank-one Gaussian site that matches the tilted mean and variance of each latent.
+"""
+from typing import NamedTuple, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+from check_shapes import check_shapes, inherit_check_shapes
+from gpflow.base import MeanAndVariance, Parameter, TensorType
+from gpflow.config import default_float
+from gpflow.likelihoods import Likelihood
+from gpflow.utilities import positive
+
+from ..validation import check_integer, check_num_classes, check_positive_number, checked_labels
+
+__all__ = ["FactorSites", "HeavisideLikelihood", "log_ndtr", "pairwise_probit_sites", "site_totals"]
+
+_LOG_2PI = np.log(2.0 * np.pi)
+
+
+def log_ndtr(x: tf.Tensor) -> tf.Tensor:
+    """log Φ(x), accurate where Φ(x) underflows (TFP's asymptotic series)."""
+    return tfp.distributions.Normal(tf.zeros([], x.dtype), tf.ones([], x.dtype)).log_cdf(x)
+
+
+class FactorSites(NamedTuple):
+    """EP on each point's factors k ≠ y, one per column k (zero in the label's column): the log
+    normaliser and the rank-one Gaussian sites exp(−π f²/2 + ν f) the factor places on the label's
+    latent f_y and on f_k. π ≥ 0 always."""
+
+    log_normaliser: tf.Tensor  # [N, C] log Z_ik
+    label_precision: tf.Tensor  # [N, C] π of factor k's site on f_y
+    label_shift: tf.Tensor  # [N, C] ν of that site
+    other_precision: tf.Tensor  # [N, C] π of factor k's site on f_k
+    other_shift: tf.Tensor  # [N, C]
+
+
+@check_shapes(
+    "label_mean: [N, C]",
+    "label_variance: [N, C]",
+    "other_mean: [N, C]",
+    "other_variance: [N, C]",
+    "factor_noise: [N, C]",
+    "labels: [N]",
+)
+def pairwise_probit_sites(
+    label_mean: tf.Tensor,
+    label_variance: tf.Tensor,
+    other_mean: tf.Tensor,
+    other_variance: tf.Tensor,
+    factor_noise: tf.Tensor,
+    labels: tf.Tensor,
+) -> FactorSites:
+    r"""EP on each point's C − 1 factors Φ((f_y − f_k)/√(s_y + s_k)), k ≠ y (y the label).
+
+    :param label_mean: column k: the mean of f_y under factor k's cavity.
+    :param label_variance: its variance.
+    :param other_mean: column k: the mean of f_k under factor k's cavity.
+    :param other_variance: its variance.
+    :param factor_noise: s_ic, the variance the factor adds to latent c (the FITC conditional
+        variance plus the noise σ²).
+    """
+    num_classes = other_mean.shape[-1]
+    own = tf.one_hot(labels, num_classes, dtype=other_mean.dtype)  # [N, C]
+    others = 1.0 - own
+    s_y = tf.reduce_sum(own * factor_noise, axis=-1, keepdims=True)
+    total_variance = s_y + factor_noise + label_variance + other_variance
+    beta = (label_mean - other_mean) / tf.sqrt(total_variance)
+    log_z = log_ndtr(beta)
+    # φ(β)/Φ(β) in log space: it grows like −β where Φ(β) underflows.
+    ratio = tf.exp(-0.5 * tf.square(beta) - 0.5 * _LOG_2PI - log_z)
+    gradient = ratio / tf.sqrt(total_variance)  # ∂ log Z / ∂m_y = −∂ log Z / ∂m_k
+    curvature = -ratio * (beta + ratio) / total_variance  # ∂² log Z / ∂m_y² = ∂² / ∂m_k²
+
+    def site(mean: tf.Tensor, variance: tf.Tensor, slope: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        # The site whose product with the cavity N(mean, variance) has the tilted moments
+        # mean + variance·slope and variance + variance²·curvature.
+        denominator = 1.0 + variance * curvature
+        return (others * -curvature / denominator,
+                others * (slope - mean * curvature) / denominator)
+
+    return FactorSites(others * log_z, *site(label_mean, label_variance, gradient),
+                       *site(other_mean, other_variance, -gradient))
+
+
+@check_shapes("labels: [N]", "return[0]: [N, C]", "return[1]: [N, C]")
+def site_totals(labels: tf.Tensor, sites: FactorSites) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(π, ν) [N, C] that each point's factors place on each latent, summed: on the label's
+    column the C − 1 factors' sites on f_y, elsewhere factor k = c's site on f_c."""
+    own = tf.one_hot(labels, sites.other_shift.shape[-1], dtype=sites.other_shift.dtype)
+
+    def total(label_part: tf.Tensor, other_part: tf.Tensor) -> tf.Tensor:
+        return other_part + own * tf.reduce_sum(label_part, axis=-1, keepdims=True)
+
+    return (total(sites.label_precision, sites.other_precision),
+            total(sites.label_shift, sites.other_shift))
+
+
+class HeavisideLikelihood(Likelihood):
+    """p(y = k | f) = P(arg max_c (f_c + ε_c) = k), ε_c ~ N(0, σ²) independent; labels are
+    integers 0..C−1 in a column ``Y`` [N, 1].
+
+    :param num_classes: C ≥ 2.
+    :param noise_variance: σ² > 0, a positive :class:`gpflow.Parameter` learned with the kernel
+        (the "additive noise parameter" of the paper's covariance function).
+    :param num_hermite: Gauss–Hermite nodes of the one-dimensional predictive integral.
+    """
+
+    def __init__(self, num_classes: int, noise_variance: float = 0.1,
+                 num_hermite: int = 64) -> None:
+        num_classes = check_num_classes(num_classes)
+        super().__init__(input_dim=None, latent_dim=num_classes, observation_dim=None)
+        self.num_classes = num_classes
+        self.noise_variance = Parameter(check_positive_number(noise_variance, "noise_variance"),
+                                        transform=positive(), dtype=default_float())
+        self.num_hermite = check_integer(num_hermite, "num_hermite", minimum=2)
+
+    @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "return: [N, C]")
+    def log_class_probabilities(self, Fmu: tf.Tensor, Fvar: tf.Tensor) -> tf.Tensor:
+        """log p(y = k) [N, C] under f ~ N(Fmu, Fvar): with V_c = Fvar_c + σ²,
+        log ∫ N(f; m_k, V_k) Π_{c≠k} Φ((f − m_c)/√V_c) df by Gauss–Hermite in f."""
+        Fmu = tf.convert_to_tensor(Fmu)
+        dtype = Fmu.dtype
+        nodes, weights = np.polynomial.hermite.hermgauss(self.num_hermite)
+        nodes, log_weights = tf.constant(nodes, dtype), tf.constant(np.log(weights), dtype)
+        variance = tf.convert_to_tensor(Fvar) + tf.cast(self.noise_variance, dtype)  # [N, C]
+        # f at each node for each candidate class k: [N, K, J].
+        f = Fmu[:, :, None] + tf.sqrt(2.0 * variance)[:, :, None] * nodes
+        # Φ((f − m_c)/√V_c) for every c: [N, K, C, J]; the c = k terms are left out.
+        z = (f[:, :, None, :] - Fmu[:, None, :, None]) / tf.sqrt(variance)[:, None, :, None]
+        num_classes = Fmu.shape[-1]
+        not_k = (1.0 - tf.eye(num_classes, dtype=dtype))[None, :, :, None]
+        log_product = tf.reduce_sum(not_k * log_ndtr(z), axis=2)  # [N, K, J]
+        return tf.reduce_logsumexp(log_product + log_weights, axis=-1) - 0.5 * np.log(np.pi)
+
+    @inherit_check_shapes
+    def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:
+        F = tf.convert_to_tensor(F)
+        return self._predict_log_density(X, F, tf.zeros_like(F), Y)
+
+    @inherit_check_shapes
+    def _variational_expectations(
+        self, X: TensorType, Fmu: TensorType, Fvar: TensorType, Y: TensorType
+    ) -> tf.Tensor:
+        raise NotImplementedError(
+            "the Heaviside likelihood is trained by expectation propagation (HeavisideSEP), "
+            "not by a variational bound; use gpflow.likelihoods.MultiClass (robust-max) for VI")
+
+    @inherit_check_shapes
+    def _predict_mean_and_var(
+        self, X: TensorType, Fmu: TensorType, Fvar: TensorType
+    ) -> MeanAndVariance:
+        p = tf.exp(self.log_class_probabilities(Fmu, Fvar))
+        return p, p - tf.square(p)
+
+    @inherit_check_shapes
+    def _predict_log_density(
+        self, X: TensorType, Fmu: TensorType, Fvar: TensorType, Y: TensorType
+    ) -> tf.Tensor:
+        labels, valid = checked_labels(Y, self.num_classes)
+        log_p = tf.gather(self.log_class_probabilities(Fmu, Fvar), labels[:, None],
+                          batch_dims=1)[:, 0]
+        # Under XLA, which drops the label assertion, a bad label gives NaN, not a number.
+        return tf.where(valid, log_p, tf.constant(np.nan, log_p.dtype))
