@@ -13,6 +13,11 @@ the package so that every method starts from the same place and is driven the sa
                ``DirichletClassificationLikelihood``): ``SVGP`` regression on transformed labels with
                fixed per-point noise (:mod:`~gpflow_augmented.comparison.dirichlet`), conjugate, so
                ``NaturalGradient`` with the same γ warm-up + Adam; a constant prior mean, as ``lsm``
+``sep``        the Heaviside (arg-max) likelihood with noise, q(u) by stochastic expectation
+               propagation (Villacampa-Calvo & Hernández-Lobato 2017, the UAI paper's "HS"/SEP
+               baseline; :mod:`~gpflow_augmented.comparison.sep`): a damped EP step of the tied
+               site (ρ: the CAVI methods' schedule on minibatches, 0.5 on the full batch, where
+               undamped parallel EP oscillates) + Adam on the EP estimate of log p(y)
 
 Binary tasks (C = 2, labels 0/1):
 
@@ -46,11 +51,13 @@ from ..schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from ..training import EXACT_WARM_START, Trainer, adam_step_if_finite
 from ..validation import NumericalError, check_positive_number
 from .dirichlet import DEFAULT_ALPHA_EPSILON, DirichletClassification
+from .sep import ExpectationPropagation, HeavisideSEP
 
 __all__ = [
     "METHODS",
     "AUGMENTED_METHODS",
     "BINARY_METHODS",
+    "DAMPED_METHODS",
     "DEFAULT_MULTICLASS_METHODS",
     "EXACT_BOUND_METHODS",
     "MULTICLASS_METHODS",
@@ -60,6 +67,7 @@ __all__ = [
     "AugmentedMethod",
     "NaturalGradientMethod",
     "AdamMethod",
+    "ExpectationPropagationMethod",
     "NaturalGradientWarmUp",
     "STEP_SIZE_SCHEDULES",
     "build_method",
@@ -81,6 +89,8 @@ METHODS: Dict[str, str] = {
     "lsm-vi": "SVGP + logistic-softmax, not augmented: Adam",
     "dirichlet": "Dirichlet GP classification (Milios et al. 2018): SVGP regression on "
                  "transformed labels, NaturalGradient with γ warm-up + Adam",
+    "sep": "Heaviside likelihood, stochastic EP (Villacampa-Calvo 2017): damped EP step + Adam "
+           "on the EP estimate of log p(y)",
     "xgpc": "binary logistic, Pólya-Gamma augmented (X-GPC): CAVI + Adam",
     "bernoulli": "SVGP + Bernoulli(sigmoid): NaturalGradient with γ warm-up + Adam",
 }
@@ -92,6 +102,10 @@ BINARY_METHODS = ("xgpc", "bernoulli")
 MULTICLASS_METHODS = tuple(name for name in METHODS if name not in BINARY_METHODS)
 EXACT_BOUND_METHODS = ("lsm", "lsm-subsets", "lsm-zero-mean", "lsm-weighted")
 AUGMENTED_METHODS = EXACT_BOUND_METHODS + ("lsm-collapsed", "lsm-paper", "lsm-hyp-exact", "xgpc")
+# The methods whose q(u) moves by a step size ρ that a schedule can set on minibatches.
+DAMPED_METHODS = AUGMENTED_METHODS + ("sep",)
+# Parallel EP updates every site at once; undamped, the full-batch sites oscillate.
+FULL_BATCH_EP_DAMPING = 0.5
 # The package's method and the GPflow models a user would otherwise pick; the variants on request.
 DEFAULT_MULTICLASS_METHODS = ("lsm", "rm", "softmax", "lsm-vi")
 # The ρ schedules a comparison can give the CAVI methods on minibatches, by name. The first is the
@@ -277,6 +291,38 @@ class AdamMethod(Method):
         return float(self.learning_rate)
 
 
+class ExpectationPropagationMethod(Method):
+    """A :class:`~gpflow_augmented.comparison.sep.HeavisideSEP`: a damped EP step of its tied
+    site, then Adam on minus the EP estimate of log p(y) with the sites fixed; both compiled in
+    one ``tf.function``. A step whose sites would not be finite writes none of them."""
+
+    def __init__(self, name: str, model: HeavisideSEP, learning_rate: float,
+                 damping: Union[float, StepSizeSchedule], jit_compile: bool = False) -> None:
+        self.name, self.model = name, model
+        self.ep = ExpectationPropagation(model, damping)
+        self.adam = tf_keras.optimizers.Adam(learning_rate)
+        self.adam.build(model.trainable_variables)
+        self._step = tf.function(self._step_eager, jit_compile=jit_compile)
+
+    def _step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        log_marginal, applied = self.ep.step((X, Y))
+        adam_step_if_finite(self.adam, lambda: self.model.training_loss((X, Y)),
+                            self.model.trainable_variables)
+        return log_marginal, applied
+
+    def checkpoint(self) -> tf.train.Checkpoint:
+        return tf.train.Checkpoint(model=self.model, adam=self.adam, ep=self.ep)
+
+    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        log_marginal, applied = self._step(X, Y)
+        self.failed_steps += not bool(applied)
+        return log_marginal
+
+    @property
+    def step_size(self) -> float:
+        return float(self.ep.damping(self.ep.iteration))
+
+
 def build_method(
     name: str,
     kernel: Kernel,
@@ -309,8 +355,8 @@ def build_method(
     if alpha_epsilon is not None and name != "dirichlet":
         raise ValueError(f"method {name!r} has no alpha_epsilon (an option of 'dirichlet')")
     if step_size is not None:
-        if name not in AUGMENTED_METHODS:
-            raise ValueError(f"method {name!r} has no ρ schedule (only {', '.join(AUGMENTED_METHODS)})")
+        if name not in DAMPED_METHODS:
+            raise ValueError(f"method {name!r} has no ρ schedule (only {', '.join(DAMPED_METHODS)})")
         if step_size not in STEP_SIZE_SCHEDULES:
             raise ValueError(f"unknown step size {step_size!r}; choose from "
                              f"{', '.join(STEP_SIZE_SCHEDULES)}")
@@ -323,6 +369,11 @@ def build_method(
         model = BinaryLogisticSVGP(kernel, Z, num_data=num_data)
         set_trainable(model.inducing_variable, train_inducing_points)
         return AugmentedMethod(name, model, learning_rate, rho)
+    if name == "sep":
+        model = HeavisideSEP(kernel, Z, num_classes, num_data=num_data)
+        set_trainable(model.inducing_variable, train_inducing_points)
+        return ExpectationPropagationMethod(name, model, learning_rate,
+                                            FULL_BATCH_EP_DAMPING if full_batch else schedule)
     if name in AUGMENTED_METHODS:  # the multi-class ones (xgpc returned above)
         scheme = ("exact" if name in EXACT_BOUND_METHODS
                   else "gamma-poisson" if name == "lsm-paper" else "negative-multinomial")

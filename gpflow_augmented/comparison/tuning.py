@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .baselines import AUGMENTED_METHODS, STEP_SIZE_SCHEDULES, default_methods
+from .baselines import DAMPED_METHODS, STEP_SIZE_SCHEDULES, default_methods
 from .protocol import compare
 from ..datasets import Dataset, from_arrays, train_test_split
 
@@ -43,7 +43,7 @@ def candidate_settings(method: str, full_batch: bool) -> List[Dict[str, Any]]:
     """The grid a method is tuned over: every learning rate, times every ρ schedule for a CAVI
     method on minibatches, or every α_ε for the Dirichlet classifier."""
     schedules: Sequence[Optional[str]] = (None,)
-    if method in AUGMENTED_METHODS and not full_batch:
+    if method in DAMPED_METHODS and not full_batch:
         schedules = tuple(STEP_SIZE_SCHEDULES)
     grid = [{"learning_rate": rate, "step_size": schedule}
             for schedule in schedules for rate in LEARNING_RATES]
