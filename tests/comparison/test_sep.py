@@ -9,10 +9,13 @@ import gpflow
 import numpy as np
 import pytest
 import tensorflow as tf
+from gpflow.config import Config, as_context
 from scipy.stats import norm
 
+from gpflow_augmented.comparison.baselines import ExpectationPropagationMethod, build_method
 from gpflow_augmented.comparison.heaviside import HeavisideLikelihood, pairwise_probit_sites
 from gpflow_augmented.comparison.sep import ExpectationPropagation, HeavisideEP, HeavisideSEP
+from gpflow_augmented.schedules import RobbinsMonro
 from gpflow_augmented.validation import InvalidDataError
 
 NODES, WEIGHTS = np.polynomial.hermite.hermgauss(120)
@@ -275,3 +278,27 @@ def test_a_failed_step_leaves_the_sites_unchanged_and_bad_labels_are_refused():
         model.log_marginal_likelihood((X, np.full_like(Y, 3)))
     with pytest.raises(ValueError, match="damping"):
         ExpectationPropagation(model, 1.5)
+
+
+def _sep_trace(dtype, jit_compile, steps=5):
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(60, 2)), rng.integers(0, 3, (60, 1))
+    with as_context(Config(float=dtype)):
+        method = build_method("sep", gpflow.kernels.SquaredExponential(), X[:10], 3, 60)
+        if jit_compile:
+            method = ExpectationPropagationMethod("sep", method.model, 0.01, RobbinsMonro(),
+                                                  jit_compile=True)
+        values = [float(method.step(tf.constant(X[:30], dtype), tf.constant(Y[:30])))
+                  for _ in range(steps)]
+        return np.array(values), method.model.site_shift.numpy()
+
+
+def test_the_step_compiles_with_xla_and_float32_follows_float64():
+    """The whole step (EP and Adam) under jit_compile=True, as on a GPU: the same values as the
+    compiled graph to rounding; in float32, the float64 values to float32's precision."""
+    reference, sites = _sep_trace(np.float64, jit_compile=False)
+    xla, xla_sites = _sep_trace(np.float64, jit_compile=True)
+    np.testing.assert_allclose(xla, reference, rtol=1e-10)
+    np.testing.assert_allclose(xla_sites, sites, rtol=1e-8, atol=1e-10)
+    single, _ = _sep_trace(np.float32, jit_compile=False)
+    np.testing.assert_allclose(single, reference, rtol=1e-4)
