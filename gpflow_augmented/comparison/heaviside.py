@@ -13,7 +13,7 @@ Two computations live here:
   N(m_c, τ_c) of the two latents, Z = Φ(β), β = (m_y − m_k) / √D, D = s_y + s_k + τ_y + τ_k, and
   the rank-one Gaussian site that matches the tilted mean and variance of each latent.
 """
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -26,7 +26,8 @@ from gpflow.utilities import positive
 
 from ..validation import check_integer, check_num_classes, check_positive_number, checked_labels
 
-__all__ = ["FactorSites", "HeavisideLikelihood", "log_ndtr", "pairwise_probit_sites", "site_totals"]
+__all__ = ["ArgMaxLikelihood", "FactorSites", "HeavisideLikelihood", "RobustHeavisideLikelihood", "log_ndtr",
+           "pairwise_probit_sites", "site_totals"]
 
 _LOG_2PI = np.log(2.0 * np.pi)
 
@@ -46,6 +47,7 @@ class FactorSites(NamedTuple):
     label_shift: tf.Tensor  # [N, C] ν of that site
     other_precision: tf.Tensor  # [N, C] π of factor k's site on f_k
     other_shift: tf.Tensor  # [N, C]
+    log_heaviside: tf.Tensor  # [N, C] log Φ(β_ik), the probability the Heaviside part gives
 
 
 @check_shapes(
@@ -55,6 +57,7 @@ class FactorSites(NamedTuple):
     "other_variance: [N, C]",
     "factor_noise: [N, C]",
     "labels: [N]",
+    "outlier_log_odds: [N, C]",
 )
 def pairwise_probit_sites(
     label_mean: tf.Tensor,
@@ -63,8 +66,12 @@ def pairwise_probit_sites(
     other_variance: tf.Tensor,
     factor_noise: tf.Tensor,
     labels: tf.Tensor,
+    outlier_log_odds: Optional[tf.Tensor] = None,
 ) -> FactorSites:
-    r"""EP on each point's C − 1 factors Φ((f_y − f_k)/√(s_y + s_k)), k ≠ y (y the label).
+    r"""EP on each point's C − 1 factors Φ((f_y − f_k)/√(s_y + s_k)), k ≠ y (y the label); with
+    ``outlier_log_odds`` q (the cavity's log-odds that the point is an outlier, p = σ(q)), on the
+    robust factors of Hernández-Lobato et al. (2011), whose expectation over the outlier indicator
+    is (1 − p)·Φ(β) + p·C^{−1/(C−1)}: an outlier's label is uniform, 1/C over its C − 1 factors.
 
     :param label_mean: column k: the mean of f_y under factor k's cavity.
     :param label_variance: its variance.
@@ -79,9 +86,15 @@ def pairwise_probit_sites(
     s_y = tf.reduce_sum(own * factor_noise, axis=-1, keepdims=True)
     total_variance = s_y + factor_noise + label_variance + other_variance
     beta = (label_mean - other_mean) / tf.sqrt(total_variance)
-    log_z = log_ndtr(beta)
-    # φ(β)/Φ(β) in log space: it grows like −β where Φ(β) underflows.
-    ratio = tf.exp(-0.5 * tf.square(beta) - 0.5 * _LOG_2PI - log_z)
+    log_heaviside = log_ndtr(beta)
+    if outlier_log_odds is None:
+        log_z, log_inlier = log_heaviside, tf.zeros_like(beta)
+    else:
+        log_inlier = -tf.nn.softplus(outlier_log_odds)  # log(1 − p)
+        log_uniform = -tf.nn.softplus(-outlier_log_odds) - np.log(num_classes) / (num_classes - 1)
+        log_z = tf.reduce_logsumexp(tf.stack([log_inlier + log_heaviside, log_uniform]), 0)
+    # (1 − p)φ(β)/Z in log space: it grows like −β where Φ(β) underflows.
+    ratio = tf.exp(log_inlier - 0.5 * tf.square(beta) - 0.5 * _LOG_2PI - log_z)
     gradient = ratio / tf.sqrt(total_variance)  # ∂ log Z / ∂m_y = −∂ log Z / ∂m_k
     curvature = -ratio * (beta + ratio) / total_variance  # ∂² log Z / ∂m_y² = ∂² / ∂m_k²
 
@@ -93,7 +106,7 @@ def pairwise_probit_sites(
                 others * (slope - mean * curvature) / denominator)
 
     return FactorSites(others * log_z, *site(label_mean, label_variance, gradient),
-                       *site(other_mean, other_variance, -gradient))
+                       *site(other_mean, other_variance, -gradient), others * log_heaviside)
 
 
 @check_shapes("labels: [N]", "return[0]: [N, C]", "return[1]: [N, C]")
@@ -109,34 +122,34 @@ def site_totals(labels: tf.Tensor, sites: FactorSites) -> Tuple[tf.Tensor, tf.Te
             total(sites.label_shift, sites.other_shift))
 
 
-class HeavisideLikelihood(Likelihood):
-    """p(y = k | f) = P(arg max_c (f_c + ε_c) = k), ε_c ~ N(0, σ²) independent; labels are
-    integers 0..C−1 in a column ``Y`` [N, 1].
+class ArgMaxLikelihood(Likelihood):
+    """p(y = k | f) = (1 − ε)·P(arg max_c (f_c + ε_c) = k) + ε/C with ε_c ~ N(0, σ²): what
+    :class:`HeavisideLikelihood` (σ², ε = 0) and :class:`RobustHeavisideLikelihood` (σ = 0, ε)
+    share. Labels are integers 0..C−1 in a column ``Y`` [N, 1]."""
 
-    :param num_classes: C ≥ 2.
-    :param noise_variance: σ² > 0, a positive :class:`gpflow.Parameter` learned with the kernel
-        (the "additive noise parameter" of the paper's covariance function).
-    :param num_hermite: Gauss–Hermite nodes of the one-dimensional predictive integral.
-    """
-
-    def __init__(self, num_classes: int, noise_variance: float = 0.1,
-                 num_hermite: int = 64) -> None:
+    def __init__(self, num_classes: int, num_hermite: int) -> None:
         num_classes = check_num_classes(num_classes)
         super().__init__(input_dim=None, latent_dim=num_classes, observation_dim=None)
         self.num_classes = num_classes
-        self.noise_variance = Parameter(check_positive_number(noise_variance, "noise_variance"),
-                                        transform=positive(), dtype=default_float())
         self.num_hermite = check_integer(num_hermite, "num_hermite", minimum=2)
+
+    def latent_noise(self, dtype: tf.DType) -> tf.Tensor:
+        """σ², the variance of the Gaussian noise on every latent."""
+        return tf.zeros([], dtype)
+
+    def _outlier_rate(self, dtype: tf.DType) -> Optional[tf.Tensor]:
+        return None
 
     @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "return: [N, C]")
     def log_class_probabilities(self, Fmu: tf.Tensor, Fvar: tf.Tensor) -> tf.Tensor:
         """log p(y = k) [N, C] under f ~ N(Fmu, Fvar): with V_c = Fvar_c + σ²,
-        log ∫ N(f; m_k, V_k) Π_{c≠k} Φ((f − m_c)/√V_c) df by Gauss–Hermite in f."""
+        log ∫ N(f; m_k, V_k) Π_{c≠k} Φ((f − m_c)/√V_c) df by Gauss–Hermite in f, mixed with the
+        uniform 1/C by the outlier rate ε."""
         Fmu = tf.convert_to_tensor(Fmu)
         dtype = Fmu.dtype
         nodes, weights = np.polynomial.hermite.hermgauss(self.num_hermite)
         nodes, log_weights = tf.constant(nodes, dtype), tf.constant(np.log(weights), dtype)
-        variance = tf.convert_to_tensor(Fvar) + tf.cast(self.noise_variance, dtype)  # [N, C]
+        variance = tf.convert_to_tensor(Fvar) + self.latent_noise(dtype)  # [N, C]
         # f at each node for each candidate class k: [N, K, J].
         f = Fmu[:, :, None] + tf.sqrt(2.0 * variance)[:, :, None] * nodes
         # Φ((f − m_c)/√V_c) for every c: [N, K, C, J]; the c = k terms are left out.
@@ -144,20 +157,21 @@ class HeavisideLikelihood(Likelihood):
         num_classes = Fmu.shape[-1]
         not_k = (1.0 - tf.eye(num_classes, dtype=dtype))[None, :, :, None]
         log_product = tf.reduce_sum(not_k * log_ndtr(z), axis=2)  # [N, K, J]
-        return tf.reduce_logsumexp(log_product + log_weights, axis=-1) - 0.5 * np.log(np.pi)
-
-    @inherit_check_shapes
-    def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:
-        F = tf.convert_to_tensor(F)
-        return self._predict_log_density(X, F, tf.zeros_like(F), Y)
+        log_p = tf.reduce_logsumexp(log_product + log_weights, axis=-1) - 0.5 * np.log(np.pi)
+        rate = self._outlier_rate(dtype)
+        if rate is None:
+            return log_p
+        return tf.reduce_logsumexp(tf.stack([
+            tf.math.log1p(-rate) + log_p,
+            tf.broadcast_to(tf.math.log(rate) - np.log(num_classes), tf.shape(log_p))]), 0)
 
     @inherit_check_shapes
     def _variational_expectations(
         self, X: TensorType, Fmu: TensorType, Fvar: TensorType, Y: TensorType
     ) -> tf.Tensor:
         raise NotImplementedError(
-            "the Heaviside likelihood is trained by expectation propagation (HeavisideSEP), "
-            "not by a variational bound; use gpflow.likelihoods.MultiClass (robust-max) for VI")
+            f"{type(self).__name__} is trained by expectation propagation, not by a variational "
+            "bound; use gpflow.likelihoods.MultiClass (robust-max) for VI")
 
     @inherit_check_shapes
     def _predict_mean_and_var(
@@ -174,4 +188,63 @@ class HeavisideLikelihood(Likelihood):
         log_p = tf.gather(self.log_class_probabilities(Fmu, Fvar), labels[:, None],
                           batch_dims=1)[:, 0]
         # Under XLA, which drops the label assertion, a bad label gives NaN, not a number.
+        return tf.where(valid, log_p, tf.constant(np.nan, log_p.dtype))
+
+
+class HeavisideLikelihood(ArgMaxLikelihood):
+    """p(y = k | f) = P(arg max_c (f_c + ε_c) = k), ε_c ~ N(0, σ²) independent; labels are
+    integers 0..C−1 in a column ``Y`` [N, 1].
+
+    :param num_classes: C ≥ 2.
+    :param noise_variance: σ² > 0, a positive :class:`gpflow.Parameter` learned with the kernel
+        (the "additive noise parameter" of the paper's covariance function).
+    :param num_hermite: Gauss–Hermite nodes of the one-dimensional predictive integral.
+    """
+
+    def __init__(self, num_classes: int, noise_variance: float = 0.1,
+                 num_hermite: int = 64) -> None:
+        super().__init__(num_classes, num_hermite)
+        self.noise_variance = Parameter(check_positive_number(noise_variance, "noise_variance"),
+                                        transform=positive(), dtype=default_float())
+
+    def latent_noise(self, dtype: tf.DType) -> tf.Tensor:
+        return tf.cast(self.noise_variance, dtype)
+
+    @inherit_check_shapes
+    def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:
+        F = tf.convert_to_tensor(F)
+        return self._predict_log_density(X, F, tf.zeros_like(F), Y)
+
+
+class RobustHeavisideLikelihood(ArgMaxLikelihood):
+    """p(y = k | f) = (1 − ε)·Θ(k = arg max_c f_c) + ε/C: a point's label is the arg max of the
+    noiseless latents, or with probability ε a uniformly drawn class (Hernández-Lobato et al.
+    2011). ``outlier_rate`` ε is a non-trainable :class:`gpflow.Parameter` in [0, 1) that the EP
+    step sets to the posterior mean of the outlier rate ρ.
+
+    :param num_classes: C ≥ 2.
+    :param outlier_rate: ε's initial value.
+    :param num_hermite: Gauss–Hermite nodes of the one-dimensional predictive integral.
+    """
+
+    def __init__(self, num_classes: int, outlier_rate: float = 0.1,
+                 num_hermite: int = 64) -> None:
+        super().__init__(num_classes, num_hermite)
+        rate = check_positive_number(outlier_rate, "outlier_rate", allow_zero=True)
+        if rate >= 1:
+            raise ValueError(f"outlier_rate must be in [0, 1), got {outlier_rate!r}")
+        self.outlier_rate = Parameter(rate, dtype=default_float(), trainable=False)
+
+    def _outlier_rate(self, dtype: tf.DType) -> Optional[tf.Tensor]:
+        return tf.cast(self.outlier_rate, dtype)
+
+    @inherit_check_shapes
+    def _log_prob(self, X: TensorType, F: TensorType, Y: TensorType) -> tf.Tensor:
+        F = tf.convert_to_tensor(F)
+        labels, valid = checked_labels(Y, self.num_classes)
+        rate = tf.cast(self.outlier_rate, F.dtype)
+        # ties have probability zero under any Gaussian q(f)
+        is_arg_max = tf.cast(tf.equal(tf.argmax(F, axis=-1, output_type=tf.int32), labels),
+                             F.dtype)
+        log_p = tf.math.log((1.0 - rate) * is_arg_max + rate / self.num_classes)
         return tf.where(valid, log_p, tf.constant(np.nan, log_p.dtype))

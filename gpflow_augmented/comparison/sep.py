@@ -27,7 +27,7 @@ follow the gradient of the EP estimate of log p(y) (eq. 9) with the sites held f
 training set held by the model, memory O(N C). It is the reference SEP approximates, and the one
 that is close to the exact posterior on problems small enough to integrate.
 """
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -46,11 +46,13 @@ from ..projection import (canonical_kernel_and_inducing, inducing_inputs, kuu_ch
                           whitened_projection)
 from ..updates import conjugate_statistics, mean_and_sqrt, minibatch_scale
 from ..schedules import ConstantStepSize, StepSizeSchedule
-from ..validation import (check_data, check_integer, check_num_classes, check_positive_number,
+from ..validation import (check_data, check_integer, check_positive_number,
                           checked_labels)
-from .heaviside import FactorSites, HeavisideLikelihood, pairwise_probit_sites, site_totals
+from .heaviside import (FactorSites, HeavisideLikelihood, ArgMaxLikelihood, pairwise_probit_sites,
+                        site_totals)
 
-__all__ = ["EPState", "ExpectationPropagation", "HeavisideEP", "HeavisideSEP"]
+__all__ = ["EPState", "ExpectationPropagation", "ExpectationPropagationModel", "HeavisideEP", "HeavisideSEP", "log_normaliser_change",
+           "rank_one_cavity", "whitened_marginals"]
 
 
 class EPState(NamedTuple):
@@ -62,14 +64,15 @@ class EPState(NamedTuple):
     cholesky: tf.Tensor  # [P, M, M] the current L (P = 1 for one kernel shared by the classes)
 
 
-def _log_normaliser_difference(shift: tf.Tensor, chol: tf.Tensor) -> tf.Tensor:
+def log_normaliser_change(shift: tf.Tensor, chol: tf.Tensor) -> tf.Tensor:
     """g(Λ, η) − g(I, 0) per class [C] for whitened q: ½ηᵀΛ⁻¹η − ½ log|Λ|, with R Rᵀ = Λ."""
     mean = tf.linalg.cholesky_solve(chol, tf.transpose(shift)[:, :, None])[:, :, 0]
     half_quadratic = 0.5 * tf.reduce_sum(tf.transpose(shift) * mean, axis=-1)
     return half_quadratic - tf.reduce_sum(tf.math.log(tf.linalg.diag_part(chol)), axis=-1)
 
 
-def _marginals(chol: tf.Tensor, shift: tf.Tensor, A: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+def whitened_marginals(chol: tf.Tensor, shift: tf.Tensor, A: tf.Tensor
+                       ) -> Tuple[tf.Tensor, tf.Tensor]:
     """Mean and variance [N, C] of aᵀv at every point under N(Λ⁻¹η, Λ⁻¹), R Rᵀ = Λ."""
     mean_v = tf.linalg.cholesky_solve(chol, tf.transpose(shift)[:, :, None])  # [C, M, 1]
     mean = tf.transpose(tf.linalg.matmul(A, mean_v, transpose_a=True)[:, :, 0])
@@ -77,14 +80,28 @@ def _marginals(chol: tf.Tensor, shift: tf.Tensor, A: tf.Tensor) -> Tuple[tf.Tens
     return mean, tf.transpose(tf.reduce_sum(tf.square(solved), axis=1))
 
 
-class _HeavisideEPModel(GPModel):
-    """What the tied and untied EP models share: the likelihood, the prior geometry, q(v) from
-    the sites, and the predictions."""
+def rank_one_cavity(mean: tf.Tensor, variance: tf.Tensor, precision: tf.Tensor, shift: tf.Tensor
+                    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Remove a rank-one site exp(−π u²/2 + ν u) of the projection u from a Gaussian whose
+    marginal of u is N(mean, variance): the cavity's marginal of u (mean, variance) and the change
+    of the log normaliser, g(cavity) − g(q) = ½ log(τ'/τ) + ½(m'²/τ' − m²/τ) (primes: the
+    cavity's). Only u's marginal changes: the conditional of the rest given u is the same."""
+    cavity_variance = variance / (1.0 - variance * precision)
+    cavity_mean = cavity_variance * (mean / variance - shift)
+    change = 0.5 * (tf.math.log(cavity_variance / variance)
+                    + tf.square(cavity_mean) / cavity_variance - tf.square(mean) / variance)
+    return cavity_mean, cavity_variance, change
 
-    def __init__(self, kernel: Kernel, inducing_variable: object, num_classes: int,
-                 noise_variance: float, num_hermite: int) -> None:
-        num_classes = check_num_classes(num_classes)
-        likelihood = HeavisideLikelihood(num_classes, noise_variance, num_hermite)
+
+class ExpectationPropagationModel(GPModel):
+    """What the EP models of the arg-max likelihoods share: the likelihood, the prior geometry,
+    q(v) from the sites, and the predictions. A subclass stores its sites (``site_parameters``),
+    gives their product in whitened coordinates (``_whitened_sites``) and computes a step's
+    :class:`EPState` (``ep_state``), which :class:`ExpectationPropagation` assigns."""
+
+    def __init__(self, kernel: Kernel, inducing_variable: object,
+                 likelihood: ArgMaxLikelihood) -> None:
+        num_classes = likelihood.num_classes
         if not isinstance(inducing_variable, InducingVariables):
             inducing_variable = np.asarray(inducing_variable, dtype=default_float())
         kernel, inducing_variable = canonical_kernel_and_inducing(
@@ -96,6 +113,11 @@ class _HeavisideEPModel(GPModel):
     @property
     def site_parameters(self) -> Tuple[Parameter, ...]:
         raise NotImplementedError
+
+    def derived_assignments(self, state: EPState, new_sites: Sequence[tf.Tensor]
+                            ) -> List[Tuple[Parameter, tf.Tensor]]:
+        """What else an EP step writes, besides the sites: nothing here."""
+        return []
 
     def _whitened_sites(self, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         """(Λ̃ [C, M, M], η̃ [M, C]): the sites' product in the whitened coordinates of L."""
@@ -113,7 +135,7 @@ class _HeavisideEPModel(GPModel):
         L, A, residual = whitened_projection(self.kernel, self.inducing_variable, X,
                                              self.num_classes, broadcast=False)
         A = tf.broadcast_to(A, [self.num_classes, tf.shape(A)[1], tf.shape(A)[2]])
-        noise = residual + tf.cast(self.likelihood.noise_variance, default_float())
+        noise = residual + self.likelihood.latent_noise(default_float())
         return L, A, tf.broadcast_to(noise, [tf.shape(A)[2], self.num_classes])
 
     @check_shapes("return[0]: [M, C]", "return[1]: [C, M, M]")
@@ -137,7 +159,7 @@ class _HeavisideEPModel(GPModel):
         return tf.where(tf.reduce_all(valid), value, tf.constant(np.nan, value.dtype))
 
 
-class HeavisideSEP(_HeavisideEPModel, ExternalDataTrainingLossMixin):
+class HeavisideSEP(ExpectationPropagationModel, ExternalDataTrainingLossMixin):
     r"""Multi-class GP classification with the Heaviside likelihood, q(ū) by stochastic EP
     (tied sites, minibatches).
 
@@ -165,7 +187,8 @@ class HeavisideSEP(_HeavisideEPModel, ExternalDataTrainingLossMixin):
         noise_variance: float = 0.1,
         num_hermite: int = 64,
     ) -> None:
-        super().__init__(kernel, inducing_variable, num_classes, noise_variance, num_hermite)
+        super().__init__(kernel, inducing_variable,
+                         HeavisideLikelihood(num_classes, noise_variance, num_hermite))
         self.num_data = None if num_data is None else check_integer(num_data, "num_data")
         M = self.inducing_variable.num_inducing
         C = self.num_classes
@@ -179,6 +202,11 @@ class HeavisideSEP(_HeavisideEPModel, ExternalDataTrainingLossMixin):
     @property
     def site_parameters(self) -> Tuple[Parameter, ...]:
         return self.site_precision, self.site_shift
+
+    def derived_assignments(self, state: EPState, new_sites: Sequence[tf.Tensor]
+                            ) -> List[Tuple[Parameter, tf.Tensor]]:
+        """The coordinates the new sites are written in: the current L."""
+        return [(self.site_cholesky, state.cholesky)]
 
     def _whitened_sites(self, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         """The tied site, fixed in ū, in the whitened coordinates of L: Tᵀ Λ̃ T, Tᵀ η̃ with
@@ -216,7 +244,7 @@ class HeavisideSEP(_HeavisideEPModel, ExternalDataTrainingLossMixin):
         removed_precision = removed[:, None, None] * site_precision
         removed_shift = site_shift * removed
         cavity_chol = tf.linalg.cholesky(precision - removed_precision)
-        cavity_mean, cavity_variance = _marginals(cavity_chol, site_shift - removed_shift, A)
+        cavity_mean, cavity_variance = whitened_marginals(cavity_chol, site_shift - removed_shift, A)
         own = tf.one_hot(labels, C, dtype=default_float())
         label_mean, label_variance = (
             tf.broadcast_to(tf.reduce_sum(own * value, -1, keepdims=True), tf.shape(value))
@@ -243,7 +271,7 @@ class HeavisideSEP(_HeavisideEPModel, ExternalDataTrainingLossMixin):
         log_det_ratio = 2.0 * tf.reduce_sum(tf.math.log(tf.linalg.diag_part(
             tf.linalg.cholesky(eye - whitened_removed))), axis=-1)
         cavity_terms = num_factors * (0.5 * quadratic - 0.5 * log_det_ratio)
-        log_marginal = (tf.reduce_sum(_log_normaliser_difference(site_shift, chol))
+        log_marginal = (tf.reduce_sum(log_normaliser_change(site_shift, chol))
                         + tf.reduce_sum(cavity_terms)
                         + scale * tf.reduce_sum(sites.log_normaliser))
 
@@ -265,7 +293,7 @@ class HeavisideSEP(_HeavisideEPModel, ExternalDataTrainingLossMixin):
         return self.log_marginal_likelihood(data)
 
 
-class HeavisideEP(_HeavisideEPModel, InternalDataTrainingLossMixin):
+class HeavisideEP(ExpectationPropagationModel, InternalDataTrainingLossMixin):
     r"""The untied original: one rank-one site per factor and latent, for the training set
     ``data = (X, Y)`` the model holds (GPflow's internal-data models, as ``VGP``); the paper's
     "EP". Arguments otherwise as :class:`HeavisideSEP`.
@@ -285,7 +313,8 @@ class HeavisideEP(_HeavisideEPModel, InternalDataTrainingLossMixin):
         noise_variance: float = 0.1,
         num_hermite: int = 64,
     ) -> None:
-        super().__init__(kernel, inducing_variable, num_classes, noise_variance, num_hermite)
+        super().__init__(kernel, inducing_variable,
+                         HeavisideLikelihood(num_classes, noise_variance, num_hermite))
         X, Y = data
         check_data(X, Y, self.num_classes, self._input_dim())
         self.data = (tf.convert_to_tensor(X, dtype=default_float()), tf.convert_to_tensor(Y))
@@ -304,8 +333,9 @@ class HeavisideEP(_HeavisideEPModel, InternalDataTrainingLossMixin):
         if A is None:
             _, A, _ = self._geometry(self.data[0])
         labels, _ = checked_labels(self.data[1], self.num_classes)
-        sites = FactorSites(tf.zeros_like(self.other_site_shift),
-                            *(tf.convert_to_tensor(p) for p in self.site_parameters))
+        zeros = tf.zeros_like(self.other_site_shift)
+        sites = FactorSites(zeros, *(tf.convert_to_tensor(p) for p in self.site_parameters[:4]),
+                            zeros)
         point_precision, point_shift = site_totals(labels, sites)
         return conjugate_statistics(A, point_shift, point_precision)
 
@@ -319,34 +349,25 @@ class HeavisideEP(_HeavisideEPModel, InternalDataTrainingLossMixin):
         eye = tf.eye(tf.shape(site_precision)[-1], batch_shape=[self.num_classes],
                      dtype=default_float())
         chol = tf.linalg.cholesky(eye + site_precision)
-        mean, variance = _marginals(chol, site_shift, A)  # q's marginals [N, C]
+        mean, variance = whitened_marginals(chol, site_shift, A)  # q's marginals [N, C]
         own = tf.one_hot(labels, self.num_classes, dtype=default_float())
         label_mean = tf.reduce_sum(own * mean, -1, keepdims=True)
         label_variance = tf.reduce_sum(own * variance, -1, keepdims=True)
 
-        def cavity(mean: tf.Tensor, variance: tf.Tensor, precision: tf.Tensor, shift: tf.Tensor
-                   ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-            # Remove one rank-one site from the marginal N(mean, variance) along its projection;
-            # also return g(cavity) − g(q) = ½ log(τ\/τ) + ½(m\²/τ\ − m²/τ).
-            cavity_variance = variance / (1.0 - variance * precision)
-            cavity_mean = cavity_variance * (mean / variance - shift)
-            log_normaliser_change = 0.5 * (tf.math.log(cavity_variance / variance)
-                                           + tf.square(cavity_mean) / cavity_variance
-                                           - tf.square(mean) / variance)
-            return cavity_mean, cavity_variance, log_normaliser_change
-
         stored = [tf.convert_to_tensor(p) for p in self.site_parameters]
-        label_cavity_mean, label_cavity_variance, label_change = cavity(
+        label_cavity_mean, label_cavity_variance, label_change = rank_one_cavity(
             label_mean, label_variance, stored[0], stored[1])
-        other_cavity_mean, other_cavity_variance, other_change = cavity(
+        other_cavity_mean, other_cavity_variance, other_change = rank_one_cavity(
             mean, variance, stored[2], stored[3])
         sites = pairwise_probit_sites(label_cavity_mean, label_cavity_variance, other_cavity_mean,
                                       other_cavity_variance, factor_noise, labels)
         others = 1.0 - own
-        log_marginal = (tf.reduce_sum(_log_normaliser_difference(site_shift, chol))
+        log_marginal = (tf.reduce_sum(log_normaliser_change(site_shift, chol))
                         + tf.reduce_sum(sites.log_normaliser)
                         + tf.reduce_sum(others * (label_change + other_change)))
-        return EPState(self._valid_or_nan(log_marginal, valid), tuple(stored), sites[1:], L)
+        return EPState(self._valid_or_nan(log_marginal, valid), tuple(stored),
+                       (sites.label_precision, sites.label_shift, sites.other_precision,
+                        sites.other_shift), L)
 
     @check_shapes("return: []")
     def log_marginal_likelihood(self) -> tf.Tensor:
@@ -368,7 +389,7 @@ class ExpectationPropagation(tf.Module):
     :param damping: ρ in (0, 1], a constant or a schedule of the step count (minibatches).
     """
 
-    def __init__(self, model: _HeavisideEPModel, damping: Union[float, StepSizeSchedule] = 0.5
+    def __init__(self, model: ExpectationPropagationModel, damping: Union[float, StepSizeSchedule] = 0.5
                  ) -> None:
         super().__init__()
         self.model = model
@@ -384,14 +405,14 @@ class ExpectationPropagation(tf.Module):
         rho = tf.cast(self.damping(self.iteration), default_float())
         new_sites = [(1.0 - rho) * site + rho * target
                      for site, target in zip(state.sites, state.targets)]
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(value))
-                                for value in (*new_sites, state.log_marginal_likelihood)])
+        derived = model.derived_assignments(state, new_sites)
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(value)) for value in
+                                (*new_sites, *(v for _, v in derived),
+                                 state.log_marginal_likelihood)])
 
         def assign() -> tf.Tensor:
-            for parameter, value in zip(model.site_parameters, new_sites):
+            for parameter, value in (*zip(model.site_parameters, new_sites), *derived):
                 parameter.assign(value)
-            if isinstance(model, HeavisideSEP):
-                model.site_cholesky.assign(state.cholesky)
             self.iteration.assign_add(1)
             return tf.constant(True)
 
