@@ -46,6 +46,47 @@ def _log_beta(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
     return tf.math.lgamma(a) + tf.math.lgamma(b) - tf.math.lgamma(a + b)
 
 
+def _prior_factor_moments(cavity_odds: tf.Tensor, cavity_a: tf.Tensor, cavity_b: tf.Tensor
+                          ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """The normaliser Z_i of the prior factor ρ^z (1 − ρ)^(1−z) times the cavity
+    Bernoulli(z; σ(q)) Beta(ρ; a, b), and ρ's first two moments under the tilted distribution
+    (supplement, eq. 11)."""
+    mean_rate = cavity_a / (cavity_a + cavity_b)
+    inlier_weight = tf.math.sigmoid(-cavity_odds) * (1.0 - mean_rate)
+    outlier_weight = tf.math.sigmoid(cavity_odds) * mean_rate
+    normaliser = inlier_weight + outlier_weight
+    total = cavity_a + cavity_b
+    first = (inlier_weight * cavity_a + outlier_weight * (cavity_a + 1.0)) / (
+        (total + 1.0) * normaliser)
+    second = (inlier_weight * cavity_a * (cavity_a + 1.0)
+              + outlier_weight * (cavity_a + 1.0) * (cavity_a + 2.0)) / (
+        (total + 1.0) * (total + 2.0) * normaliser)
+    return normaliser, first, second
+
+
+def _sequential_rate_sites(cavity_odds: tf.Tensor, site_a: tf.Tensor, site_b: tf.Tensor,
+                           a: tf.Tensor, b: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """One sweep over the prior factors, each updated from the Beta(a, b) the previous left:
+    the new Bernoulli sites log a' − log b' (a', b' the cavity's) and the Beta sites
+    (ã − 1, b̃ − 1) of the Beta that matches the tilted ρ's first two moments (supplement,
+    eqs. 9–10)."""
+
+    def update(carry: Tuple[tf.Tensor, ...], factor: Tuple[tf.Tensor, ...]) -> Tuple[tf.Tensor, ...]:
+        a, b = carry[0], carry[1]
+        odds, old_a, old_b = factor
+        cavity_a, cavity_b = a - old_a, b - old_b
+        _, first, second = _prior_factor_moments(odds, cavity_a, cavity_b)
+        concentration = (first - second) / (second - tf.square(first))
+        new_a = first * concentration - cavity_a
+        new_b = (1.0 - first) * concentration - cavity_b
+        return (cavity_a + new_a, cavity_b + new_b, tf.math.log(cavity_a) - tf.math.log(cavity_b),
+                new_a, new_b)
+
+    zero = tf.zeros([], a.dtype)
+    swept = tf.scan(update, (cavity_odds, site_a, site_b), initializer=(a, b, zero, zero, zero))
+    return swept[2], swept[3], swept[4]
+
+
 class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMixin):
     """RMGPC on the training set ``data = (X, Y)`` it holds (labels [N, 1] in 0..C−1).
 
@@ -170,23 +211,16 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
         # the cavity's.
         new_factor_odds = others * (-np.log(C) / (C - 1) - sites.log_heaviside)
 
-        # The prior factors: each removes its Bernoulli and Beta sites.
+        # The prior factors at the current Q (for log Z_EP) ...
         prior_cavity_odds = outlier_odds - prior_odds
         cavity_a, cavity_b = a - site_a, b - site_b
-        mean_rate = cavity_a / (cavity_a + cavity_b)
-        inlier_weight = tf.math.sigmoid(-prior_cavity_odds) * (1.0 - mean_rate)
-        outlier_weight = tf.math.sigmoid(prior_cavity_odds) * mean_rate
-        prior_z = inlier_weight + outlier_weight
-        total = cavity_a + cavity_b
-        first = (inlier_weight * cavity_a + outlier_weight * (cavity_a + 1.0)) / (
-            (total + 1.0) * prior_z)
-        second = (inlier_weight * cavity_a * (cavity_a + 1.0)
-                  + outlier_weight * (cavity_a + 1.0) * (cavity_a + 2.0)) / (
-            (total + 1.0) * (total + 2.0) * prior_z)
-        concentration = (first - second) / (second - tf.square(first))
-        new_site_a = first * concentration - cavity_a
-        new_site_b = (1.0 - first) * concentration - cavity_b
-        new_prior_odds = tf.math.log(cavity_a) - tf.math.log(cavity_b)
+        prior_z, _, _ = _prior_factor_moments(prior_cavity_odds, cavity_a, cavity_b)
+        # ... and their new sites. They all act on the one ρ: updated together from the same Q,
+        # each one's small change of ρ's concentration adds up N times and can leave Beta(a, b)
+        # improper, so they are updated one after the other, each from the ρ the previous left
+        # (supplement, eq. 12); their Bernoulli parts are independent.
+        new_prior_odds, new_site_a, new_site_b = _sequential_rate_sites(
+            prior_cavity_odds, site_a, site_b, a, b)
 
         # log Z_EP: Q's normalisers against the priors', and each factor's log Z plus the change
         # of the normalisers its cavity makes (Gaussian, Bernoulli, Beta).

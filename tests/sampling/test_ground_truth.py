@@ -1,11 +1,15 @@
 """The exact posterior on the real wine data (3 classes, 142 training points, full GP, fixed
 hyperparameters): the Gibbs sampler against an independent NUTS sampler of the non-augmented
 model, and the variational methods against both (the paper's Figure 5)."""
+import gpflow
 import numpy as np
 import pytest
+import tensorflow as tf
 from sklearn.cluster import kmeans_plusplus
 
 from gpflow_augmented.comparison import plots
+from gpflow_augmented.comparison.baselines import ExpectationPropagationMethod
+from gpflow_augmented.comparison.sep import HeavisideSEP
 from gpflow_augmented.sampling.ground_truth import compare_with_gibbs
 from gpflow_augmented.sampling.gibbs import GibbsSampler
 from gpflow_augmented.sampling.nuts import NutsSampler
@@ -99,3 +103,42 @@ def test_inducing_point_samplers_agree(wine_comparison):
         500, num_burnin=300, seed=3
     )
     assert_samplers_agree(gibbs, nuts, dataset.X_test)
+
+
+# (max, mean) |Δp| from Gibbs's predictive: measured 0.31 and 0.14, the Heaviside model's learned
+# σ² (0.001) making it far more confident than the logistic-softmax model at the fixed kernel
+SEP_TOLERANCE = (0.35, 0.16)
+
+
+def test_sep_predictive_against_the_ground_truth(wine_comparison):
+    """Stochastic EP for the Heaviside model (the UAI paper's SEP baseline) on the same data, the
+    same fixed kernel and no inducing-point approximation (Z = X), σ² learned from EP's estimate
+    of log p(y). Its model is not the logistic-softmax model the samplers draw from, so its
+    distance from them is the models' difference as well as EP's error; SEP_TOLERANCE states it.
+    Measured: max |Δp| 0.31, mean 0.14; the same predicted class on 35 of 36 test points; test NLL
+    0.095 (SEP) against 0.333 (Gibbs), whose model is under-confident at this fixed kernel."""
+    dataset = wine_comparison.dataset
+    kernel = gpflow.utilities.deepcopy(wine_comparison.kernel)
+    gpflow.set_trainable(kernel, False)
+    model = HeavisideSEP(kernel, dataset.X_train, dataset.num_classes)
+    method = ExpectationPropagationMethod("sep", model, 0.05, damping=0.5)
+    X, Y = tf.constant(dataset.X_train), tf.constant(dataset.Y_train)
+    for _ in range(300):
+        method.step(X, Y)
+    probabilities = model.predict_y(dataset.X_test)[0].numpy()
+    difference = np.abs(probabilities - wine_comparison.summaries["gibbs"].probabilities)
+    exact_difference = np.abs(wine_comparison.summaries["exact"].probabilities
+                              - wine_comparison.summaries["gibbs"].probabilities)
+    gibbs = wine_comparison.summaries["gibbs"].probabilities
+    same_class = np.mean(probabilities.argmax(1) == gibbs.argmax(1))
+    labels = dataset.Y_test[:, 0]
+    nll = {name: -np.mean(np.log(p[np.arange(len(labels)), labels]))
+           for name, p in (("sep", probabilities), ("gibbs", gibbs))}
+    print(f"SEP vs Gibbs: max |Δp| {difference.max():.4f}, mean {difference.mean():.4f} "
+          f"(σ² = {model.likelihood.noise_variance.numpy():.3f}), same class {same_class:.3f}, "
+          f"test NLL SEP {nll['sep']:.4f} Gibbs {nll['gibbs']:.4f}; exact-bound CAVI: max "
+          f"{exact_difference.max():.4f}, mean {exact_difference.mean():.4f}")
+    assert method.failed_steps == 0
+    assert difference.max() < SEP_TOLERANCE[0] and difference.mean() < SEP_TOLERANCE[1]
+    # the models disagree on confidence, not on the class: 35 of the 36 test points (measured)
+    assert same_class >= 0.95 and nll["sep"] < nll["gibbs"]
