@@ -28,12 +28,12 @@ from gpflow.kernels import Kernel, MultioutputKernel
 from gpflow.models.training_mixins import InternalDataTrainingLossMixin
 from gpflow.utilities import set_trainable
 
-from ..updates import conjugate_statistics
 from ..validation import check_data, check_positive_number, checked_labels
-from .heaviside import FactorSites, RobustHeavisideLikelihood, pairwise_probit_sites, site_totals
+from .heaviside import RobustHeavisideLikelihood, pairwise_probit_sites
 from .sep import (
     EPState,
     ExpectationPropagationModel,
+    HeavisideEP,
     log_normaliser_change,
     rank_one_cavity,
     whitened_marginals,
@@ -141,16 +141,8 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
                 self.other_site_shift, self.factor_outlier_log_odds, self.prior_outlier_log_odds,
                 self.rate_site_a, self.rate_site_b)
 
-    def _whitened_sites(self, L: tf.Tensor, A: Optional[tf.Tensor] = None
-                        ) -> Tuple[tf.Tensor, tf.Tensor]:
-        if A is None:
-            _, A, _ = self._geometry(self.data[0])
-        labels, _ = checked_labels(self.data[1], self.num_classes)
-        zeros = tf.zeros_like(self.other_site_shift)
-        sites = FactorSites(zeros, *(tf.convert_to_tensor(p) for p in self.site_parameters[:4]),
-                            zeros)
-        point_precision, point_shift = site_totals(labels, sites)
-        return conjugate_statistics(A, point_shift, point_precision)
+    # Its Gaussian sites are stored as HeavisideEP's (the first four site parameters).
+    _whitened_sites = HeavisideEP._whitened_sites
 
     def _outlier_log_odds(self) -> tf.Tensor:
         return (tf.reduce_sum(self.factor_outlier_log_odds, axis=-1)
