@@ -109,3 +109,14 @@ class PrintedRateGibbs(GibbsSampler):
 
     def draw_counts(self, f, lam, rng):
         return rng.poisson(lam[:, None, :] * numpy_sigmoid(f)).astype(np.float64)
+
+
+def factor_cavity(mean, variance, sites, i, k, y):
+    """The cavity of EP factor (i, k) of an untied Heaviside model, in numpy: q's marginals of
+    f_y and f_k at point i without the factor's two rank-one sites (``sites``: the model's first
+    four site parameters as arrays). Returns (m_y, τ_y, m_k, τ_k)."""
+    tau_y = 1 / (1 / variance[i, y] - sites[0][i, k])
+    m_y = tau_y * (mean[i, y] / variance[i, y] - sites[1][i, k])
+    tau_k = 1 / (1 / variance[i, k] - sites[2][i, k])
+    m_k = tau_k * (mean[i, k] / variance[i, k] - sites[3][i, k])
+    return m_y, tau_y, m_k, tau_k

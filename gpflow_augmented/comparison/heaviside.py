@@ -109,17 +109,27 @@ def pairwise_probit_sites(
                        *site(other_mean, other_variance, -gradient), others * log_heaviside)
 
 
-@check_shapes("labels: [N]", "return[0]: [N, C]", "return[1]: [N, C]")
-def site_totals(labels: tf.Tensor, sites: FactorSites) -> Tuple[tf.Tensor, tf.Tensor]:
+@check_shapes(
+    "labels: [N]",
+    "label_precision: [N, C]",
+    "label_shift: [N, C]",
+    "other_precision: [N, C]",
+    "other_shift: [N, C]",
+    "return[0]: [N, C]",
+    "return[1]: [N, C]",
+)
+def site_totals(labels: tf.Tensor, label_precision: tf.Tensor, label_shift: tf.Tensor,
+                other_precision: tf.Tensor, other_shift: tf.Tensor
+                ) -> Tuple[tf.Tensor, tf.Tensor]:
     """(π, ν) [N, C] that each point's factors place on each latent, summed: on the label's
-    column the C − 1 factors' sites on f_y, elsewhere factor k = c's site on f_c."""
-    own = tf.one_hot(labels, sites.other_shift.shape[-1], dtype=sites.other_shift.dtype)
+    column the C − 1 factors' sites on f_y, elsewhere factor k = c's site on f_c (the parts of
+    :class:`FactorSites`)."""
+    own = tf.one_hot(labels, other_shift.shape[-1], dtype=other_shift.dtype)
 
     def total(label_part: tf.Tensor, other_part: tf.Tensor) -> tf.Tensor:
         return other_part + own * tf.reduce_sum(label_part, axis=-1, keepdims=True)
 
-    return (total(sites.label_precision, sites.other_precision),
-            total(sites.label_shift, sites.other_shift))
+    return total(label_precision, other_precision), total(label_shift, other_shift)
 
 
 class ArgMaxLikelihood(Likelihood):

@@ -33,9 +33,9 @@ from .heaviside import RobustHeavisideLikelihood, pairwise_probit_sites
 from .sep import (
     EPState,
     ExpectationPropagationModel,
-    HeavisideEP,
     log_normaliser_change,
     rank_one_cavity,
+    untied_whitened_sites,
     whitened_marginals,
 )
 
@@ -141,8 +141,9 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
                 self.other_site_shift, self.factor_outlier_log_odds, self.prior_outlier_log_odds,
                 self.rate_site_a, self.rate_site_b)
 
-    # Its Gaussian sites are stored as HeavisideEP's (the first four site parameters).
-    _whitened_sites = HeavisideEP._whitened_sites
+    def _whitened_sites(self, L: tf.Tensor, A: Optional[tf.Tensor] = None
+                        ) -> Tuple[tf.Tensor, tf.Tensor]:
+        return untied_whitened_sites(self, A)
 
     def _outlier_log_odds(self) -> tf.Tensor:
         return (tf.reduce_sum(self.factor_outlier_log_odds, axis=-1)

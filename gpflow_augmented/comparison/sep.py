@@ -48,11 +48,10 @@ from ..updates import conjugate_statistics, mean_and_sqrt, minibatch_scale
 from ..schedules import ConstantStepSize, StepSizeSchedule
 from ..validation import (check_data, check_integer, check_positive_number,
                           checked_labels)
-from .heaviside import (FactorSites, HeavisideLikelihood, ArgMaxLikelihood, pairwise_probit_sites,
-                        site_totals)
+from .heaviside import ArgMaxLikelihood, HeavisideLikelihood, pairwise_probit_sites, site_totals
 
 __all__ = ["EPState", "ExpectationPropagation", "ExpectationPropagationModel", "HeavisideEP", "HeavisideSEP", "log_normaliser_change",
-           "rank_one_cavity", "whitened_marginals"]
+           "rank_one_cavity", "untied_whitened_sites", "whitened_marginals"]
 
 
 class EPState(NamedTuple):
@@ -91,6 +90,18 @@ def rank_one_cavity(mean: tf.Tensor, variance: tf.Tensor, precision: tf.Tensor, 
     change = 0.5 * (tf.math.log(cavity_variance / variance)
                     + tf.square(cavity_mean) / cavity_variance - tf.square(mean) / variance)
     return cavity_mean, cavity_variance, change
+
+
+def untied_whitened_sites(model: "ExpectationPropagationModel", A: Optional[tf.Tensor] = None
+                          ) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(Λ̃ [C, M, M], η̃ [M, C]): the product of a model's per-factor Gaussian sites, its first
+    four ``site_parameters`` (as :class:`HeavisideEP` stores them), over its training set."""
+    if A is None:
+        _, A, _ = model._geometry(model.data[0])
+    labels, _ = checked_labels(model.data[1], model.num_classes)
+    point_precision, point_shift = site_totals(
+        labels, *(tf.convert_to_tensor(p) for p in model.site_parameters[:4]))
+    return conjugate_statistics(A, point_shift, point_precision)
 
 
 class ExpectationPropagationModel(GPModel):
@@ -275,7 +286,9 @@ class HeavisideSEP(ExpectationPropagationModel, ExternalDataTrainingLossMixin):
                         + tf.reduce_sum(cavity_terms)
                         + scale * tf.reduce_sum(sites.log_normaliser))
 
-        point_precision, point_shift = site_totals(labels, sites)
+        point_precision, point_shift = site_totals(
+            labels, sites.label_precision, sites.label_shift, sites.other_precision,
+            sites.other_shift)
         target_precision, target_shift = conjugate_statistics(A, point_shift, point_precision)
         return EPState(self._valid_or_nan(log_marginal, valid), (site_precision, site_shift),
                        (scale * target_precision, scale * target_shift), L)
@@ -330,14 +343,7 @@ class HeavisideEP(ExpectationPropagationModel, InternalDataTrainingLossMixin):
 
     def _whitened_sites(self, L: tf.Tensor, A: Optional[tf.Tensor] = None
                         ) -> Tuple[tf.Tensor, tf.Tensor]:
-        if A is None:
-            _, A, _ = self._geometry(self.data[0])
-        labels, _ = checked_labels(self.data[1], self.num_classes)
-        zeros = tf.zeros_like(self.other_site_shift)
-        sites = FactorSites(zeros, *(tf.convert_to_tensor(p) for p in self.site_parameters[:4]),
-                            zeros)
-        point_precision, point_shift = site_totals(labels, sites)
-        return conjugate_statistics(A, point_shift, point_precision)
+        return untied_whitened_sites(self, A)
 
     def ep_state(self, data: Optional[RegressionData] = None) -> EPState:
         """Every factor's EP computation at the current hyperparameters: the estimate of log p(y)

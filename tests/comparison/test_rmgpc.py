@@ -16,6 +16,7 @@ from scipy.stats import norm
 from gpflow_augmented.comparison.rmgpc import RobustMulticlassEP
 from gpflow_augmented.comparison.sep import ExpectationPropagation, whitened_marginals
 from gpflow_augmented.validation import InvalidDataError
+from helpers import factor_cavity
 
 def _converge(model, steps=400, damping=0.5):
     step = tf.function(ExpectationPropagation(model, damping).step)
@@ -60,10 +61,7 @@ def test_fixed_point_matches_every_factors_tilted_moments():
         for k in range(3):
             if k == y:
                 continue
-            tau_y = 1 / (1 / variance[i, y] - sites[0][i, k])
-            m_y = tau_y * (mean[i, y] / variance[i, y] - sites[1][i, k])
-            tau_k = 1 / (1 / variance[i, k] - sites[2][i, k])
-            m_k = tau_k * (mean[i, k] / variance[i, k] - sites[3][i, k])
+            m_y, tau_y, m_k, tau_k = factor_cavity(mean, variance, sites, i, k, y)
             p = expit(q[i] - sites[4][i, k])
             # The tilted distribution (1 − p)Θ(f_y − f_k) + p·c times the cavity: f_k by a
             # trapezoid rule on 200 001 points (Φ(β) is as sharp in f_k as f_y's cavity is

@@ -17,6 +17,7 @@ from gpflow_augmented.comparison.heaviside import HeavisideLikelihood, pairwise_
 from gpflow_augmented.comparison.sep import ExpectationPropagation, HeavisideEP, HeavisideSEP
 from gpflow_augmented.schedules import RobbinsMonro
 from gpflow_augmented.validation import InvalidDataError
+from helpers import factor_cavity
 
 NODES, WEIGHTS = np.polynomial.hermite.hermgauss(120)
 
@@ -150,11 +151,7 @@ def test_untied_ep_fixed_point_matches_every_factors_tilted_moments():
         for k in range(3):
             if k == y:
                 continue
-            # the cavity of factor (i, k): q without that factor's two sites
-            tau_y = 1 / (1 / variance[i, y] - sites[0][i, k])
-            m_y = tau_y * (mean[i, y] / variance[i, y] - sites[1][i, k])
-            tau_k = 1 / (1 / variance[i, k] - sites[2][i, k])
-            m_k = tau_k * (mean[i, k] / variance[i, k] - sites[3][i, k])
+            m_y, tau_y, m_k, tau_k = factor_cavity(mean, variance, sites, i, k, y)
             _, mean_y, var_y, mean_k, var_k = tilted_moments(m_y, tau_y, m_k, tau_k,
                                                              noise[i, y] + noise[i, k])
             np.testing.assert_allclose([mean_y, mean_k], [mean[i, y], mean[i, k]], atol=1e-7)
