@@ -18,6 +18,12 @@ the package so that every method starts from the same place and is driven the sa
                baseline; :mod:`~gpflow_augmented.comparison.sep`): a damped EP step of the tied
                site (ρ: the CAVI methods' schedule on minibatches, 0.5 on the full batch, where
                undamped parallel EP oscillates) + Adam on the EP estimate of log p(y)
+``rmgpc``      robust multi-class GP classification (Hernández-Lobato et al. 2011;
+               :mod:`~gpflow_augmented.comparison.rmgpc`): a full GP on the training set with the
+               noiseless Heaviside likelihood and an explicit outlier indicator per point, a damped
+               (0.5) parallel EP step + Adam on the EP estimate of log p(y). Full batch only, at
+               most :data:`FULL_GP_MAX_POINTS` training points; its inducing inputs are the
+               training inputs
 
 Binary tasks (C = 2, labels 0/1):
 
@@ -40,6 +46,7 @@ import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.keras import tf_keras
 from gpflow.kernels import Kernel
+from gpflow.models.training_mixins import InternalDataTrainingLossMixin
 from gpflow.optimizers import NaturalGradient
 from gpflow.utilities import set_trainable
 
@@ -51,7 +58,8 @@ from ..schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from ..training import EXACT_WARM_START, Trainer, adam_step_if_finite
 from ..validation import NumericalError, check_positive_number
 from .dirichlet import DEFAULT_ALPHA_EPSILON, DirichletClassification
-from .sep import ExpectationPropagation, HeavisideSEP
+from .rmgpc import RobustMulticlassEP
+from .sep import ExpectationPropagation, ExpectationPropagationModel, HeavisideSEP
 
 __all__ = [
     "METHODS",
@@ -60,6 +68,8 @@ __all__ = [
     "DAMPED_METHODS",
     "DEFAULT_MULTICLASS_METHODS",
     "EXACT_BOUND_METHODS",
+    "FULL_GP_MAX_POINTS",
+    "FULL_GP_METHODS",
     "MULTICLASS_METHODS",
     "RENAMED_METHODS",
     "default_methods",
@@ -71,6 +81,8 @@ __all__ = [
     "NaturalGradientWarmUp",
     "STEP_SIZE_SCHEDULES",
     "build_method",
+    "check_full_gp_method",
+    "check_method_options",
     "hyperparameter_snapshot",
 ]
 
@@ -91,6 +103,9 @@ METHODS: Dict[str, str] = {
                  "transformed labels, NaturalGradient with γ warm-up + Adam",
     "sep": "Heaviside likelihood, stochastic EP (Villacampa-Calvo 2017): damped EP step + Adam "
            "on the EP estimate of log p(y)",
+    "rmgpc": "robust multi-class GPC (Hernández-Lobato 2011): full GP, Heaviside likelihood with "
+             "explicit label outliers, damped EP step + Adam on the EP estimate of log p(y); "
+             "full batch only",
     "xgpc": "binary logistic, Pólya-Gamma augmented (X-GPC): CAVI + Adam",
     "bernoulli": "SVGP + Bernoulli(sigmoid): NaturalGradient with γ warm-up + Adam",
 }
@@ -106,6 +121,13 @@ AUGMENTED_METHODS = EXACT_BOUND_METHODS + ("lsm-collapsed", "lsm-paper", "lsm-hy
 DAMPED_METHODS = AUGMENTED_METHODS + ("sep",)
 # Parallel EP updates every site at once; undamped, the full-batch sites oscillate.
 FULL_BATCH_EP_DAMPING = 0.5
+# The methods that are a full GP on the training set they hold: no inducing points of their own, no
+# minibatches.
+FULL_GP_METHODS = ("rmgpc",)
+# A full GP's step costs O(C N³) time and O(C N²) memory (several [C, N, N] arrays, and their
+# gradients): the largest training set a comparison gives it (docs/benchmarks.md, "rmgpc's size
+# limit", has the measurement).
+FULL_GP_MAX_POINTS = 1000
 # The package's method and the GPflow models a user would otherwise pick; the variants on request.
 DEFAULT_MULTICLASS_METHODS = ("lsm", "rm", "softmax", "lsm-vi")
 # The ρ schedules a comparison can give the CAVI methods on minibatches, by name. The first is the
@@ -292,28 +314,53 @@ class AdamMethod(Method):
 
 
 class ExpectationPropagationMethod(Method):
-    """A :class:`~gpflow_augmented.comparison.sep.HeavisideSEP`: a damped EP step of its tied
-    site, then Adam on minus the EP estimate of log p(y) with the sites fixed; both compiled in
-    one ``tf.function``. A step whose sites would not be finite writes none of them."""
+    """An EP model (:class:`~gpflow_augmented.comparison.sep.HeavisideSEP`, or a full GP that holds
+    its training set, :class:`~gpflow_augmented.comparison.rmgpc.RobustMulticlassEP`): a damped EP
+    step of its sites, then Adam on minus the EP estimate of log p(y) with the sites fixed; both
+    compiled in one ``tf.function``. A step whose sites would not be finite writes none of them.
 
-    def __init__(self, name: str, model: HeavisideSEP, learning_rate: float,
+    A model that holds its training set is given that whole set, in its order, at every step (its
+    sites belong to its points): anything else is refused before the step runs."""
+
+    def __init__(self, name: str, model: ExpectationPropagationModel, learning_rate: float,
                  damping: Union[float, StepSizeSchedule], jit_compile: bool = False) -> None:
         self.name, self.model = name, model
+        self.holds_data = isinstance(model, InternalDataTrainingLossMixin)
         self.ep = ExpectationPropagation(model, damping)
         self.adam = tf_keras.optimizers.Adam(learning_rate)
         self.adam.build(model.trainable_variables)
         self._step = tf.function(self._step_eager, jit_compile=jit_compile)
 
     def _step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        log_marginal, applied = self.ep.step((X, Y))
-        adam_step_if_finite(self.adam, lambda: self.model.training_loss((X, Y)),
-                            self.model.trainable_variables)
+        data = None if self.holds_data else (X, Y)
+        log_marginal, applied = self.ep.step(data)
+        adam_step_if_finite(
+            self.adam,
+            (lambda: self.model.training_loss()) if self.holds_data
+            else (lambda: self.model.training_loss((X, Y))),
+            self.model.trainable_variables)
         return log_marginal, applied
+
+    def _check_held_data(self, X: tf.Tensor, Y: tf.Tensor) -> None:
+        # O(N D), against the step's O(C N³).
+        held_X, held_Y = self.model.data
+        same = (X.dtype == held_X.dtype and Y.dtype == held_Y.dtype
+                and X.shape == held_X.shape and Y.shape == held_Y.shape
+                and bool(tf.reduce_all(tf.equal(X, held_X)))
+                and bool(tf.reduce_all(tf.equal(Y, held_Y))))
+        if not same:
+            raise ValueError(
+                f"method {self.name!r} is a full GP on the {held_X.shape[0]} training points it "
+                "holds: each step must be given that whole training set, in its order "
+                f"(got {X.shape[0]} rows of {X.dtype.name} features and {Y.dtype.name} labels; "
+                f"it holds {held_X.dtype.name} and {held_Y.dtype.name})")
 
     def checkpoint(self) -> tf.train.Checkpoint:
         return tf.train.Checkpoint(model=self.model, adam=self.adam, ep=self.ep)
 
     def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        if self.holds_data:
+            self._check_held_data(X, Y)
         log_marginal, applied = self._step(X, Y)
         self.failed_steps += not bool(applied)
         return log_marginal
@@ -336,6 +383,7 @@ def build_method(
     step_size: Optional[str] = None,
     class_subset_size: Optional[int] = None,
     alpha_epsilon: Optional[float] = None,
+    data: Optional[Tuple[np.ndarray, np.ndarray]] = None,
 ) -> Method:
     """Build method ``name`` (a key of :data:`METHODS`) around ``kernel`` and a copy of
     ``inducing_points``. Pass each method its own kernel object with the same values.
@@ -343,23 +391,20 @@ def build_method(
     ``step_size`` names the ρ schedule (:data:`STEP_SIZE_SCHEDULES`) of a CAVI method on
     minibatches; on the full batch ρ = 1 (exact coordinate ascent). ``class_subset_size`` is
     the number of classes ``lsm-subsets`` updates per step; ``alpha_epsilon`` is the α_ε of
-    ``dirichlet`` (default :data:`~gpflow_augmented.comparison.dirichlet.DEFAULT_ALPHA_EPSILON`)."""
-    if name in RENAMED_METHODS:
-        raise ValueError(f"method {name!r} is now called {RENAMED_METHODS[name]!r}")
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
-    learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
-    if class_subset_size is not None and name != "lsm-subsets":
-        raise ValueError(f"method {name!r} updates every class; class_subset_size is an option "
-                         "of 'lsm-subsets'")
-    if alpha_epsilon is not None and name != "dirichlet":
-        raise ValueError(f"method {name!r} has no alpha_epsilon (an option of 'dirichlet')")
-    if step_size is not None:
-        if name not in DAMPED_METHODS:
-            raise ValueError(f"method {name!r} has no ρ schedule (only {', '.join(DAMPED_METHODS)})")
-        if step_size not in STEP_SIZE_SCHEDULES:
-            raise ValueError(f"unknown step size {step_size!r}; choose from "
-                             f"{', '.join(STEP_SIZE_SCHEDULES)}")
+    ``dirichlet`` (default :data:`~gpflow_augmented.comparison.dirichlet.DEFAULT_ALPHA_EPSILON`).
+
+    A full-GP method (:data:`FULL_GP_METHODS`) is built on ``data = (X, Y)``, the training set it
+    then holds and is given at every step (``full_batch`` must be true; ``inducing_points`` is not
+    used: its inducing inputs are X, fixed)."""
+    learning_rate = check_method_options(name, learning_rate=learning_rate, step_size=step_size,
+                                         class_subset_size=class_subset_size,
+                                         alpha_epsilon=alpha_epsilon)
+    if name in FULL_GP_METHODS:
+        return _full_gp_method(name, kernel, num_classes, learning_rate, data, full_batch,
+                               train_inducing_points)
+    if data is not None:
+        raise ValueError(f"method {name!r} takes its data at each step; data= is for the full-GP "
+                         f"methods ({', '.join(FULL_GP_METHODS)})")
     schedule = STEP_SIZE_SCHEDULES[step_size or "robbins-monro"]
     rho: Union[float, StepSizeSchedule] = 1.0 if full_batch else schedule
     if name in BINARY_METHODS and num_classes != 2:
@@ -412,6 +457,57 @@ def build_method(
     if name in ("rm", "bernoulli", "dirichlet"):
         return NaturalGradientMethod(name, model, learning_rate)
     return AdamMethod(name, model, learning_rate)
+
+
+def check_method_options(name: str, *, learning_rate: float = 0.01,
+                         step_size: Optional[str] = None, class_subset_size: Optional[int] = None,
+                         alpha_epsilon: Optional[float] = None) -> float:
+    """Refuse, naming the method, a method that does not exist or an option it does not take;
+    returns the learning rate, checked."""
+    if name in RENAMED_METHODS:
+        raise ValueError(f"method {name!r} is now called {RENAMED_METHODS[name]!r}")
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
+    if class_subset_size is not None and name != "lsm-subsets":
+        raise ValueError(f"method {name!r} updates every class; class_subset_size is an option "
+                         "of 'lsm-subsets'")
+    if alpha_epsilon is not None and name != "dirichlet":
+        raise ValueError(f"method {name!r} has no alpha_epsilon (an option of 'dirichlet')")
+    if step_size is not None:
+        if name not in DAMPED_METHODS:
+            raise ValueError(f"method {name!r} has no ρ schedule (only {', '.join(DAMPED_METHODS)})")
+        if step_size not in STEP_SIZE_SCHEDULES:
+            raise ValueError(f"unknown step size {step_size!r}; choose from "
+                             f"{', '.join(STEP_SIZE_SCHEDULES)}")
+    return learning_rate
+
+
+def check_full_gp_method(name: str, num_data: int, full_batch: bool) -> None:
+    """Refuse, naming the method, a full GP on minibatches or on more than
+    :data:`FULL_GP_MAX_POINTS` training points."""
+    if not full_batch:
+        raise ValueError(
+            f"method {name!r} is a full GP, trained on the whole training set at every step: it "
+            f"takes no minibatches (give a batch size of at least N = {num_data})")
+    if num_data > FULL_GP_MAX_POINTS:
+        raise ValueError(
+            f"method {name!r} is a full GP, O(C N³) time and O(C N²) memory per step: N = "
+            f"{num_data} training points is more than its limit of {FULL_GP_MAX_POINTS} (sep is "
+            "EP for the Heaviside likelihood with inducing points and minibatches)")
+
+
+def _full_gp_method(name: str, kernel: Kernel, num_classes: int, learning_rate: float,
+                    data: Optional[Tuple[np.ndarray, np.ndarray]], full_batch: bool,
+                    train_inducing_points: bool) -> Method:
+    if data is None:
+        raise ValueError(f"method {name!r} is a full GP: build it on its training set (data=)")
+    check_full_gp_method(name, len(data[0]), full_batch)
+    if train_inducing_points:
+        raise ValueError(f"method {name!r} is a full GP: its inducing inputs are the training "
+                         "inputs, which are not trained")
+    model = RobustMulticlassEP(data, kernel, num_classes)
+    return ExpectationPropagationMethod(name, model, learning_rate, FULL_BATCH_EP_DAMPING)
 
 
 def _base_kernel(model: gpflow.models.GPModel) -> Kernel:

@@ -182,7 +182,7 @@ def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path
     ``failed`` under ``label`` with the reason, and skipped, so it cannot sink the benchmark."""
     import json
 
-    from .runs import prepare_output, run_comparison
+    from .runs import check_run, prepare_output, run_comparison
     from ..validation import InvalidDataError, NumericalError
 
     def not_run(reason: str) -> None:
@@ -200,6 +200,7 @@ def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path
     elif not getattr(args, "report_only", False):
         print(describe(dataset), flush=True)
         try:
+            check_run(dataset, args)
             folder = prepare_output(folder, resume=getattr(args, "resume", False),
                                     overwrite=False, explicit=True)
             # Each dataset picks its own default methods (binary or multi-class labels).

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, List, NoReturn, Optional, Sequence
 
 from .ci_utils import DATA_DIR_VARIABLE
-from .runs import (PROG, machine, prepare_output, run_comparison, summary_table, write_atomically,
-                   write_json)
+from .runs import (PROG, check_run, machine, prepare_output, run_comparison, summary_table,
+                   write_atomically, write_json)
 
 COMMANDS = ("compare", "benchmark", "ground-truth", "scale", "predict")
 
@@ -395,6 +395,7 @@ def _run(args: argparse.Namespace) -> int:
             # The report is written whatever failed; the exit status says whether all ran.
             return 1 if failed else 0
         dataset = _load(args)
+        check_run(dataset, args)
         output = prepare_output(
             Path(args.output or Path("gpflow-augmented-results") / dataset.name),
             resume=args.resume, overwrite=args.overwrite, explicit=args.output is not None)

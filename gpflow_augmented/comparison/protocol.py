@@ -17,8 +17,8 @@ import tensorflow as tf
 from gpflow.config import default_float
 
 from ..metrics import Evaluator
-from .baselines import (METHODS, RENAMED_METHODS, Method, build_method, default_methods,
-                        hyperparameter_snapshot)
+from .baselines import (FULL_GP_METHODS, METHODS, Method, build_method, check_full_gp_method,
+                        check_method_options, default_methods, hyperparameter_snapshot)
 from ..datasets import Dataset
 from ..initialisation import inducing_points as kmeans_inducing_points
 from ..initialisation import initial_kernel
@@ -27,6 +27,7 @@ __all__ = [
     "MinibatchStream",
     "MethodResult",
     "ComparisonResult",
+    "check_methods",
     "compare",
     "best_nll",
     "time_to_converge",
@@ -37,7 +38,9 @@ __all__ = [
 class MinibatchStream:
     """A seeded stream of minibatch indices with random access: batch t is the (t mod E)-th slice
     of epoch t // E's permutation, where E = N // B (the remainder of each epoch is dropped, so
-    every batch has the same static shape)."""
+    every batch has the same static shape). A full batch (B ≥ N) is the training set in its own
+    order at every step: a full-batch step does not depend on the order, and a full GP, whose
+    sites belong to its points, needs the order it was built with."""
 
     def __init__(self, num_data: int, batch_size: int, seed: int) -> None:
         self.num_data, self.seed = int(num_data), int(seed)
@@ -50,6 +53,8 @@ class MinibatchStream:
         return self.batch_size == self.num_data
 
     def indices(self, iteration: int) -> np.ndarray:
+        if self.full_batch:
+            return np.arange(self.num_data)
         epoch, slot = divmod(int(iteration), self.batches_per_epoch)
         if epoch != self._epoch:
             rng = np.random.default_rng([self.seed, epoch])
@@ -186,6 +191,10 @@ def compare(
     ``methods`` defaults to :func:`~gpflow_augmented.comparison.baselines.default_methods` of the dataset's
     number of classes: ``xgpc`` and ``bernoulli`` for binary labels, the multi-class set otherwise.
 
+    A full-GP method (``rmgpc``) holds the training set: it is given the whole set at every
+    step (``batch_size`` ≥ N, where every method gets the training set in its own order), its
+    inducing inputs are the training inputs, and ``num_inducing`` is the sparse methods'.
+
     ``method_options`` gives a method its own ``learning_rate`` and (CAVI methods) ``step_size``
     (a name in :data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`), e.g. as chosen by
     :func:`~gpflow_augmented.comparison.tuning.tune`, and ``lsm-subsets`` its ``class_subset_size``; the
@@ -197,35 +206,16 @@ def compare(
     """
     if methods is None:
         methods = default_methods(dataset.num_classes)
-    renamed = [m for m in methods if m in RENAMED_METHODS]
-    if renamed:
-        raise ValueError(f"method {renamed[0]!r} is now called {RENAMED_METHODS[renamed[0]]!r}")
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
-    if not methods:
-        raise ValueError("no methods to compare")
-    repeated = sorted({m for m in methods if list(methods).count(m) > 1})
-    if repeated:
-        raise ValueError(f"method {repeated[0]!r} is named twice; each method runs once")
     if time_budget is None and max_iterations is None:
         raise ValueError("give a time_budget, max_iterations or both")
-    options = {
-        name: {"learning_rate": learning_rate, "step_size": None,
-               **dict((method_options or {}).get(name, {}))}
-        for name in methods
-    }
-    for name, chosen in options.items():
-        unknown_options = set(chosen) - {"learning_rate", "step_size", "class_subset_size",
-                                          "alpha_epsilon"}
-        if unknown_options:
-            raise ValueError(f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
-                             "(learning_rate, step_size, class_subset_size, alpha_epsilon)")
+    options = check_methods(methods, len(dataset.X_train), batch_size=batch_size,
+                            learning_rate=learning_rate, method_options=method_options,
+                            train_inducing_points=train_inducing_points)
     X = np.asarray(dataset.X_train, dtype=default_float())
     Y = np.asarray(dataset.Y_train).reshape(-1, 1).astype(np.int64)
+    stream = MinibatchStream(len(X), batch_size, seed)
     num_inducing = min(num_inducing, len(X))
     Z = kmeans_inducing_points(X, num_inducing, seed=seed)
-    stream = MinibatchStream(len(X), batch_size, seed)
     evaluator = Evaluator(dataset.X_test, dataset.Y_test)
     trace_evaluator = evaluator
     if trace_test_points is not None and len(dataset.X_test) > trace_test_points:
@@ -251,7 +241,7 @@ def compare(
         method = build_method(
             name, initial_kernel(X), Z, dataset.num_classes, len(X),
             train_inducing_points=train_inducing_points, full_batch=stream.full_batch,
-            **options[name],
+            data=(X, Y) if name in FULL_GP_METHODS else None, **options[name],
         )
         result = _run(method, stream, X_device, Y_device, trace_evaluator, evaluator,
                       time_budget, max_iterations, evaluation_growth, callback, progress)
@@ -259,6 +249,45 @@ def compare(
         if on_method_done is not None:
             on_method_done(results[-1])
     return ComparisonResult(dataset.name, settings, results)
+
+
+def check_methods(
+    methods: Sequence[str],
+    num_data: int,
+    *,
+    batch_size: int,
+    learning_rate: float = 0.01,
+    method_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    train_inducing_points: bool = False,
+) -> Dict[str, Dict[str, Any]]:
+    """Refuse, before anything is computed or trained, what :func:`compare` would refuse for one
+    of ``methods`` on ``num_data`` training points: an unknown, renamed or repeated name, an option
+    a method does not take, and a full GP on minibatches, on too many points or with trained
+    inducing points. Returns each method's options (``learning_rate`` and ``step_size`` filled in)."""
+    if not methods:
+        raise ValueError("no methods to compare")
+    repeated = sorted({m for m in methods if list(methods).count(m) > 1})
+    if repeated:
+        raise ValueError(f"method {repeated[0]!r} is named twice; each method runs once")
+    options = {
+        name: {"learning_rate": learning_rate, "step_size": None,
+               **dict((method_options or {}).get(name, {}))}
+        for name in methods
+    }
+    for name, chosen in options.items():
+        unknown_options = set(chosen) - {"learning_rate", "step_size", "class_subset_size",
+                                          "alpha_epsilon"}
+        if unknown_options:
+            raise ValueError(f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
+                             "(learning_rate, step_size, class_subset_size, alpha_epsilon)")
+        check_method_options(name, **chosen)
+        if name in FULL_GP_METHODS:
+            check_full_gp_method(name, num_data, batch_size >= num_data)
+            if train_inducing_points:
+                raise ValueError(f"method {name!r} is a full GP: its inducing inputs are the "
+                                 "training inputs, which are not trained; train_inducing_points "
+                                 "is for the sparse methods")
+    return options
 
 
 def _warm_up(method: Method, X: tf.Tensor, Y: tf.Tensor, indices: np.ndarray) -> float:

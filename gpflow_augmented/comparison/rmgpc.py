@@ -64,26 +64,37 @@ def _prior_factor_moments(cavity_odds: tf.Tensor, cavity_a: tf.Tensor, cavity_b:
     return normaliser, first, second
 
 
-def _sequential_rate_sites(cavity_odds: tf.Tensor, site_a: tf.Tensor, site_b: tf.Tensor,
-                           a: tf.Tensor, b: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def _sequential_rate_sites(cavity_odds: tf.Tensor, site_odds: tf.Tensor, site_a: tf.Tensor,
+                           site_b: tf.Tensor, a: tf.Tensor, b: tf.Tensor
+                           ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """One sweep over the prior factors, each updated from the Beta(a, b) the previous left:
     the new Bernoulli sites log a' − log b' (a', b' the cavity's) and the Beta sites
     (ã − 1, b̃ − 1) of the Beta that matches the tilted ρ's first two moments (supplement,
-    eqs. 9–10)."""
+    eqs. 9–10). A factor whose cavity Beta(a', b') is improper (a' ≤ 0 or b' ≤ 0), or whose
+    update would leave Q's Beta improper, keeps its sites, as EP skips such updates: one such
+    factor would otherwise make the whole step non-finite, and every later step with it."""
 
     def update(carry: Tuple[tf.Tensor, ...], factor: Tuple[tf.Tensor, ...]) -> Tuple[tf.Tensor, ...]:
         a, b = carry[0], carry[1]
-        odds, old_a, old_b = factor
+        odds, cavity_log_odds, old_a, old_b = factor
         cavity_a, cavity_b = a - old_a, b - old_b
-        _, first, second = _prior_factor_moments(odds, cavity_a, cavity_b)
+        proper = (cavity_a > 0.0) & (cavity_b > 0.0)
+        # Evaluated at a proper stand-in where the cavity is not, so that no NaN enters the
+        # gradient of the tf.where below.
+        safe_a = tf.where(proper, cavity_a, tf.ones_like(cavity_a))
+        safe_b = tf.where(proper, cavity_b, tf.ones_like(cavity_b))
+        _, first, second = _prior_factor_moments(cavity_log_odds, safe_a, safe_b)
         concentration = (first - second) / (second - tf.square(first))
-        new_a = first * concentration - cavity_a
-        new_b = (1.0 - first) * concentration - cavity_b
-        return (cavity_a + new_a, cavity_b + new_b, tf.math.log(cavity_a) - tf.math.log(cavity_b),
-                new_a, new_b)
+        new_a = first * concentration - safe_a
+        new_b = (1.0 - first) * concentration - safe_b
+        accepted = proper & (safe_a + new_a > 0.0) & (safe_b + new_b > 0.0)
+        new_a, new_b = tf.where(accepted, new_a, old_a), tf.where(accepted, new_b, old_b)
+        new_odds = tf.where(accepted, tf.math.log(safe_a) - tf.math.log(safe_b), odds)
+        return (a - old_a + new_a, b - old_b + new_b, new_odds, new_a, new_b)
 
     zero = tf.zeros([], a.dtype)
-    swept = tf.scan(update, (cavity_odds, site_a, site_b), initializer=(a, b, zero, zero, zero))
+    swept = tf.scan(update, (site_odds, cavity_odds, site_a, site_b),
+                    initializer=(a, b, zero, zero, zero))
     return swept[2], swept[3], swept[4]
 
 
@@ -213,7 +224,7 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
         # improper, so they are updated one after the other, each from the ρ the previous left
         # (supplement, eq. 12); their Bernoulli parts are independent.
         new_prior_odds, new_site_a, new_site_b = _sequential_rate_sites(
-            prior_cavity_odds, site_a, site_b, a, b)
+            prior_cavity_odds, prior_odds, site_a, site_b, a, b)
 
         # log Z_EP: Q's normalisers against the priors', and each factor's log Z plus the change
         # of the normalisers its cavity makes (Gaussian, Bernoulli, Beta).

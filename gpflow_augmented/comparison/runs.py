@@ -163,6 +163,29 @@ def summary_table(result: Any) -> str:
     return "\n".join(lines)
 
 
+def _fixed_options(args: argparse.Namespace) -> Dict[str, Dict[str, Any]]:
+    """The methods' options the command line sets and tuning does not choose."""
+    fixed: Dict[str, Dict[str, Any]] = {}
+    if getattr(args, "class_subset_size", None) is not None:
+        fixed["lsm-subsets"] = {"class_subset_size": args.class_subset_size}
+    if getattr(args, "alpha_epsilon", None) is not None:
+        fixed["dirichlet"] = {"alpha_epsilon": args.alpha_epsilon}
+    return fixed
+
+
+def check_run(dataset: Any, args: argparse.Namespace) -> None:
+    """Refuse what the comparison of ``dataset`` would refuse, before its output folder is touched
+    and before any tuning or training (:func:`~gpflow_augmented.comparison.protocol.check_methods`
+    on the whole training set)."""
+    from .baselines import default_methods
+    from .protocol import check_methods
+
+    methods = args.methods or list(default_methods(dataset.num_classes))
+    check_methods(methods, len(dataset.X_train), batch_size=args.batch_size,
+                  learning_rate=args.learning_rate, method_options=_fixed_options(args),
+                  train_inducing_points=args.train_inducing_points)
+
+
 def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
                    tensorboard: bool = True) -> Any:
     """Compare on ``dataset`` and write ``output``/results.json, figures/ and tensorboard/; each
@@ -178,6 +201,7 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
 
     if args.methods is None:
         args.methods = list(default_methods(dataset.num_classes))
+    check_run(dataset, args)
     settings = _run_settings(dataset, args)
     finished = _finished_methods(output, settings) if getattr(args, "resume", False) else {}
     if finished:
@@ -213,11 +237,7 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
                   time_budget=args.time_budget, max_iterations=args.max_iterations,
                   train_inducing_points=args.train_inducing_points, seed=args.seed,
                   trace_test_points=args.trace_test_points, progress=progress)
-    fixed_options: Dict[str, Dict[str, Any]] = {}
-    if args.class_subset_size is not None:
-        fixed_options["lsm-subsets"] = {"class_subset_size": args.class_subset_size}
-    if getattr(args, "alpha_epsilon", None) is not None:
-        fixed_options["dirichlet"] = {"alpha_epsilon": args.alpha_epsilon}
+    fixed_options = _fixed_options(args)
     tuning = None
     if getattr(args, "tune", False):
         from .tuning import settings_text, tune

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 import numpy as np
 
 from .baselines import DAMPED_METHODS, STEP_SIZE_SCHEDULES, default_methods
-from .protocol import compare
+from .protocol import check_methods, compare
 from ..datasets import Dataset, from_arrays, train_test_split
 
 __all__ = ["ALPHA_EPSILONS", "LEARNING_RATES", "TuningResult", "candidate_settings", "settings_text", "tune",
@@ -90,6 +90,10 @@ def tune(
     finite is never chosen."""
     if methods is None:
         methods = default_methods(dataset.num_classes)
+    # On the whole training set: what the final run would refuse is refused before any candidate.
+    check_methods(methods, len(dataset.X_train), batch_size=batch_size,
+                  method_options=method_options,
+                  train_inducing_points=compare_options.get("train_inducing_points", False))
     split = validation_split(dataset, validation_fraction, seed)
     full_batch = batch_size >= len(split.X_train)
     chosen: Dict[str, Dict[str, Any]] = {}

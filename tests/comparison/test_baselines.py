@@ -10,6 +10,7 @@ import tensorflow as tf
 import gpflow_augmented as ga
 from gpflow_augmented.comparison.baselines import (
     BINARY_METHODS,
+    FULL_GP_METHODS,
     MULTICLASS_METHODS,
     Method,
     NaturalGradientWarmUp,
@@ -44,18 +45,34 @@ def _all_subclasses(cls):
         yield from _all_subclasses(subclass)
 
 
-def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny, monkeypatch):
-    # The evidence is what each method's step was given, recorded at the step itself.
-    consumed = {}
+@pytest.fixture
+def consumed(monkeypatch):
+    """The evidence of what each method was given: every step's (X, Y), recorded at the step
+    itself, by method name."""
+    steps = {}
     for cls in {Method, *_all_subclasses(Method)}:
         if "step" in vars(cls):
             def recording(self, X, Y, _step=vars(cls)["step"]):
-                consumed.setdefault(self.name, []).append((X.numpy().copy(), Y.numpy().copy()))
+                steps.setdefault(self.name, []).append((X.numpy().copy(), Y.numpy().copy()))
                 return _step(self, X, Y)
             monkeypatch.setattr(cls, "step", recording)
-    result = compare(tiny, list(MULTICLASS_METHODS), num_inducing=12, batch_size=32,
+    return steps
+
+
+def test_a_full_batch_is_the_training_set_in_its_order_at_every_step():
+    stream = MinibatchStream(num_data=23, batch_size=50, seed=3)
+    assert stream.full_batch and stream.batch_size == 23
+    for iteration in (0, 1, 2, 9):
+        np.testing.assert_array_equal(stream.indices(iteration), np.arange(23))
+
+
+SPARSE_METHODS = [name for name in MULTICLASS_METHODS if name not in FULL_GP_METHODS]
+
+
+def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny, consumed):
+    result = compare(tiny, SPARSE_METHODS, num_inducing=12, batch_size=32,
                      time_budget=None, max_iterations=7, seed=5)
-    assert [m.name for m in result.methods] == list(MULTICLASS_METHODS)
+    assert [m.name for m in result.methods] == SPARSE_METHODS
     stream = MinibatchStream(len(tiny.X_train), 32, seed=5)
     # a warm-up step on the first batch (undone), then the 7 timed ones
     expected = [stream.indices(0)] + [stream.indices(t) for t in range(7)]
@@ -80,10 +97,37 @@ def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny, mon
         assert all(np.isfinite(e["nll"]) for e in m.trace)
 
 
+def test_on_the_full_batch_every_method_a_full_gp_included_sees_the_same_data_and_start(
+        tiny, consumed):
+    """The fairness contract without shared inducing points: a full GP holds the training set, so
+    every method is given the whole set, in its order, at every step; every method starts from
+    the same kernel; the sparse ones share the k-means inducing points, the full GP's inducing
+    inputs are the training inputs."""
+    names = list(MULTICLASS_METHODS)
+    assert set(FULL_GP_METHODS) <= set(names)
+    result = compare(tiny, names, num_inducing=12, batch_size=len(tiny.X_train),
+                     time_budget=None, max_iterations=3, seed=5)
+    kernel_start = {k: v for k, v in result.methods[0].initial_hyperparameters.items() if k != "Z"}
+    for m in result.methods:
+        assert m.iterations == 3 and len(consumed[m.name]) == 4, m.name  # warm-up + 3
+        for X, Y in consumed[m.name]:
+            np.testing.assert_array_equal(X, tiny.X_train)
+            np.testing.assert_array_equal(Y, tiny.Y_train)
+        assert m.batches_digest == result.methods[0].batches_digest, m.name
+        start = dict(m.initial_hyperparameters)
+        Z = np.reshape(start.pop("Z"), (-1, tiny.X_train.shape[1]))
+        assert start == kernel_start, m.name
+        expected_Z = (tiny.X_train if m.name in FULL_GP_METHODS
+                      else ga.inducing_points(tiny.X_train, 12, seed=5))
+        np.testing.assert_allclose(Z, expected_Z, rtol=1e-12, err_msg=m.name)
+        assert hyperparameter_snapshot(m.method.model)["variance"] != kernel_start["variance"]
+        assert all(np.isfinite(e["nll"]) for e in m.trace) and m.failed_steps == 0, m.name
+
+
 def test_inducing_points_fixed_or_trained_for_all_alike(tiny):
     Z = ga.inducing_points(tiny.X_train, 8)
     for train in (False, True):
-        for name in (*MULTICLASS_METHODS, *BINARY_METHODS):
+        for name in (*SPARSE_METHODS, *BINARY_METHODS):
             num_classes = 2 if name in BINARY_METHODS else 4
             method = build_method(name, ga.initial_kernel(tiny.X_train), Z, num_classes, 150,
                                   train_inducing_points=train)
@@ -185,6 +229,23 @@ def test_warm_up_step_is_undone_exactly(tiny):
             np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-10, atol=1e-12)
         assert fresh.step_size == pytest.approx(compared.method.step_size, rel=1e-12)
         assert compared.compile_seconds > 0
+
+
+def test_a_full_gps_warm_up_step_is_undone_exactly(tiny):
+    """The same for rmgpc on the full batch: its sites, the outlier rate, the kernel, the EP step
+    count and Adam's state."""
+    data = (tiny.X_train, tiny.Y_train)
+    result = compare(tiny, ["rmgpc"], batch_size=len(tiny.X_train), time_budget=None,
+                     max_iterations=3, seed=3)
+    compared = result.methods[0].method
+    fresh = build_method("rmgpc", ga.initial_kernel(tiny.X_train), tiny.X_train, 4,
+                         len(tiny.X_train), full_batch=True, data=data)
+    for _ in range(3):
+        fresh.step(tf.constant(tiny.X_train), tf.constant(tiny.Y_train))
+    assert fresh.ep.iteration.numpy() == compared.ep.iteration.numpy() == 3
+    assert fresh.adam.iterations.numpy() == compared.adam.iterations.numpy() == 3
+    for mine, theirs in zip(fresh.model.variables, compared.model.variables):
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-10, atol=1e-12)
 
 
 def test_binary_methods_share_batches_hyperparameters_and_predict_two_columns(tiny):

@@ -128,6 +128,7 @@ def _bad_npz(tmp_path, name, **arrays):
     "one class", "NaN feature", "no y array", "not an npz", "not libsvm", "empty method list",
     "renamed method", "subset size without lsm-subsets", "subset size zero",
     "alpha_epsilon without dirichlet", "alpha_epsilon zero", "alpha_epsilon and tune",
+    "full GP on minibatches", "full GP with trained inducing points",
 ])
 def test_bad_input_gives_one_error_line_and_exit_2(case, tmp_path, capsys):
     X = np.random.default_rng(0).standard_normal((20, 3))
@@ -154,6 +155,10 @@ def test_bad_input_gives_one_error_line_and_exit_2(case, tmp_path, capsys):
         "alpha_epsilon zero": ["vehicle", "--methods", "dirichlet", "--alpha-epsilon", "0"],
         "alpha_epsilon and tune": ["vehicle", "--methods", "dirichlet", "--alpha-epsilon", "0.1",
                                    "--tune"],
+        "full GP on minibatches": ["vehicle", "--methods", "lsm,rmgpc"],
+        "full GP with trained inducing points": ["vehicle", "--methods", "lsm,rmgpc",
+                                                 "--batch-size", "100000",
+                                                 "--train-inducing-points"],
     }[case]
     (tmp_path / "g.npz").write_text("this is not a zip archive")
     (tmp_path / "h.txt").write_text("1 1:0.5 2:abc\nnot libsvm at all\n")
@@ -162,7 +167,7 @@ def test_bad_input_gives_one_error_line_and_exit_2(case, tmp_path, capsys):
     assert code == 2
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpflow-augmented: error: "), captured.err
-    assert not (tmp_path / "out" / "results.json").exists()
+    assert not (tmp_path / "out").exists()  # refused before the output folder is touched
 
 
 def test_error_messages_name_the_problem(tmp_path, capsys):
@@ -175,6 +180,10 @@ def test_error_messages_name_the_problem(tmp_path, capsys):
     assert "'lsm-exact-mean' is now called 'lsm'" in capsys.readouterr().err
     main(["vehicle", "--methods", "rm", "--class-subset-size", "2"])
     assert "--class-subset-size is an option of lsm-subsets" in capsys.readouterr().err
+    main(["vehicle", "--methods", "lsm,rmgpc", "--batch-size", "100", "--output",
+          str(tmp_path / "out")])
+    assert ("method 'rmgpc' is a full GP, trained on the whole training set at every step: it "
+            "takes no minibatches (give a batch size of at least N = 677)") in capsys.readouterr().err
 
 
 def test_features_standardised_with_training_statistics_and_split_seeded():
