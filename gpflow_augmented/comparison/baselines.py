@@ -332,13 +332,10 @@ class ExpectationPropagationMethod(Method):
         self._step = tf.function(self._step_eager, jit_compile=jit_compile)
 
     def _step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-        data = None if self.holds_data else (X, Y)
-        log_marginal, applied = self.ep.step(data)
-        adam_step_if_finite(
-            self.adam,
-            (lambda: self.model.training_loss()) if self.holds_data
-            else (lambda: self.model.training_loss((X, Y))),
-            self.model.trainable_variables)
+        data = () if self.holds_data else ((X, Y),)  # a model that holds its data takes none
+        log_marginal, applied = self.ep.step(*data)
+        adam_step_if_finite(self.adam, lambda: self.model.training_loss(*data),
+                            self.model.trainable_variables)
         return log_marginal, applied
 
     def _check_held_data(self, X: tf.Tensor, Y: tf.Tensor) -> None:
@@ -483,9 +480,14 @@ def check_method_options(name: str, *, learning_rate: float = 0.01,
     return learning_rate
 
 
-def check_full_gp_method(name: str, num_data: int, full_batch: bool) -> None:
-    """Refuse, naming the method, a full GP on minibatches or on more than
-    :data:`FULL_GP_MAX_POINTS` training points."""
+def check_full_gp_method(name: str, num_data: int, full_batch: bool,
+                         train_inducing_points: bool = False) -> None:
+    """Refuse, naming the method, a full GP on minibatches, on more than
+    :data:`FULL_GP_MAX_POINTS` training points, or with trained inducing points."""
+    if train_inducing_points:
+        raise ValueError(f"method {name!r} is a full GP: its inducing inputs are the training "
+                         "inputs, which are not trained; train_inducing_points is for the sparse "
+                         "methods")
     if not full_batch:
         raise ValueError(
             f"method {name!r} is a full GP, trained on the whole training set at every step: it "
@@ -502,10 +504,7 @@ def _full_gp_method(name: str, kernel: Kernel, num_classes: int, learning_rate: 
                     train_inducing_points: bool) -> Method:
     if data is None:
         raise ValueError(f"method {name!r} is a full GP: build it on its training set (data=)")
-    check_full_gp_method(name, len(data[0]), full_batch)
-    if train_inducing_points:
-        raise ValueError(f"method {name!r} is a full GP: its inducing inputs are the training "
-                         "inputs, which are not trained")
+    check_full_gp_method(name, len(data[0]), full_batch, train_inducing_points)
     model = RobustMulticlassEP(data, kernel, num_classes)
     return ExpectationPropagationMethod(name, model, learning_rate, FULL_BATCH_EP_DAMPING)
 

@@ -282,11 +282,7 @@ def check_methods(
                              "(learning_rate, step_size, class_subset_size, alpha_epsilon)")
         check_method_options(name, **chosen)
         if name in FULL_GP_METHODS:
-            check_full_gp_method(name, num_data, batch_size >= num_data)
-            if train_inducing_points:
-                raise ValueError(f"method {name!r} is a full GP: its inducing inputs are the "
-                                 "training inputs, which are not trained; train_inducing_points "
-                                 "is for the sparse methods")
+            check_full_gp_method(name, num_data, batch_size >= num_data, train_inducing_points)
     return options
 
 

@@ -190,7 +190,7 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
                    tensorboard: bool = True) -> Any:
     """Compare on ``dataset`` and write ``output``/results.json, figures/ and tensorboard/; each
     method's result is also written to methods/ as it finishes, which ``args.resume`` reads back
-    (``output`` has passed :func:`prepare_output`)."""
+    (``output`` has passed :func:`prepare_output`, and the run :func:`check_run`)."""
     import shutil
 
     from .baselines import default_methods
@@ -201,7 +201,6 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
 
     if args.methods is None:
         args.methods = list(default_methods(dataset.num_classes))
-    check_run(dataset, args)
     settings = _run_settings(dataset, args)
     finished = _finished_methods(output, settings) if getattr(args, "resume", False) else {}
     if finished:
