@@ -361,7 +361,13 @@ def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz
     import time
 
     output = tmp_path / "o"
-    argv = [sys.executable, "-m", "gpflow_augmented", "compare", str(tiny_npz), "--methods",
+    # A shell runs a background job (`.ci/run &`) with SIGINT ignored, and Python keeps an
+    # inherited ignore, so the child would finish as if never interrupted. Ctrl-C at a terminal
+    # reaches a process with the default handler; give the child that.
+    with_default_sigint = ("import runpy, signal; "
+                           "signal.signal(signal.SIGINT, signal.default_int_handler); "
+                           "runpy.run_module('gpflow_augmented', run_name='__main__')")
+    argv = [sys.executable, "-c", with_default_sigint, "compare", str(tiny_npz), "--methods",
             "lsm,softmax", "--num-inducing", "10", "--batch-size", "32", "--time-budget", "4",
             "--output", str(output), "--no-progress", "--no-tensorboard"]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
