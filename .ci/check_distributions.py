@@ -1,4 +1,4 @@
-"""The wheel and the sdist carry what a user's install needs: the bundled datasets and py.typed."""
+"""The wheel and the sdist carry what a user's install needs: the bundled datasets, py.typed and the licence."""
 import sys
 import tarfile
 import zipfile
@@ -18,6 +18,8 @@ contents = {
 }
 for name, files in contents.items():
     missing = [f for f in NEEDED if f not in files]
+    if not any(f == "LICENSE" or f.endswith(".dist-info/licenses/LICENSE") for f in files):
+        missing.append("LICENSE")
     if missing:
         sys.exit(f"{name} lacks {', '.join(missing)}")
-print(f"{', '.join(contents)}: datasets and py.typed present")
+print(f"{', '.join(contents)}: datasets, py.typed and LICENSE present")
