@@ -12,14 +12,16 @@ dist = Path(sys.argv[1])
 wheels, sdists = sorted(dist.glob("*.whl")), sorted(dist.glob("*.tar.gz"))
 if len(wheels) != 1 or len(sdists) != 1:
     sys.exit(f"expected one wheel and one sdist in {dist}, found {wheels + sdists}")
+# The licence sits at the sdist's root and in the wheel's <name>-<version>.dist-info/licenses/.
+wheel_dist_info = "-".join(wheels[0].name.split("-")[:2]) + ".dist-info"
 contents = {
-    wheels[0].name: set(zipfile.ZipFile(wheels[0]).namelist()),
-    sdists[0].name: {"/".join(n.split("/")[1:]) for n in tarfile.open(sdists[0]).getnames()},
+    wheels[0].name: (set(zipfile.ZipFile(wheels[0]).namelist()),
+                     NEEDED + [f"{wheel_dist_info}/licenses/LICENSE"]),
+    sdists[0].name: ({"/".join(n.split("/")[1:]) for n in tarfile.open(sdists[0]).getnames()},
+                     NEEDED + ["LICENSE"]),
 }
-for name, files in contents.items():
-    missing = [f for f in NEEDED if f not in files]
-    if not any(f == "LICENSE" or f.endswith(".dist-info/licenses/LICENSE") for f in files):
-        missing.append("LICENSE")
+for name, (files, needed) in contents.items():
+    missing = [f for f in needed if f not in files]
     if missing:
         sys.exit(f"{name} lacks {', '.join(missing)}")
 print(f"{', '.join(contents)}: datasets, py.typed and LICENSE present")
