@@ -24,7 +24,9 @@ from .class_subsets import (
     variational_parameters,
 )
 from .distributed import replica_max_code, replica_sum, replicated_by_first
+from .kernel_variance import variance_parameters, variance_update
 from .models import AugmentedSVGP, BatchGeometry
+from .projection import whitened_q
 from .schedules import ConstantStepSize, StepSizeSchedule
 from .updates import batch_size, minibatch_scale, natural_step, step_sites
 from .validation import (
@@ -57,6 +59,12 @@ class CAVI(tf.Module):
     :param warm_start_iterations: for a model on the exact bound (``scheme="exact"``), take the
         first steps with the collapsed augmented bound's sites, which are stable from any start;
         the exact sites follow from there to the exact optimum.
+    :param update_variance: also move the kernel variance σ² with q(u), in closed form
+        (:mod:`~gpflow_augmented.kernel_variance`), at every step. ``False`` (default, as GPflow's
+        ``NaturalGradient`` updates only q(u)) leaves σ² alone; ``True`` requires it; ``None``
+        applies it wherever it can: a stationary kernel whose variance is trainable and has no
+        prior, without class subsets (the default of :class:`~gpflow_augmented.Trainer` and
+        :func:`~gpflow_augmented.fit`).
     :param compile: wrap the step in ``tf.function``.
     :param jit_compile: compile the step with XLA.
 
@@ -72,6 +80,7 @@ class CAVI(tf.Module):
         class_subset_size: Optional[int] = None,
         seed: int = 0,
         warm_start_iterations: int = 0,
+        update_variance: Optional[bool] = False,
         compile: bool = True,
         jit_compile: bool = False,
         name: str = "CAVI",
@@ -114,9 +123,34 @@ class CAVI(tf.Module):
                 raise ValueError("class_subset_size must be at least 2 on the exact bound: its "
                                  "estimate needs a class besides each point's own")
             self.class_sampler = ClassSubsetSampler(model.num_latent_gps, class_subset_size, seed)
+        self.variances = self._updated_variances(update_variance)
         self._step_fn: Callable = self.update
         if compile:
             self._step_fn = tf.function(self.update, jit_compile=jit_compile)
+
+    def _updated_variances(self, update_variance: Optional[bool]) -> list:
+        variances = variance_parameters(self.model.kernel)
+        if update_variance is None:
+            return (variances if variances is not None and self.class_sampler is None
+                    and all(v.trainable for v in variances) else [])
+        if not update_variance:
+            return []
+        if variances is None:
+            raise ValueError(
+                "update_variance=True needs a kernel K = σ² K̃ whose variance σ² has no prior: a "
+                "gpflow.kernels.Stationary kernel, shared or one per class (SeparateIndependent); "
+                f"got {type(self.model.kernel).__name__}. Leave update_variance=None to let Adam "
+                "train the variance")
+        if self.class_sampler is not None:
+            raise ValueError("update_variance=True cannot be combined with class_subset_size: the "
+                             "variance's update needs every class's q(u)")
+        return variances
+
+    @property
+    def owned_variables(self) -> Tuple[tf.Variable, ...]:
+        """The hyperparameters' variables this optimizer assigns in closed form (the kernel
+        variances it updates), which a gradient optimizer beside it must leave alone."""
+        return tuple(v.unconstrained_variable for v in self.variances)
 
     def sample_subset(self) -> Optional[ClassSubset]:
         """This step's class subset K, or ``None`` when every class is updated."""
@@ -160,7 +194,9 @@ class CAVI(tf.Module):
         new_mu, new_sqrt, elbo = self.natural_step(
             geometry, local_elbo, linear, quadratic, step_size, scale
         )
-        status = self.accept(new_mu, new_sqrt, status, geometry.subset)
+        new_mu, new_sqrt, new_variance = self.variance_step(geometry, new_mu, new_sqrt, linear,
+                                                            quadratic, scale, step_size)
+        status = self.accept(new_mu, new_sqrt, status, geometry.subset, new_variance)
         if log_weights:
             self.update_class_weights(
                 Y, tape.gradient(local_sum, log_weights[0]), scale, step_size, status == OK,
@@ -195,6 +231,46 @@ class CAVI(tf.Module):
         :meth:`batch_scale`); nothing is assigned."""
         return natural_step(geometry, local_elbo, linear, quadratic, scale=scale,
                             step_size=step_size, whiten=self.model.whiten)
+
+    def variance_step(
+        self,
+        geometry: BatchGeometry,
+        new_mu: tf.Tensor,
+        new_sqrt: tf.Tensor,
+        linear: tf.Tensor,
+        quadratic: tf.Tensor,
+        scale: tf.Tensor,
+        step_size: tf.Tensor,
+    ) -> Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]]:
+        """(q_mu, q_sqrt as stored, σ² [P]) after the closed-form update of the kernel variances
+        given the proposed q(u) (:mod:`~gpflow_augmented.kernel_variance`); the proposal
+        unchanged and ``None`` when this optimizer does not update them. ``linear``, ``quadratic``
+        [N, C] are the step's sites (the coefficients of f and -f²/2). Nothing is assigned."""
+        if not self.variances:
+            return new_mu, new_sqrt, None
+        model = self.model
+        old = tf.stack([tf.convert_to_tensor(v) for v in self.variances])  # [P]
+        mean, sqrt = whitened_q(geometry.L, new_mu, new_sqrt, model.whiten)
+        moment = tf.reduce_sum(tf.square(mean), axis=0) + tf.reduce_sum(tf.square(sqrt), [-2, -1])
+        residual = tf.broadcast_to(geometry.residual, tf.shape(quadratic))  # [N, C]
+        unit_residual = residual / old
+        centred = geometry.Fmu - geometry.prior_mean
+        centred_linear = linear - quadratic * geometry.prior_mean
+        sums = replica_sum(scale * tf.stack([
+            tf.reduce_sum(quadratic * unit_residual, axis=0),
+            tf.reduce_sum(centred_linear * centred, axis=0),
+            tf.reduce_sum(quadratic * (tf.square(centred) + geometry.Fvar - residual), axis=0),
+        ]))  # [3, C]
+        shared = len(self.variances) == 1
+        if shared:
+            moment, sums = tf.reduce_sum(moment, keepdims=True), tf.reduce_sum(sums, -1, True)
+        new, ratio, scaling = variance_update(
+            old, moment, *tf.unstack(sums), tf.shape(mean)[0],
+            model.num_latent_gps if shared else 1, step_size)
+        # Whitened, q(v) follows u = α u_q at σ = α √w; unwhitened, u itself scales.
+        factor = tf.sqrt(old / ratio) if model.whiten else scaling
+        factor = tf.broadcast_to(factor, [model.num_latent_gps])
+        return new_mu * factor, new_sqrt * factor[:, None, None], new
 
     def proposal(
         self,
@@ -233,15 +309,19 @@ class CAVI(tf.Module):
         new_sqrt: tf.Tensor,
         status: tf.Tensor,
         subset: Optional[ClassSubset] = None,
+        new_variance: Optional[tf.Tensor] = None,
     ) -> tf.Tensor:
-        """Assign a proposed q(u) (of the class subset's latent GPs) if the batch was valid and
-        the proposal is finite, else leave q(u) as it was; count the step if taken. Returns the
-        final status."""
+        """Assign a proposed q(u) (of the class subset's latent GPs), and the kernel variances
+        of :meth:`variance_step` if given, if the batch was valid and the proposal is finite and
+        positive, else leave both as they were; count the step if taken. Returns the final
+        status."""
         classes = subset_classes(subset)
         model = self.model
         finite = tf.reduce_all(tf.math.is_finite(new_mu)) & tf.reduce_all(
             tf.math.is_finite(new_sqrt)
         )
+        if new_variance is not None:
+            finite &= tf.reduce_all(tf.math.is_finite(new_variance) & (new_variance > 0.0))
         status = tf.where((status == OK) & ~finite, NUMERICAL_FAILURE, status)
         accept = status == OK
         old_mu, old_sqrt = variational_parameters(model.q_mu, model.q_sqrt, classes)
@@ -249,6 +329,9 @@ class CAVI(tf.Module):
             model.q_mu, model.q_sqrt, tf.where(accept, new_mu, old_mu),
             tf.where(accept, new_sqrt, old_sqrt), classes,
         )
+        if new_variance is not None:
+            for index, variance in enumerate(self.variances):
+                variance.assign(tf.where(accept, new_variance[index], variance))
         self.iteration.assign_add(tf.cast(accept, tf.int64))
         return status
 

@@ -75,6 +75,7 @@ class BatchGeometry(NamedTuple):
     Fvar: tf.Tensor  # marginal variances of q(f) [N, K]
     A: tf.Tensor  # whitened projection L⁻¹ K_mn [P, M, N]
     prior_mean: tf.Tensor  # the mean function at the batch [N, 1] (shared) or [N, K], in Fmu
+    residual: tf.Tensor  # diag(K_nn - Aᵀ A) [N, P], the variance of f that q(u) does not explain
     # The class subset the quantities are of (None: all classes); given the labels, it carries
     # each point's observed class's marginals, which the exact bound's subset estimate keeps exact.
     subset: Optional[ClassSubset] = None
@@ -202,6 +203,7 @@ class AugmentedSVGP(MovedModelMethods, GPModel, ExternalDataTrainingLossMixin):
         "return.Fvar: [N, K]",
         "return.A: [broadcast K, M, N]",
         "return.prior_mean: [N, broadcast K]",
+        "return.residual: [N, broadcast K]",
         "Y: [N, L]",
     )
     def batch_geometry(
@@ -234,7 +236,8 @@ class AugmentedSVGP(MovedModelMethods, GPModel, ExternalDataTrainingLossMixin):
         Fmu, Fvar = marginals(A, residual, q_mu, q_sqrt)
         if classes is not None and prior_mean.shape[-1] != 1:
             prior_mean = tf.gather(prior_mean, classes, axis=1)
-        return BatchGeometry(L, q_mu, q_sqrt, Fmu + prior_mean, Fvar, A, prior_mean, subset)
+        return BatchGeometry(L, q_mu, q_sqrt, Fmu + prior_mean, Fvar, A, prior_mean, residual,
+                             subset)
 
     @check_shapes("return: []")
     def prior_kl(self) -> tf.Tensor:

@@ -123,6 +123,9 @@ class Trainer(tf.Module):
         biases the hyperparameters).
     :param warm_start_iterations: see :class:`~gpflow_augmented.CAVI`; default
         :data:`EXACT_WARM_START` for a model on the exact bound, else 0.
+    :param update_variance: see :class:`~gpflow_augmented.CAVI`: by default (``None``) the
+        kernel variance is updated in closed form with q(u) wherever that applies, and Adam trains
+        the other hyperparameters; never when ``train_hyperparameters`` is false.
     """
 
     def __init__(
@@ -137,6 +140,7 @@ class Trainer(tf.Module):
         strategy: Optional[tf.distribute.Strategy] = None,
         hyperparameter_bound: str = "model",
         warm_start_iterations: Optional[int] = None,
+        update_variance: Optional[bool] = None,
     ) -> None:
         super().__init__(name="Trainer")
         learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
@@ -161,12 +165,13 @@ class Trainer(tf.Module):
             self.cavi = CAVI(
                 model, step_size, class_subset_size=class_subset_size, seed=seed,
                 warm_start_iterations=warm_start_iterations, jit_compile=jit_compile,
+                update_variance=update_variance if train_hyperparameters else False,
             )
             self.adam = None
             if train_hyperparameters:
                 self.adam = tf_keras.optimizers.Adam(learning_rate)
                 # Slots exist from the start, so a checkpoint restores into them exactly.
-                self.adam.build(model.trainable_variables)
+                self.adam.build(self.hyperparameter_variables)
         # CAVI and Adam in one compiled call: one dispatch and one host sync per iteration.
         self._iteration = tf.function(self._iteration_eager, jit_compile=jit_compile)
 
@@ -176,6 +181,13 @@ class Trainer(tf.Module):
     @property
     def iteration(self) -> tf.Variable:
         return self.cavi.iteration
+
+    @property
+    def hyperparameter_variables(self) -> List[tf.Variable]:
+        """The variables Adam trains: the model's trainable ones but those CAVI assigns in closed
+        form (:attr:`CAVI.owned_variables`)."""
+        owned = {id(v) for v in self.cavi.owned_variables}
+        return [v for v in self.model.trainable_variables if id(v) not in owned]
 
     def _iteration_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         strategy = self.strategy or tf.distribute.get_strategy()
@@ -189,7 +201,7 @@ class Trainer(tf.Module):
         def cavi_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
             return self.cavi.update(X, Y, subset)
 
-        variables = self.model.trainable_variables
+        variables = self.hyperparameter_variables
         if self.adam is None or not variables:
             elbo, status = first(strategy.run(cavi_update, args=(X, Y)))
             return elbo, status, tf.constant(True)
@@ -225,7 +237,7 @@ class Trainer(tf.Module):
         q(u) before the step. Assigns q(u) (through :meth:`CAVI.accept`); returns (ELBO before,
         status, loss, replica-summed gradients)."""
         model, cavi = self.model, self.cavi
-        variables = list(model.trainable_variables)
+        variables = self.hyperparameter_variables
         # The class weights' statistic is the gradient with respect to log θ (the exp bijector's
         # unconstrained variable), from the same backward pass.
         log_weights = (
@@ -252,7 +264,9 @@ class Trainer(tf.Module):
         new_mu, new_sqrt, elbo = cavi.natural_step(
             geometry, expected, linear, quadratic, step_size, scale
         )
-        status = cavi.accept(new_mu, new_sqrt, status, subset)
+        new_mu, new_sqrt, new_variance = cavi.variance_step(geometry, new_mu, new_sqrt, linear,
+                                                            quadratic, scale, step_size)
+        status = cavi.accept(new_mu, new_sqrt, status, subset, new_variance)
         if log_weights:
             cavi.update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
         loss, gradients = replica_sum((loss, gradients))
@@ -360,6 +374,7 @@ def fit(
     strategy: Optional[tf.distribute.Strategy] = None,
     hyperparameter_bound: str = "model",
     warm_start_iterations: Optional[int] = None,
+    update_variance: Optional[bool] = None,
 ) -> FitResult:
     """Train ``model`` on ``data = (X [N, D], Y [N, 1])`` for ``iterations`` steps.
 
@@ -388,6 +403,8 @@ def fit(
         augmented bound's sites (see :class:`~gpflow_augmented.CAVI`); default
         :data:`EXACT_WARM_START` (on the full batch too: from the prior, exact steps at ρ = 1
         can oscillate before they settle).
+    :param update_variance: the kernel variance in closed form with q(u) (default: wherever it
+        applies; see :class:`~gpflow_augmented.CAVI`).
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a
         :class:`gpflow.monitor.Monitor` fits here.
 
@@ -429,6 +446,7 @@ def fit(
             model, step_size, learning_rate, train_hyperparameters, jit_compile,
             class_subset_size=class_subset_size, seed=seed, strategy=strategy,
             hyperparameter_bound=hyperparameter_bound, warm_start_iterations=warm_start_iterations,
+            update_variance=update_variance,
         )
     elif strategy is not trainer.strategy:
         raise ValueError("pass the strategy to the Trainer that fit continues")

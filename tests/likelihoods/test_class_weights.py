@@ -99,7 +99,7 @@ def test_fused_trainer_step_updates_the_weights_as_the_cavi_step_does():
     fused, data = weighted_problem("exact")
     plain, _ = weighted_problem("exact")
     ga.Trainer(fused, step_size=0.6, learning_rate=0.01, warm_start_iterations=0).step(data)
-    ga.CAVI(plain, 0.6).step(data)
+    ga.CAVI(plain, 0.6, update_variance=True).step(data)  # the Trainer's default
     np.testing.assert_allclose(fused.likelihood.class_weights.numpy(),
                                plain.likelihood.class_weights.numpy(), rtol=1e-10)
     np.testing.assert_allclose(fused.q_mu.numpy(), plain.q_mu.numpy(), rtol=1e-9, atol=1e-12)
@@ -118,7 +118,7 @@ def test_a_warm_start_step_carries_the_weights_in_the_fused_and_in_the_cavi_step
             model.likelihood.class_weights.assign(np.exp(LOG_WEIGHTS))
     # A warm-start step, then an exact one; Adam at rate 0 leaves the kernel as CAVI alone does.
     trainer = ga.Trainer(fused, step_size=0.6, learning_rate=0.0, warm_start_iterations=1)
-    cavi = ga.CAVI(plain, 0.6, warm_start_iterations=1)
+    cavi = ga.CAVI(plain, 0.6, warm_start_iterations=1, update_variance=True)
     for _ in range(2):
         trainer.step(data)
         cavi.step(data)
