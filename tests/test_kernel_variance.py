@@ -1,6 +1,6 @@
 """The closed-form update of the kernel variance (gpflow_augmented.kernel_variance): its fixed point
-is a stationary point of the ELBO, it gets there in few steps where Adam and plain EM do not, and it
-owns the variance (Adam leaves it alone)."""
+is a stationary point of the ELBO, it reaches the variance of a full-batch L-BFGS fit in few steps
+where Adam and plain EM do not, and it owns the variance (Adam leaves it alone)."""
 import gpflow
 import numpy as np
 import pytest
@@ -96,32 +96,45 @@ def no_scaling_step(*arguments):
     return variance_update(*arguments, tf.zeros_like(step_size))
 
 
-def learned_variances(iterations, **options):
-    """The variance after each count of full-batch `fit` steps on :func:`separable_problem`.
-    ρ = 0.5: on this problem the exact bound's step at ρ = 1 does not settle at a large fixed
-    variance (measured at σ² = 358), with or without this update."""
+def lbfgs_variance(model, data):
+    """The variance of a full-batch L-BFGS fit of the same ELBO over q(u) and σ² together (the
+    inducing points fixed, as `fit` keeps them)."""
+    reference = gpflow.utilities.deepcopy(model)
+    gpflow.set_trainable(reference.inducing_variable, False)
+    gpflow.set_trainable(reference.q_mu, True)
+    gpflow.set_trainable(reference.q_sqrt, True)
+    data = (tf.constant(data[0]), tf.constant(data[1]))
+    result = gpflow.optimizers.Scipy().minimize(
+        lambda: -reference.elbo(data), reference.trainable_variables,
+        options={"maxiter": 5000, "gtol": 1e-10}, compile=True)
+    assert result.success, result.message
+    return float(reference.kernel.variance.numpy())
+
+
+def learned_variance(iterations, **options):
+    """The variance after full-batch `fit` steps on :func:`separable_problem`. ρ = 0.5: on this
+    problem the exact bound's step at ρ = 1 does not settle at a large fixed variance (measured at
+    σ² = 358), with or without this update."""
     model, data = separable_problem()
-    trainer, done, variances = None, 0, []
-    for count in iterations:
-        result = ga.fit(model, data, iterations=count - done, batch_size=None, step_size=0.5,
-                        progress=False, trainer=trainer, **({} if trainer else options))
-        trainer, done = result.trainer, count
-        variances.append(float(model.kernel.variance.numpy()))
-    return variances
+    ga.fit(model, data, iterations=iterations, batch_size=None, step_size=0.5, progress=False,
+           **options)
+    return float(model.kernel.variance.numpy())
 
 
-def test_the_variance_reaches_its_fixed_point_in_few_steps_where_adam_and_em_do_not(monkeypatch):
-    """Separable classes, C = 5, lengthscales fixed: the ELBO wants σ² ≈ 260 from a start at 1.
-    `fit` (full batch) is within 10 % of its fixed point (the value after 1,000 steps, where the
-    variance's gradient is zero) after 300 steps. Adam on GPflow's softplus-transformed variance
-    (the previous default) is below 5 after the same 300 steps; the EM step alone (the scaling
-    step removed, a broken variant) is more than 25 % short."""
-    at_300, fixed_point = learned_variances([300, 1000])
-    assert fixed_point > 100, fixed_point  # the scale must grow for the test to mean anything
-    assert abs(np.log(at_300 / fixed_point)) < np.log(1.1)
-    assert learned_variances([300], update_variance=False)[0] < 5
+def test_the_variance_reaches_the_lbfgs_optimum_in_few_steps_where_adam_and_em_do_not(
+        monkeypatch):
+    """Separable classes, C = 5, lengthscales fixed: a full-batch L-BFGS fit of the same ELBO over
+    q(u) and σ² puts σ² at 262 (from a start at 1). `fit` is within 2 % of it after 500 steps
+    (measured: 1.2 %; 8 % after 300, 0.04 % after 1,000). Adam on GPflow's softplus-transformed
+    variance (the previous default), the same 500 steps at the default learning rate, is below 10;
+    the EM step alone (the scaling step removed, a broken variant) is more than 10 % short."""
+    model, data = separable_problem()
+    optimum = lbfgs_variance(model, data)
+    assert optimum > 100, optimum  # the scale must grow for the test to mean anything
+    assert abs(np.log(learned_variance(500) / optimum)) < np.log(1.02)
+    assert learned_variance(500, update_variance=False) < 10
     monkeypatch.setattr(cavi_module, "variance_update", no_scaling_step)
-    assert learned_variances([300])[0] < 0.75 * fixed_point
+    assert learned_variance(500) < 0.9 * optimum
 
 
 def test_adam_leaves_the_variance_to_cavi_and_fixed_hyperparameters_stay_fixed():

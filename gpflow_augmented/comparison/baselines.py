@@ -38,6 +38,8 @@ whitened q(u) starting at N(0, I), and ``tf.function`` compilation of its step. 
 same minibatches to all (:class:`~gpflow_augmented.comparison.MinibatchStream`).
 """
 import abc
+import contextlib
+import dataclasses
 from typing import Dict, List, Optional, Tuple, Union
 
 import gpflow
@@ -67,6 +69,9 @@ __all__ = [
     "BINARY_METHODS",
     "DAMPED_METHODS",
     "DEFAULT_MULTICLASS_METHODS",
+    "DEFAULT_POSITIVE_BIJECTOR",
+    "POSITIVE_BIJECTORS",
+    "positive_parameters",
     "EXACT_BOUND_METHODS",
     "FULL_GP_MAX_POINTS",
     "FULL_GP_METHODS",
@@ -128,6 +133,12 @@ FULL_GP_METHODS = ("rmgpc",)
 # gradients): the largest training set a comparison gives it (docs/benchmarks.md, "rmgpc's size
 # limit", has the measurement).
 FULL_GP_MAX_POINTS = 1000
+# How every positive parameter of a method (the kernel's variance and lengthscales, a likelihood's
+# noise) is kept positive: GPflow's `positive_bijector` setting. Like a learning rate it is a setting
+# of the optimisation, chosen for all methods alike or tuned on the validation split: softplus moves a
+# large value by about Adam's learning rate a step, exp by that fraction of it.
+POSITIVE_BIJECTORS = ("softplus", "exp")
+DEFAULT_POSITIVE_BIJECTOR = "softplus"
 # The package's method and the GPflow models a user would otherwise pick; the variants on request.
 DEFAULT_MULTICLASS_METHODS = ("lsm", "rm", "softmax", "lsm-vi")
 # The ρ schedules a comparison can give the CAVI methods on minibatches, by name. The first is the
@@ -458,9 +469,13 @@ def build_method(
 
 def check_method_options(name: str, *, learning_rate: float = 0.01,
                          step_size: Optional[str] = None, class_subset_size: Optional[int] = None,
-                         alpha_epsilon: Optional[float] = None) -> float:
+                         alpha_epsilon: Optional[float] = None,
+                         positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR) -> float:
     """Refuse, naming the method, a method that does not exist or an option it does not take;
     returns the learning rate, checked."""
+    if positive_bijector not in POSITIVE_BIJECTORS:
+        raise ValueError(f"unknown positive bijector {positive_bijector!r} for method {name!r}; "
+                         f"choose from {', '.join(POSITIVE_BIJECTORS)}")
     if name in RENAMED_METHODS:
         raise ValueError(f"method {name!r} is now called {RENAMED_METHODS[name]!r}")
     if name not in METHODS:
@@ -478,6 +493,16 @@ def check_method_options(name: str, *, learning_rate: float = 0.01,
             raise ValueError(f"unknown step size {step_size!r}; choose from "
                              f"{', '.join(STEP_SIZE_SCHEDULES)}")
     return learning_rate
+
+
+def positive_parameters(bijector: str) -> "contextlib.AbstractContextManager":
+    """The context in which a method built with :func:`build_method`, and its kernel, get
+    ``bijector`` for their positive parameters (GPflow's ``positive_bijector`` setting)."""
+    if bijector not in POSITIVE_BIJECTORS:
+        raise ValueError(f"unknown positive bijector {bijector!r}; choose from "
+                         f"{', '.join(POSITIVE_BIJECTORS)}")
+    return gpflow.config.as_context(
+        dataclasses.replace(gpflow.config.config(), positive_bijector=bijector))
 
 
 def check_full_gp_method(name: str, num_data: int, full_batch: bool,

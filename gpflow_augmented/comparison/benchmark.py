@@ -270,9 +270,10 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
         _measured(args, started, payloads),
         f"Settings: M={args.num_inducing}, B={args.batch_size}, {_budget(args)} of "
         f"training per method, "
-        + ("learning rate and ρ schedule of each method chosen on a validation split of the "
-           "training data (column 'settings')" if getattr(args, "tune", False)
-           else f"Adam {args.learning_rate}")
+        + ("learning rate, positive bijector and ρ schedule of each method chosen on a "
+           "validation split of the training data (column 'settings')"
+           if getattr(args, "tune", False)
+           else f"Adam {args.learning_rate}, positive bijector {args.positive_bijector}")
         + f", inducing points {'trained' if args.train_inducing_points else 'fixed'}, "
         f"seed {args.seed}.",
         "",

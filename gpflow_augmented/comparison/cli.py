@@ -74,7 +74,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -> None:
-    from .baselines import DEFAULT_MULTICLASS_METHODS, METHODS
+    from .baselines import (DEFAULT_MULTICLASS_METHODS, DEFAULT_POSITIVE_BIJECTOR, METHODS,
+                            POSITIVE_BIJECTORS)
 
     parser.add_argument("--methods", type=_methods, default=None,
                         help=f"comma-separated, from {', '.join(METHODS)}, described below (default: xgpc and "
@@ -90,9 +91,15 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
                         help="stop each method after this many steps as well")
     parser.add_argument("--learning-rate", type=_number(0, inclusive=False), default=0.01,
                         help="Adam's learning rate for every method (default 0.01)")
+    parser.add_argument("--positive-bijector", choices=POSITIVE_BIJECTORS,
+                        default=DEFAULT_POSITIVE_BIJECTOR,
+                        help="how every method keeps its kernel variance, lengthscales and other "
+                             "positive parameters positive, GPflow's setting (default "
+                             f"{DEFAULT_POSITIVE_BIJECTOR}; with --tune, chosen from "
+                             f"{', '.join(POSITIVE_BIJECTORS)})")
     parser.add_argument("--tune", action="store_true",
-                        help="first choose each method's learning rate (and a CAVI method's ρ "
-                             "schedule) on a validation split of the training data, each candidate "
+                        help="first choose each method's learning rate and positive bijector "
+                             "(and a CAVI method's ρ schedule) on a validation split of the training data, each candidate "
                              "under the same budget; then run the chosen settings")
     parser.add_argument("--class-subset-size", type=_integer(1), default=None,
                         help="classes lsm-subsets updates per step (default ⌈C/4⌉, at least 2)")

@@ -17,8 +17,9 @@ import tensorflow as tf
 from gpflow.config import default_float
 
 from ..metrics import Evaluator
-from .baselines import (FULL_GP_METHODS, METHODS, Method, build_method, check_full_gp_method,
-                        check_method_options, default_methods, hyperparameter_snapshot)
+from .baselines import (DEFAULT_POSITIVE_BIJECTOR, FULL_GP_METHODS, METHODS, Method,
+                        build_method, check_full_gp_method, check_method_options, default_methods,
+                        hyperparameter_snapshot, positive_parameters)
 from ..datasets import Dataset
 from ..initialisation import inducing_points as kmeans_inducing_points
 from ..initialisation import initial_kernel
@@ -166,6 +167,7 @@ def compare(
     time_budget: Optional[float] = 60.0,
     max_iterations: Optional[int] = None,
     learning_rate: float = 0.01,
+    positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR,
     method_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
     train_inducing_points: bool = False,
     seed: int = 0,
@@ -195,7 +197,11 @@ def compare(
     step (``batch_size`` ≥ N, where every method gets the training set in its own order), its
     inducing inputs are the training inputs, and ``num_inducing`` is the sparse methods'.
 
-    ``method_options`` gives a method its own ``learning_rate`` and (CAVI methods) ``step_size``
+    ``positive_bijector`` ("softplus", GPflow's default, or "exp") keeps every method's positive
+    parameters positive (:data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`).
+
+    ``method_options`` gives a method its own ``learning_rate``, ``positive_bijector`` and (CAVI
+    methods) ``step_size``
     (a name in :data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`), e.g. as chosen by
     :func:`~gpflow_augmented.comparison.tuning.tune`, and ``lsm-subsets`` its ``class_subset_size``; the
     others use ``learning_rate`` and the default ρ.
@@ -209,7 +215,8 @@ def compare(
     if time_budget is None and max_iterations is None:
         raise ValueError("give a time_budget, max_iterations or both")
     options = check_methods(methods, len(dataset.X_train), batch_size=batch_size,
-                            learning_rate=learning_rate, method_options=method_options,
+                            learning_rate=learning_rate, positive_bijector=positive_bijector,
+                            method_options=method_options,
                             train_inducing_points=train_inducing_points)
     X = np.asarray(dataset.X_train, dtype=default_float())
     Y = np.asarray(dataset.Y_train).reshape(-1, 1).astype(np.int64)
@@ -228,6 +235,7 @@ def compare(
         "num_classes": dataset.num_classes, "num_inducing": num_inducing,
         "batch_size": stream.batch_size, "time_budget": time_budget,
         "max_iterations": max_iterations, "learning_rate": learning_rate,
+        "positive_bijector": positive_bijector,
         "method_options": options,
         "trace_test_points": min(len(dataset.X_test), trace_test_points or len(dataset.X_test)),
         "train_inducing_points": train_inducing_points, "seed": seed,
@@ -238,11 +246,13 @@ def compare(
         if completed is not None and name in completed:
             results.append(completed[name])
             continue
-        method = build_method(
-            name, initial_kernel(X), Z, dataset.num_classes, len(X),
-            train_inducing_points=train_inducing_points, full_batch=stream.full_batch,
-            data=(X, Y) if name in FULL_GP_METHODS else None, **options[name],
-        )
+        chosen = dict(options[name])
+        with positive_parameters(chosen.pop("positive_bijector")):
+            method = build_method(
+                name, initial_kernel(X), Z, dataset.num_classes, len(X),
+                train_inducing_points=train_inducing_points, full_batch=stream.full_batch,
+                data=(X, Y) if name in FULL_GP_METHODS else None, **chosen,
+            )
         result = _run(method, stream, X_device, Y_device, trace_evaluator, evaluator,
                       time_budget, max_iterations, evaluation_growth, callback, progress)
         results.append(result._replace(options=options[name]))
@@ -257,29 +267,32 @@ def check_methods(
     *,
     batch_size: int,
     learning_rate: float = 0.01,
+    positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR,
     method_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
     train_inducing_points: bool = False,
 ) -> Dict[str, Dict[str, Any]]:
     """Refuse, before anything is computed or trained, what :func:`compare` would refuse for one
     of ``methods`` on ``num_data`` training points: an unknown, renamed or repeated name, an option
     a method does not take, and a full GP on minibatches, on too many points or with trained
-    inducing points. Returns each method's options (``learning_rate`` and ``step_size`` filled in)."""
+    inducing points. Returns each method's options (``learning_rate``, ``positive_bijector`` and
+    ``step_size`` filled in)."""
     if not methods:
         raise ValueError("no methods to compare")
     repeated = sorted({m for m in methods if list(methods).count(m) > 1})
     if repeated:
         raise ValueError(f"method {repeated[0]!r} is named twice; each method runs once")
     options = {
-        name: {"learning_rate": learning_rate, "step_size": None,
-               **dict((method_options or {}).get(name, {}))}
+        name: {"learning_rate": learning_rate, "positive_bijector": positive_bijector,
+               "step_size": None, **dict((method_options or {}).get(name, {}))}
         for name in methods
     }
     for name, chosen in options.items():
-        unknown_options = set(chosen) - {"learning_rate", "step_size", "class_subset_size",
-                                          "alpha_epsilon"}
+        unknown_options = set(chosen) - {"learning_rate", "positive_bijector", "step_size",
+                                          "class_subset_size", "alpha_epsilon"}
         if unknown_options:
             raise ValueError(f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
-                             "(learning_rate, step_size, class_subset_size, alpha_epsilon)")
+                             "(learning_rate, positive_bijector, step_size, class_subset_size, "
+                             "alpha_epsilon)")
         check_method_options(name, **chosen)
         if name in FULL_GP_METHODS:
             check_full_gp_method(name, num_data, batch_size >= num_data, train_inducing_points)

@@ -102,7 +102,7 @@ def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: boo
 def _run_settings(dataset: Any, args: argparse.Namespace) -> Dict[str, Any]:
     """What a resumed run must share with the run it continues."""
     keys = ("methods", "num_inducing", "batch_size", "time_budget", "max_iterations",
-            "learning_rate", "tune", "class_subset_size", "alpha_epsilon", "train_inducing_points",
+            "learning_rate", "positive_bijector", "tune", "class_subset_size", "alpha_epsilon", "train_inducing_points",
             "trace_test_points", "seed", "test_fraction")
     return {"dataset": dataset.name, "num_train": len(dataset.X_train),
             **{key: getattr(args, key, None) for key in keys}}
@@ -182,7 +182,8 @@ def check_run(dataset: Any, args: argparse.Namespace) -> None:
 
     methods = args.methods or list(default_methods(dataset.num_classes))
     check_methods(methods, len(dataset.X_train), batch_size=args.batch_size,
-                  learning_rate=args.learning_rate, method_options=_fixed_options(args),
+                  learning_rate=args.learning_rate, positive_bijector=args.positive_bijector,
+                  method_options=_fixed_options(args),
                   train_inducing_points=args.train_inducing_points)
 
 
@@ -252,6 +253,7 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
             flush=True)
     result = compare(
         dataset, args.methods, learning_rate=args.learning_rate,
+        positive_bijector=args.positive_bijector,
         method_options=fixed_options if tuning is None else tuning["chosen"],
         callback=log if tensorboard else None, completed=finished,
         on_method_done=lambda method_result: _save_method(output, method_result), **shared,

@@ -2,7 +2,8 @@
 Tuned against tuned: every method's settings chosen on a validation split carved from the training
 data, never on the test set.
 
-Every method gets the same grid of Adam learning rates (:data:`LEARNING_RATES`); the CAVI methods
+Every method gets the same grid of Adam learning rates (:data:`LEARNING_RATES`) times the same
+positive bijectors (softplus, exp: :data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`); the CAVI methods
 also choose their ρ schedule on minibatches (:data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`),
 and the Dirichlet classifier its α_ε (:data:`ALPHA_EPSILONS`).
 Each candidate is one :func:`~gpflow_augmented.comparison.compare` run on the training part of the
@@ -14,7 +15,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .baselines import DAMPED_METHODS, STEP_SIZE_SCHEDULES, default_methods
+from .baselines import DAMPED_METHODS, POSITIVE_BIJECTORS, STEP_SIZE_SCHEDULES, default_methods
 from .protocol import check_methods, compare
 from ..datasets import Dataset, from_arrays, train_test_split
 
@@ -40,13 +41,14 @@ def validation_split(dataset: Dataset, fraction: float = 0.2, seed: int = 0) -> 
 
 
 def candidate_settings(method: str, full_batch: bool) -> List[Dict[str, Any]]:
-    """The grid a method is tuned over: every learning rate, times every ρ schedule for a CAVI
-    method on minibatches, or every α_ε for the Dirichlet classifier."""
+    """The grid a method is tuned over: every learning rate and positive bijector, times every ρ
+    schedule for a CAVI method on minibatches, or every α_ε for the Dirichlet classifier."""
     schedules: Sequence[Optional[str]] = (None,)
     if method in DAMPED_METHODS and not full_batch:
         schedules = tuple(STEP_SIZE_SCHEDULES)
-    grid = [{"learning_rate": rate, "step_size": schedule}
-            for schedule in schedules for rate in LEARNING_RATES]
+    grid = [{"learning_rate": rate, "positive_bijector": bijector, "step_size": schedule}
+            for bijector in POSITIVE_BIJECTORS for schedule in schedules
+            for rate in LEARNING_RATES]
     if method == "dirichlet":
         grid = [{**settings, "alpha_epsilon": alpha_epsilon}
                 for alpha_epsilon in ALPHA_EPSILONS for settings in grid]
@@ -54,8 +56,9 @@ def candidate_settings(method: str, full_batch: bool) -> List[Dict[str, Any]]:
 
 
 def settings_text(settings: Dict[str, Any]) -> str:
-    """"lr 0.03, ρ constant-0.1": a method's settings as the reports print them."""
+    """"lr 0.03, exp, ρ constant-0.1": a method's settings as the reports print them."""
     text = f"lr {settings['learning_rate']:g}"
+    text += f", {settings['positive_bijector']}" if settings.get("positive_bijector") else ""
     text += f", ρ {settings['step_size']}" if settings.get("step_size") else ""
     text += f", α_ε {settings['alpha_epsilon']:g}" if settings.get("alpha_epsilon") else ""
     return text + (f", |K| {settings['class_subset_size']}"

@@ -137,6 +137,32 @@ def test_inducing_points_fixed_or_trained_for_all_alike(tiny):
             assert (Z_param.unconstrained_variable.ref() in trainable) == train, name
 
 
+def test_the_positive_bijector_reaches_every_method_and_an_unknown_one_is_refused(tiny):
+    """compare(..., positive_bijector="exp") builds every method's kernel with GPflow's exp
+    transform (the unconstrained variable is log σ²); the default is GPflow's softplus; a
+    method's own option overrides the shared one; a name GPflow does not have is refused before
+    anything runs."""
+    methods = ["lsm", "softmax", "rm", "dirichlet", "sep"]
+    options = dict(num_inducing=8, batch_size=50, time_budget=None, max_iterations=1,
+                   trace_test_points=None)
+
+    def log_variance_is_stored(result):
+        return {m.name: np.isclose(
+            float(getattr(m.method.model.kernel, "kernel", m.method.model.kernel)
+                  .variance.unconstrained_variable.numpy()),
+            np.log(float(getattr(m.method.model.kernel, "kernel", m.method.model.kernel)
+                         .variance.numpy()))) for m in result.methods}
+
+    exp = compare(tiny, methods, positive_bijector="exp", **options)
+    assert all(log_variance_is_stored(exp).values())
+    assert exp.settings["positive_bijector"] == "exp"
+    mixed = compare(tiny, ["lsm", "softmax"], positive_bijector="exp",
+                    method_options={"softmax": {"positive_bijector": "softplus"}}, **options)
+    assert log_variance_is_stored(mixed) == {"lsm": True, "softmax": False}
+    with pytest.raises(ValueError, match="unknown positive bijector 'log'"):
+        compare(tiny, ["lsm"], positive_bijector="log", **options)
+
+
 def test_natural_gradient_warm_up_schedule():
     schedule = NaturalGradientWarmUp()
     gammas = []

@@ -37,12 +37,18 @@ def test_validation_split_is_carved_from_the_training_points_only(tiny):
 
 
 def test_candidate_grid():
-    assert len(tuning.candidate_settings("softmax", full_batch=False)) == 4
-    assert len(tuning.candidate_settings("lsm", full_batch=False)) == 4 * 3
-    assert len(tuning.candidate_settings("lsm", full_batch=True)) == 4  # ρ = 1 on full batches
+    # Every method gets both positive bijectors with every learning rate.
+    assert len(tuning.candidate_settings("softmax", full_batch=False)) == 4 * 2
+    assert len(tuning.candidate_settings("lsm", full_batch=False)) == 4 * 2 * 3
+    assert len(tuning.candidate_settings("lsm", full_batch=True)) == 4 * 2  # ρ = 1 on full batches
     dirichlet = tuning.candidate_settings("dirichlet", full_batch=False)
-    assert len(dirichlet) == 4 * 3
+    assert len(dirichlet) == 4 * 2 * 3
     assert {c["alpha_epsilon"] for c in dirichlet} == set(tuning.ALPHA_EPSILONS)
+    for method in ("softmax", "rm", "lsm", "sep", "dirichlet"):
+        grid = tuning.candidate_settings(method, full_batch=False)
+        for bijector in ("softplus", "exp"):
+            assert ({c["learning_rate"] for c in grid if c["positive_bijector"] == bijector}
+                    == set(tuning.LEARNING_RATES))
 
 
 def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, monkeypatch):
@@ -54,11 +60,12 @@ def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, m
     poisoned = tiny._replace(X_test=np.full_like(tiny.X_test, np.nan), Y_test=tiny.Y_test * 0 + 99)
     assert tuning.tune(poisoned, **options) == result
 
-    assert len(result.candidates) == 2 * 3 + 2
+    assert len(result.candidates) == (2 * 3 + 2) * 2  # × softplus, exp
     for method in ("lsm", "softmax"):
         runs = [c for c in result.candidates if c["method"] == method]
         best = min(runs, key=lambda c: c["validation_nll"])
         assert result.chosen[method] == {"learning_rate": best["learning_rate"],
+                                         "positive_bijector": best["positive_bijector"],
                                          "step_size": best["step_size"]}
     # Different settings gave different validation scores, so the choice was not vacuous.
     assert len({c["validation_nll"] for c in result.candidates}) > 2
@@ -69,8 +76,10 @@ def test_compare_runs_each_method_with_its_own_settings(tiny):
                   num_inducing=10, batch_size=40,
                   method_options={"lsm": {"learning_rate": 0.1, "step_size": "constant-0.3"}})
     ours, softmax = run.methods
-    assert ours.options == {"learning_rate": 0.1, "step_size": "constant-0.3"}
-    assert softmax.options == {"learning_rate": 0.01, "step_size": None}
+    assert ours.options == {"learning_rate": 0.1, "positive_bijector": "softplus",
+                            "step_size": "constant-0.3"}
+    assert softmax.options == {"learning_rate": 0.01, "positive_bijector": "softplus",
+                               "step_size": None}
     np.testing.assert_allclose(float(ours.method.trainer.adam.learning_rate), 0.1)
     assert ours.method.step_size == pytest.approx(0.3)
     dirichlet = compare(tiny, ["dirichlet"], max_iterations=2, time_budget=None, num_inducing=10,
@@ -89,7 +98,7 @@ def test_a_setting_that_is_not_tuned_is_carried_by_every_candidate(tiny, monkeyp
     result = tuning.tune(tiny, ["lsm-subsets"], max_iterations=2, time_budget=None,
                          num_inducing=10, batch_size=40,
                          method_options={"lsm-subsets": {"class_subset_size": 2}})
-    assert len(result.candidates) == 3  # one rate, three ρ schedules
+    assert len(result.candidates) == 3 * 2  # one rate, three ρ schedules, two bijectors
     assert all(c["class_subset_size"] == 2 for c in result.candidates)
     assert result.chosen["lsm-subsets"]["class_subset_size"] == 2
     assert tuning.settings_text(result.chosen["lsm-subsets"]).endswith("|K| 2")
