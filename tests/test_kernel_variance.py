@@ -71,6 +71,27 @@ def test_the_fixed_point_is_a_stationary_point_of_the_elbo(scheme):
         assert abs(log_variance_gradient(model, data)) > 1e-2
 
 
+def test_one_kernel_per_class_gets_each_variance_to_its_own_stationary_point():
+    """SeparateIndependent: one σ_c² per class, each from its own class's statistics (n = 1 in
+    the update). Each ends where its own gradient is zero, and they differ: a shared update
+    would have tied them."""
+    with gpflow.config.as_context(SMALL_JITTER):
+        kernel = gpflow.kernels.SeparateIndependent(
+            [gpflow.kernels.SquaredExponential(lengthscales=1.0) for _ in range(3)])
+        model, data = make_problem(60, 3, num_inducing=10, seed=3, scheme="exact", kernel=kernel)
+        optimizer = ga.CAVI(model, update_variance=True, warm_start_iterations=50)
+        assert len(optimizer.variances) == 3
+        for _ in range(200):
+            optimizer.step(data)
+        variables = [k.variance.unconstrained_variable for k in model.kernel.kernels]
+        with tf.GradientTape() as tape:
+            elbo = model.elbo(data)
+        gradients = tape.gradient(elbo, variables)
+        values = [k.variance.numpy() for k in model.kernel.kernels]
+        assert max(abs(float(g)) for g in gradients) < 1e-7, gradients
+        assert np.ptp(np.log(values)) > 0.1, values
+
+
 def test_a_variance_update_without_the_residual_term_is_caught(monkeypatch):
     """The broken variant: the marginal variances' dependence on σ² through the residual dropped
     (g = 0, the plain EM step). It fails either way: its fixed point is not stationary, or it
