@@ -473,13 +473,13 @@ def check_method_options(name: str, *, learning_rate: float = 0.01,
                          positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR) -> float:
     """Refuse, naming the method, a method that does not exist or an option it does not take;
     returns the learning rate, checked."""
-    if positive_bijector not in POSITIVE_BIJECTORS:
-        raise ValueError(f"unknown positive bijector {positive_bijector!r} for method {name!r}; "
-                         f"choose from {', '.join(POSITIVE_BIJECTORS)}")
     if name in RENAMED_METHODS:
         raise ValueError(f"method {name!r} is now called {RENAMED_METHODS[name]!r}")
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    if positive_bijector not in POSITIVE_BIJECTORS:
+        raise ValueError(f"unknown positive bijector {positive_bijector!r} for method {name!r}; "
+                         f"choose from {', '.join(POSITIVE_BIJECTORS)}")
     learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
     if class_subset_size is not None and name != "lsm-subsets":
         raise ValueError(f"method {name!r} updates every class; class_subset_size is an option "
@@ -497,10 +497,8 @@ def check_method_options(name: str, *, learning_rate: float = 0.01,
 
 def positive_parameters(bijector: str) -> "contextlib.AbstractContextManager":
     """The context in which a method built with :func:`build_method`, and its kernel, get
-    ``bijector`` for their positive parameters (GPflow's ``positive_bijector`` setting)."""
-    if bijector not in POSITIVE_BIJECTORS:
-        raise ValueError(f"unknown positive bijector {bijector!r}; choose from "
-                         f"{', '.join(POSITIVE_BIJECTORS)}")
+    ``bijector`` (one of :data:`POSITIVE_BIJECTORS`, which :func:`check_method_options` checks)
+    for their positive parameters (GPflow's ``positive_bijector`` setting)."""
     return gpflow.config.as_context(
         dataclasses.replace(gpflow.config.config(), positive_bijector=bijector))
 

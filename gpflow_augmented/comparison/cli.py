@@ -99,8 +99,9 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
                              f"{', '.join(POSITIVE_BIJECTORS)})")
     parser.add_argument("--tune", action="store_true",
                         help="first choose each method's learning rate and positive bijector "
-                             "(and a CAVI method's ρ schedule) on a validation split of the training data, each candidate "
-                             "under the same budget; then run the chosen settings")
+                             "(and a CAVI method's ρ schedule) on a validation split of the "
+                             "training data, each candidate under the same budget; then run the "
+                             "chosen settings")
     parser.add_argument("--class-subset-size", type=_integer(1), default=None,
                         help="classes lsm-subsets updates per step (default ⌈C/4⌉, at least 2)")
     parser.add_argument("--alpha-epsilon", type=_number(0.0, inclusive=False), default=None,

@@ -102,8 +102,8 @@ def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: boo
 def _run_settings(dataset: Any, args: argparse.Namespace) -> Dict[str, Any]:
     """What a resumed run must share with the run it continues."""
     keys = ("methods", "num_inducing", "batch_size", "time_budget", "max_iterations",
-            "learning_rate", "positive_bijector", "tune", "class_subset_size", "alpha_epsilon", "train_inducing_points",
-            "trace_test_points", "seed", "test_fraction")
+            "learning_rate", "positive_bijector", "tune", "class_subset_size", "alpha_epsilon",
+            "train_inducing_points", "trace_test_points", "seed", "test_fraction")
     return {"dataset": dataset.name, "num_train": len(dataset.X_train),
             **{key: getattr(args, key, None) for key in keys}}
 

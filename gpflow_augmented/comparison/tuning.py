@@ -3,8 +3,10 @@ Tuned against tuned: every method's settings chosen on a validation split carved
 data, never on the test set.
 
 Every method gets the same grid of Adam learning rates (:data:`LEARNING_RATES`) times the same
-positive bijectors (softplus, exp: :data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`); the CAVI methods
-also choose their ρ schedule on minibatches (:data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`),
+positive bijectors (softplus, exp:
+:data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`); the CAVI methods also choose
+their ρ schedule on minibatches
+(:data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`),
 and the Dirichlet classifier its α_ε (:data:`ALPHA_EPSILONS`).
 Each candidate is one :func:`~gpflow_augmented.comparison.compare` run on the training part of the
 split, under the same budget as the final run, scored by its final validation NLL. The test set is
