@@ -341,6 +341,22 @@ class FitResult(NamedTuple):
     certificate: Optional[BoundCertificate] = None
 
 
+def raised_by_interrupt(error: BaseException) -> bool:
+    """Whether ``error`` is Ctrl-C, or what Ctrl-C became on its way out.
+
+    A ``KeyboardInterrupt`` that lands while TensorFlow traces a function can leave its internal
+    context stack unbalanced; the ``__exit__`` that finds it so raises ``AssertionError
+    ('Concurrent access?')`` in the interrupt's place, with the interrupt as its context.
+    """
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def minibatches(
     X: np.ndarray, Y: np.ndarray, batch_size: int, seed: int, skip: int = 0
 ) -> tf.data.Dataset:
@@ -472,13 +488,18 @@ def fit(
             if stop_rule is not None and stop_rule.update(model):
                 converged = True
                 break
-    except KeyboardInterrupt as interrupt:
+    except BaseException as error:
+        if not raised_by_interrupt(error):
+            raise
         # Ctrl-C between or during steps: a step assigns all or nothing, so the model holds the
         # last finished step. What was trained travels with the exception; fit(...,
         # trainer=interrupt.fit_result.trainer) continues the same stream.
+        interrupt = error if isinstance(error, KeyboardInterrupt) else KeyboardInterrupt()
         interrupt.fit_result = FitResult(  # type: ignore[attr-defined]
             trainer, np.array([float(e) for e in elbos]), False, None)
-        raise
+        if interrupt is error:
+            raise
+        raise interrupt from error
     certificate = None
     if not isinstance(data, tf.data.Dataset) and strategy is None:
         certificate = bound_certificate(model, (X, Y))

@@ -85,3 +85,28 @@ def pytest_collection_modifyitems(config, items):
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+
+
+@pytest.fixture
+def ctrl_c_while_tracing(monkeypatch):
+    """Ctrl-C landing where it lands on a slow machine: inside TensorFlow's tracing, after a
+    source-mapping context has pushed itself and before its ``__exit__`` is armed. The enclosing
+    context then finds the stack unbalanced and raises ``AssertionError('Concurrent access?')``
+    with the interrupt as its context (TensorFlow 2.x, ``tf_stack``). Interrupts the third such
+    entry after the fixture starts; the test's own thread stack is restored afterwards."""
+    from tensorflow.python.util import tf_stack
+
+    key = tf_stack._get_thread_key()
+    saved = list(tf_stack._source_mapper_stacks[key])
+    original = tf_stack.StackTraceMapper.update
+    entries = []
+
+    def interrupted_update(self):
+        entries.append(self)
+        if len(entries) == 3:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(tf_stack.StackTraceMapper, "update", interrupted_update)
+    yield entries
+    tf_stack._source_mapper_stacks[key][:] = saved

@@ -312,6 +312,31 @@ def test_ctrl_c_in_fit_hands_back_what_was_trained():
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
 
 
+def test_ctrl_c_while_tensorflow_traces_the_step_is_still_ctrl_c(ctrl_c_while_tracing):
+    """A slow machine traces long enough for Ctrl-C to land inside TensorFlow, which then raises
+    an AssertionError in its place; fit still hands back what was trained, as a KeyboardInterrupt."""
+    model, (X, Y) = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
+    with pytest.raises(KeyboardInterrupt) as caught:
+        ga.fit(model, (X, Y), iterations=3, batch_size=10, progress=False)
+    assert len(ctrl_c_while_tracing) == 3  # the interrupt landed while tracing, as intended
+    assert isinstance(caught.value.__cause__, AssertionError)
+    result = caught.value.fit_result
+    assert int(result.trainer.iteration) == 0 and len(result.elbo) == 0
+
+
+def test_an_assertion_that_is_not_ctrl_c_passes_through_fit():
+    model, (X, Y) = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
+
+    def fail(step, **_):
+        try:
+            raise ValueError("the user's own error")
+        except ValueError:
+            raise AssertionError("the user's own assertion")
+
+    with pytest.raises(AssertionError, match="the user's own assertion"):
+        ga.fit(model, (X, Y), iterations=3, batch_size=10, callback=fail, progress=False)
+
+
 # -- messages that name the problem -------------------------------------------------------------
 
 def test_string_labels_in_a_step_are_named():

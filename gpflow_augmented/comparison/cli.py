@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, List, NoReturn, Optional, Sequence
 
+from ..training import raised_by_interrupt
 from .ci_utils import DATA_DIR_VARIABLE
 from .runs import (PROG, check_run, machine, prepare_output, run_comparison, summary_table,
                    write_atomically, write_json)
@@ -364,7 +365,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(stop.code or 0)
     try:
         return _run(args)
-    except KeyboardInterrupt:
+    except BaseException as error:
+        if not raised_by_interrupt(error):
+            raise
         where = getattr(args, "output", None)
         kept = (f"; the finished results are in {where}/ (continue with --resume)"
                 if where and args.command in ("compare", "benchmark") else "")
