@@ -51,7 +51,8 @@ def compare(strategy, config):
             np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-300))
     moved = float(np.max(np.abs(single.q_mu.numpy())))
     return {"replicas": strategy.num_replicas_in_sync, "differences": differences, "moved": moved,
-            "iteration": int(replicated_result.trainer.iteration.numpy())}
+            "iteration": int(replicated_result.trainer.iteration.numpy()),
+            "closed_form_variance": bool(replicated_result.trainer.cavi.variances)}
 
 
 def elbo_in_replica(strategy):

@@ -37,6 +37,8 @@ def test_mirrored_strategy_equals_single_device():
         assert result["replicas"] == 2
         assert result["iteration"] == config["steps"]
         assert result["moved"] > 0.1  # q(u) left its N(0, I) start, so equality is not vacuous
+        # the kernel variance is CAVI's, in closed form, wherever there are no class subsets
+        assert result["closed_form_variance"] == (config["class_subset_size"] is None)
         # q_mu, q_sqrt, Z, lengthscales, variance and the ELBO trace. Observed ≤ 2e-13: the shards'
         # sums are added in another order, and the M×M solves amplify that round-off by their
         # condition number. A missing all-reduce or a wrong batch scale differs at 1e-2 or more.
