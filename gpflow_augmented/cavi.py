@@ -11,6 +11,7 @@ on bad data or a numerical failure it assigns nothing and the Python wrapper rai
 import contextlib
 from typing import Callable, Iterator, Optional, Tuple, Union
 
+import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 
@@ -26,9 +27,9 @@ from .class_subsets import (
 from .distributed import replica_max_code, replica_sum, replicated_by_first
 from .kernel_variance import variance_parameters, variance_update
 from .models import AugmentedSVGP, BatchGeometry
-from .projection import whitened_q
+from .projection import marginals, whitened_q
 from .schedules import ConstantStepSize, StepSizeSchedule
-from .updates import batch_size, minibatch_scale, natural_step, step_sites
+from .updates import batch_elbo, batch_size, minibatch_scale, natural_step, step_sites
 from .validation import (
     NUM_STATUS_CODES,
     InvalidDataError,
@@ -42,7 +43,11 @@ from .validation import (
     step_size_status,
 )
 
-__all__ = ["CAVI"]
+__all__ = ["CAVI", "MAX_LINE_SEARCH_HALVINGS"]
+
+#: On the full batch, a step of a model on the exact bound halves ρ up to this many times until
+#: it does not lower the ELBO, and else keeps q(u) as it was.
+MAX_LINE_SEARCH_HALVINGS = 10
 
 
 class CAVI(tf.Module):
@@ -51,7 +56,8 @@ class CAVI(tf.Module):
     :param model: the model whose q(u) is updated.
     :param step_size: ρ, a constant in (0, 1] or a schedule of the iteration (e.g.
         :class:`~gpflow_augmented.RobbinsMonro`). ρ = 1 on the full data is exact coordinate ascent;
-        minibatches need a decaying schedule to converge.
+        minibatches need a decaying schedule to converge. On the full data a model on the exact
+        bound halves ρ within the step until the ELBO does not fall (:meth:`line_search`).
     :param class_subset_size: update only this many classes per step, drawn uniformly at random
         (paper, Algorithm 2; see :mod:`~gpflow_augmented.class_subsets`). With one kernel shared by
         all classes the step's cost then does not grow with the number of classes.
@@ -191,17 +197,101 @@ class CAVI(tf.Module):
             tape.watch(log_weights)
             local_elbo, linear, quadratic = self.sites(geometry, Y)
             local_sum = tf.reduce_sum(local_elbo)
-        new_mu, new_sqrt, elbo = self.natural_step(
-            geometry, local_elbo, linear, quadratic, step_size, scale
-        )
-        new_mu, new_sqrt, new_variance = self.variance_step(geometry, new_mu, new_sqrt, linear,
-                                                            quadratic, scale, step_size)
+        new_mu, new_sqrt, new_variance, elbo, step_size = self.step_from_sites(
+            geometry, Y, local_elbo, linear, quadratic, scale, step_size)
         status = self.accept(new_mu, new_sqrt, status, geometry.subset, new_variance)
         if log_weights:
             self.update_class_weights(
                 Y, tape.gradient(local_sum, log_weights[0]), scale, step_size, status == OK,
             )
         return elbo, status
+
+    def step_from_sites(
+        self,
+        geometry: BatchGeometry,
+        Y: tf.Tensor,
+        local_elbo: tf.Tensor,
+        linear: tf.Tensor,
+        quadratic: tf.Tensor,
+        scale: tf.Tensor,
+        step_size: tf.Tensor,
+    ) -> Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor], tf.Tensor, tf.Tensor]:
+        """The proposal from the batch's sites, nothing assigned: (q_mu, q_sqrt as stored, the
+        kernel variances or ``None``, the batch ELBO before the step, ρ as taken): the natural
+        step (:meth:`natural_step`), line-searched where :meth:`searches_line`, then
+        :meth:`variance_step`."""
+        new_mu, new_sqrt, elbo = self.natural_step(
+            geometry, local_elbo, linear, quadratic, step_size, scale
+        )
+        if self.searches_line(geometry.subset):
+            new_mu, new_sqrt, step_size = self.line_search(
+                geometry, Y, local_elbo, linear, quadratic, scale, elbo, step_size,
+                new_mu, new_sqrt)
+        new_mu, new_sqrt, new_variance = self.variance_step(geometry, new_mu, new_sqrt, linear,
+                                                            quadratic, scale, step_size)
+        return new_mu, new_sqrt, new_variance, elbo, step_size
+
+    def searches_line(self, subset: Optional[ClassSubset]) -> bool:
+        """Whether this step is line-searched (at trace time): a model on the exact bound, all
+        classes, outside a ``tf.distribute`` strategy. The step then also checks at run time
+        that the batch is the full data (N / B = 1) and that the warm start is over."""
+        return (self.model.on_exact_bound and subset is None
+                and not tf.distribute.has_strategy())
+
+    def line_search(
+        self,
+        geometry: BatchGeometry,
+        Y: tf.Tensor,
+        local_elbo: tf.Tensor,
+        linear: tf.Tensor,
+        quadratic: tf.Tensor,
+        scale: tf.Tensor,
+        elbo: tf.Tensor,
+        step_size: tf.Tensor,
+        new_mu: tf.Tensor,
+        new_sqrt: tf.Tensor,
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(q_mu, q_sqrt as stored, ρ taken): on the full batch, the proposal with ρ halved until
+        the ELBO at it is not below ``elbo``, the ELBO before the step (up to round-off), at most
+        :data:`MAX_LINE_SEARCH_HALVINGS` times, and else q(u) unchanged with ρ = 0.
+
+        The exact bound's sites are the expected log-likelihood's derivatives at the current
+        q(f), so its step at ρ = 1 is a Newton step, which overshoots where E_q log p(y | f) is far
+        from quadratic (a large kernel variance on separable classes): the full-batch ELBO then
+        swings by orders of magnitude instead of rising. On minibatches the decaying ρ does this
+        job and each batch's ELBO is a different estimate, so they are left alone."""
+        model = self.model
+        dtype = elbo.dtype
+        tolerance = 1e3 * float(np.finfo(dtype.as_numpy_dtype).eps) * tf.abs(elbo)
+        search = tf.equal(scale, 1.0)
+        warm = self.augmented_sites()
+        if warm is not None:
+            search &= ~warm
+
+        def worse(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
+            q_mu, q_sqrt = whitened_q(geometry.L, mu, sqrt, model.whiten)
+            Fmu, Fvar = marginals(geometry.A, geometry.residual, q_mu, q_sqrt)
+            local = model.likelihood.exact_local_elbo(Fmu + geometry.prior_mean, Fvar, Y)
+            trial = batch_elbo(geometry._replace(q_mu=q_mu, q_sqrt=q_sqrt),
+                               tf.reduce_sum(local), scale)
+            return ~(trial >= elbo - tolerance)  # a NaN proposal is worse too
+
+        def searching(halvings, rho, mu, sqrt):  # type: ignore[no-untyped-def]
+            return tf.cond(search & (halvings <= MAX_LINE_SEARCH_HALVINGS),
+                           lambda: worse(mu, sqrt), lambda: tf.constant(False))
+
+        def halve(halvings, rho, mu, sqrt):  # type: ignore[no-untyped-def]
+            rho = rho / 2.0
+            mu, sqrt, _ = self.natural_step(geometry, local_elbo, linear, quadratic, rho, scale)
+            return halvings + 1, rho, mu, sqrt
+
+        rho = tf.cast(step_size, dtype)
+        halvings, rho, mu, sqrt = tf.while_loop(
+            searching, halve, (tf.constant(0), rho, new_mu, new_sqrt))
+        failed = halvings > MAX_LINE_SEARCH_HALVINGS
+        mu = tf.where(failed, tf.convert_to_tensor(model.q_mu), mu)
+        sqrt = tf.where(failed, tf.convert_to_tensor(model.q_sqrt), sqrt)
+        return mu, sqrt, tf.where(failed, tf.zeros_like(rho), rho)
 
     def sites(self, geometry: BatchGeometry, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(local ELBO [N], linear [N, K], quadratic [N, K]) of this step, of the geometry's class

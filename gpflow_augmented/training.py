@@ -261,11 +261,8 @@ class Trainer(tf.Module):
             subset)
         linear, quadratic = warm_start_sites(
             model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, cavi.augmented_sites(), subset)
-        new_mu, new_sqrt, elbo = cavi.natural_step(
-            geometry, expected, linear, quadratic, step_size, scale
-        )
-        new_mu, new_sqrt, new_variance = cavi.variance_step(geometry, new_mu, new_sqrt, linear,
-                                                            quadratic, scale, step_size)
+        new_mu, new_sqrt, new_variance, elbo, step_size = cavi.step_from_sites(
+            geometry, Y, expected, linear, quadratic, scale, step_size)
         status = cavi.accept(new_mu, new_sqrt, status, subset, new_variance)
         if log_weights:
             cavi.update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)

@@ -120,3 +120,18 @@ def factor_cavity(mean, variance, sites, i, k, y):
     tau_k = 1 / (1 / variance[i, k] - sites[2][i, k])
     m_k = tau_k * (mean[i, k] / variance[i, k] - sites[3][i, k])
     return m_y, tau_y, m_k, tau_k
+
+
+def separable_problem(num_classes=5, num_data=100, num_inducing=10, seed=1, scheme="exact"):
+    """Well-separated clusters: the logistic-softmax ELBO wants a kernel variance far above 1.
+    Lengthscales are fixed, so the variance and q(u) are all there is to learn."""
+    rng = np.random.default_rng(seed)
+    angles = 2 * np.pi * np.arange(num_classes) / num_classes
+    centres = 6.0 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    y = rng.integers(0, num_classes, num_data)
+    X = centres[y] + rng.normal(scale=0.7, size=(num_data, 2))
+    Z = X[rng.choice(num_data, num_inducing, replace=False)].copy()
+    kernel = gpflow.kernels.SquaredExponential(variance=1.0, lengthscales=3.0)
+    gpflow.set_trainable(kernel.lengthscales, False)
+    model = ga.LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme)
+    return model, (X, y[:, None])

@@ -10,22 +10,7 @@ import gpflow_augmented as ga
 import gpflow_augmented.cavi as cavi_module
 from gpflow_augmented.kernel_variance import variance_update
 
-from helpers import make_problem
-
-
-def separable_problem(num_classes=5, num_data=100, num_inducing=10, seed=1, scheme="exact"):
-    """Well-separated clusters: the logistic-softmax ELBO wants a kernel variance far above 1.
-    Lengthscales are fixed, so the variance and q(u) are all there is to learn."""
-    rng = np.random.default_rng(seed)
-    angles = 2 * np.pi * np.arange(num_classes) / num_classes
-    centres = 6.0 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
-    y = rng.integers(0, num_classes, num_data)
-    X = centres[y] + rng.normal(scale=0.7, size=(num_data, 2))
-    Z = X[rng.choice(num_data, num_inducing, replace=False)].copy()
-    kernel = gpflow.kernels.SquaredExponential(variance=1.0, lengthscales=3.0)
-    gpflow.set_trainable(kernel.lengthscales, False)
-    model = ga.LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme)
-    return model, (X, y[:, None])
+from helpers import make_problem, separable_problem
 
 
 def log_variance_gradient(model, data):
@@ -132,30 +117,34 @@ def lbfgs_variance(model, data):
     return float(reference.kernel.variance.numpy())
 
 
-def learned_variance(iterations, **options):
-    """The variance after full-batch `fit` steps on :func:`separable_problem`. ρ = 0.5: on this
-    problem the exact bound's step at ρ = 1 does not settle at a large fixed variance (measured at
-    σ² = 358), with or without this update."""
+def learned_variances(iterations, **options):
+    """The variance after every full-batch `fit` step, at fit's defaults (ρ = 1, line-searched),
+    on :func:`separable_problem` (index t: after t + 1 steps)."""
     model, data = separable_problem()
-    ga.fit(model, data, iterations=iterations, batch_size=None, step_size=0.5, progress=False,
+    variances = []
+    ga.fit(model, data, iterations=iterations, batch_size=None, progress=False,
+           callback=lambda step, **_: variances.append(float(model.kernel.variance.numpy())),
            **options)
-    return float(model.kernel.variance.numpy())
+    return np.array(variances)
 
 
 def test_the_variance_reaches_the_lbfgs_optimum_in_few_steps_where_adam_and_em_do_not(
         monkeypatch):
     """Separable classes, C = 5, lengthscales fixed: a full-batch L-BFGS fit of the same ELBO over
-    q(u) and σ² puts σ² at 262 (from a start at 1). `fit` is within 2 % of it after 500 steps
-    (measured: 1.2 %; 8 % after 300, 0.04 % after 1,000). Adam on GPflow's softplus-transformed
-    variance (the previous default), the same 500 steps at the default learning rate, is below 10;
-    the EM step alone (the scaling step removed, a broken variant) is more than 10 % short."""
+    q(u) and σ² puts σ² at 262 (from a start at 1). `fit` at its full-batch defaults is within 7 %
+    of it after 300 steps and 2 % after 500 (measured: 4.6 % and 0.7 %). Adam on GPflow's
+    softplus-transformed variance (the previous default), the same 500 steps at the default
+    learning rate, is below 10; the EM step alone (the scaling step removed, a broken variant) is
+    more than 15 % short after 300 steps (measured: 21 %)."""
     model, data = separable_problem()
     optimum = lbfgs_variance(model, data)
     assert optimum > 100, optimum  # the scale must grow for the test to mean anything
-    assert abs(np.log(learned_variance(500) / optimum)) < np.log(1.02)
-    assert learned_variance(500, update_variance=False) < 10
+    learned = learned_variances(500)
+    assert learned[299] > 0.93 * optimum, learned[299]
+    assert abs(np.log(learned[-1] / optimum)) < np.log(1.02), learned[-1]
+    assert learned_variances(500, update_variance=False)[-1] < 10
     monkeypatch.setattr(cavi_module, "variance_update", no_scaling_step)
-    assert learned_variance(500) < 0.9 * optimum
+    assert learned_variances(300)[-1] < 0.85 * optimum
 
 
 def test_adam_leaves_the_variance_to_cavi_and_fixed_hyperparameters_stay_fixed():
