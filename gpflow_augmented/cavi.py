@@ -220,13 +220,11 @@ class CAVI(tf.Module):
         kernel variances or ``None``, the batch ELBO before the step, ρ as taken): the natural
         step (:meth:`natural_step`), line-searched where :meth:`searches_line`, then
         :meth:`variance_step`."""
-        new_mu, new_sqrt, elbo = self.natural_step(
-            geometry, local_elbo, linear, quadratic, step_size, scale
-        )
+        sites = (local_elbo, linear, quadratic)
+        new_mu, new_sqrt, elbo = self.natural_step(geometry, *sites, step_size, scale)
         if self.searches_line(geometry.subset):
             new_mu, new_sqrt, step_size = self.line_search(
-                geometry, Y, local_elbo, linear, quadratic, scale, elbo, step_size,
-                new_mu, new_sqrt)
+                geometry, Y, sites, scale, step_size, (new_mu, new_sqrt, elbo))
         new_mu, new_sqrt, new_variance = self.variance_step(geometry, new_mu, new_sqrt, linear,
                                                             quadratic, scale, step_size)
         return new_mu, new_sqrt, new_variance, elbo, step_size
@@ -239,21 +237,14 @@ class CAVI(tf.Module):
                 and not tf.distribute.has_strategy())
 
     def line_search(
-        self,
-        geometry: BatchGeometry,
-        Y: tf.Tensor,
-        local_elbo: tf.Tensor,
-        linear: tf.Tensor,
-        quadratic: tf.Tensor,
-        scale: tf.Tensor,
-        elbo: tf.Tensor,
-        step_size: tf.Tensor,
-        new_mu: tf.Tensor,
-        new_sqrt: tf.Tensor,
+        self, geometry: BatchGeometry, Y: tf.Tensor, sites: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],
+        scale: tf.Tensor, step_size: tf.Tensor, proposal: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(q_mu, q_sqrt as stored, ρ taken): on the full batch, the proposal with ρ halved until
-        the ELBO at it is not below ``elbo``, the ELBO before the step (up to round-off), at most
-        :data:`MAX_LINE_SEARCH_HALVINGS` times, and else q(u) unchanged with ρ = 0.
+        """(q_mu, q_sqrt as stored, ρ taken) from ``proposal`` = (q_mu, q_sqrt, the ELBO before
+        the step), the natural step of size ``step_size`` from ``sites`` (local ELBO, linear,
+        quadratic): on the full batch, that step with ρ halved until the ELBO at it is not below
+        the ELBO before (up to round-off), at most :data:`MAX_LINE_SEARCH_HALVINGS` times, and
+        else q(u) unchanged with ρ = 0.
 
         The exact bound's sites are the expected log-likelihood's derivatives at the current
         q(f), so its step at ρ = 1 is a Newton step, which overshoots where E_q log p(y | f) is far
@@ -261,6 +252,7 @@ class CAVI(tf.Module):
         swings by orders of magnitude instead of rising. On minibatches the decaying ρ does this
         job and each batch's ELBO is a different estimate, so they are left alone."""
         model = self.model
+        new_mu, new_sqrt, elbo = proposal
         dtype = elbo.dtype
         tolerance = 1e3 * float(np.finfo(dtype.as_numpy_dtype).eps) * tf.abs(elbo)
         search = tf.equal(scale, 1.0)
@@ -282,7 +274,7 @@ class CAVI(tf.Module):
 
         def halve(halvings, rho, mu, sqrt):  # type: ignore[no-untyped-def]
             rho = rho / 2.0
-            mu, sqrt, _ = self.natural_step(geometry, local_elbo, linear, quadratic, rho, scale)
+            mu, sqrt, _ = self.natural_step(geometry, *sites, rho, scale)
             return halvings + 1, rho, mu, sqrt
 
         rho = tf.cast(step_size, dtype)
