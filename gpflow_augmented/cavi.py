@@ -244,7 +244,8 @@ class CAVI(tf.Module):
         the step), the natural step of size ``step_size`` from ``sites`` (local ELBO, linear,
         quadratic): on the full batch, that step with ρ halved until the ELBO at it is not below
         the ELBO before (up to round-off), at most :data:`MAX_LINE_SEARCH_HALVINGS` times, and
-        else q(u) unchanged with ρ = 0.
+        else q(u) unchanged with ρ = 0 (or, if no proposal was finite, the last one, for
+        :meth:`accept` to refuse).
 
         The exact bound's sites are the expected log-likelihood's derivatives at the current
         q(f), so its step at ρ = 1 is a Newton step, which overshoots where E_q log p(y | f) is far
@@ -260,13 +261,21 @@ class CAVI(tf.Module):
         if warm is not None:
             search &= ~warm
 
-        def worse(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
+        def finite(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
+            return tf.reduce_all(tf.math.is_finite(mu)) & tf.reduce_all(tf.math.is_finite(sqrt))
+
+        def lower_elbo(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
             q_mu, q_sqrt = whitened_q(geometry.L, mu, sqrt, model.whiten)
             Fmu, Fvar = marginals(geometry.A, geometry.residual, q_mu, q_sqrt)
             local = model.likelihood.exact_local_elbo(Fmu + geometry.prior_mean, Fvar, Y)
             trial = batch_elbo(geometry._replace(q_mu=q_mu, q_sqrt=q_sqrt),
                                tf.reduce_sum(local), scale)
-            return ~(trial >= elbo - tolerance)  # a NaN proposal is worse too
+            return ~(trial >= elbo - tolerance)
+
+        def worse(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
+            # A proposal that is not finite is worse, and is not evaluated.
+            return tf.cond(finite(mu, sqrt), lambda: lower_elbo(mu, sqrt),
+                           lambda: tf.constant(True))
 
         def searching(halvings, rho, mu, sqrt):  # type: ignore[no-untyped-def]
             return tf.cond(search & (halvings <= MAX_LINE_SEARCH_HALVINGS),
@@ -280,10 +289,12 @@ class CAVI(tf.Module):
         rho = tf.cast(step_size, dtype)
         halvings, rho, mu, sqrt = tf.while_loop(
             searching, halve, (tf.constant(0), rho, new_mu, new_sqrt))
-        failed = halvings > MAX_LINE_SEARCH_HALVINGS
-        mu = tf.where(failed, tf.convert_to_tensor(model.q_mu), mu)
-        sqrt = tf.where(failed, tf.convert_to_tensor(model.q_sqrt), sqrt)
-        return mu, sqrt, tf.where(failed, tf.zeros_like(rho), rho)
+        # No halving raised the ELBO: keep q(u), unless no proposal was even finite, which
+        # :meth:`accept` then refuses as a numerical failure (not a silent step of size 0).
+        keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & finite(mu, sqrt)
+        mu = tf.where(keep, tf.convert_to_tensor(model.q_mu), mu)
+        sqrt = tf.where(keep, tf.convert_to_tensor(model.q_sqrt), sqrt)
+        return mu, sqrt, tf.where(keep, tf.zeros_like(rho), rho)
 
     def sites(self, geometry: BatchGeometry, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(local ELBO [N], linear [N, K], quadratic [N, K]) of this step, of the geometry's class

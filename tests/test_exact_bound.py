@@ -229,7 +229,9 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     assert np.all(np.isfinite(model.q_sqrt.numpy()))
     assert not np.array_equal(model.q_mu.numpy(), before[0])
 
-    # Hopeless: no halving helps; the step is refused and q(u) is bit-identical.
+    # Hopeless: no halving helps; the step is refused and q(u) is bit-identical (the full-batch
+    # line search, back on, halves further and then refuses it too, rather than stepping by 0).
+    monkeypatch.undo()
     monkeypatch.setattr(logistic_softmax, "exact_sites", negative_curvature(1e12))
     before = [v.numpy().copy() for v in model.variables]
     cavi = ga.CAVI(model, 1.0)
