@@ -29,7 +29,7 @@ from .kernel_variance import variance_parameters, variance_update
 from .models import AugmentedSVGP, BatchGeometry
 from .projection import marginals, whitened_q
 from .schedules import ConstantStepSize, StepSizeSchedule
-from .updates import batch_elbo, batch_size, minibatch_scale, natural_step, step_sites
+from .updates import batch_bound, batch_size, minibatch_scale, natural_step, step_sites
 from .validation import (
     NUM_STATUS_CODES,
     InvalidDataError,
@@ -261,20 +261,18 @@ class CAVI(tf.Module):
         if warm is not None:
             search &= ~warm
 
-        def finite(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
-            return tf.reduce_all(tf.math.is_finite(mu)) & tf.reduce_all(tf.math.is_finite(sqrt))
-
         def lower_elbo(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
+            # The step's projection at the proposed q(v): marginals, no new M³ work.
             q_mu, q_sqrt = whitened_q(geometry.L, mu, sqrt, model.whiten)
             Fmu, Fvar = marginals(geometry.A, geometry.residual, q_mu, q_sqrt)
-            local = model.likelihood.exact_local_elbo(Fmu + geometry.prior_mean, Fvar, Y)
-            trial = batch_elbo(geometry._replace(q_mu=q_mu, q_sqrt=q_sqrt),
-                               tf.reduce_sum(local), scale)
+            proposed = geometry._replace(q_mu=q_mu, q_sqrt=q_sqrt, Fmu=Fmu + geometry.prior_mean,
+                                         Fvar=Fvar)
+            _, trial = batch_bound(model.likelihood, proposed, Y, scale, exact_bound=True)
             return ~(trial >= elbo - tolerance)
 
         def worse(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
             # A proposal that is not finite is worse, and is not evaluated.
-            return tf.cond(finite(mu, sqrt), lambda: lower_elbo(mu, sqrt),
+            return tf.cond(_all_finite(mu, sqrt), lambda: lower_elbo(mu, sqrt),
                            lambda: tf.constant(True))
 
         def searching(halvings, rho, mu, sqrt):  # type: ignore[no-untyped-def]
@@ -291,7 +289,7 @@ class CAVI(tf.Module):
             searching, halve, (tf.constant(0), rho, new_mu, new_sqrt))
         # No halving raised the ELBO: keep q(u), unless no proposal was even finite, which
         # :meth:`accept` then refuses as a numerical failure (not a silent step of size 0).
-        keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & finite(mu, sqrt)
+        keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & _all_finite(mu, sqrt)
         mu = tf.where(keep, tf.convert_to_tensor(model.q_mu), mu)
         sqrt = tf.where(keep, tf.convert_to_tensor(model.q_sqrt), sqrt)
         return mu, sqrt, tf.where(keep, tf.zeros_like(rho), rho)
@@ -410,9 +408,7 @@ class CAVI(tf.Module):
         status."""
         classes = subset_classes(subset)
         model = self.model
-        finite = tf.reduce_all(tf.math.is_finite(new_mu)) & tf.reduce_all(
-            tf.math.is_finite(new_sqrt)
-        )
+        finite = _all_finite(new_mu, new_sqrt)
         if new_variance is not None:
             finite &= tf.reduce_all(tf.math.is_finite(new_variance) & (new_variance > 0.0))
         status = tf.where((status == OK) & ~finite, NUMERICAL_FAILURE, status)
@@ -506,6 +502,11 @@ class CAVI(tf.Module):
         GPflow's optimizers)."""
         warn_moved("CAVI.minimize(data, iterations)", "CAVI.iterate(data, iterations)")
         return self.iterate(data, iterations)
+
+
+def _all_finite(*tensors: tf.Tensor) -> tf.Tensor:
+    """Whether every entry of every tensor is finite (a scalar bool)."""
+    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
 
 
 def _refuse_strategy() -> None:
