@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import gpflow_augmented as ga
+from gpflow_augmented.comparison import benchmark
 from gpflow_augmented.comparison.baselines import BINARY_METHODS, DEFAULT_MULTICLASS_METHODS
 from gpflow_augmented.comparison.cli import main
 
@@ -421,6 +422,8 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, m
     options = ["--datasets", "flat,good,empty", "--methods", "lsm", "--max-iterations", "2",
                "--num-inducing", "5", "--time-budget", "0", "--output", str(tmp_path / "bench"),
                "--no-progress"]
+    # One small size of the isolated step timings (four sizes take most of a minute per run).
+    monkeypatch.setattr(benchmark, "STEP_TIME_SIZES", ((16, 4, 3),))
     # The library assumes no data folder: without --data-dir it is the environment's or none.
     monkeypatch.delenv("GPFLOW_AUGMENTED_DATA", raising=False)
     assert main(["benchmark", *options]) == 2
