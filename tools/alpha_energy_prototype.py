@@ -19,20 +19,14 @@ import time
 import gpflow
 import numpy as np
 import tensorflow as tf
-from gpflow.quadrature import hermgauss
-
-
-def hermite(num, dtype):
-    x, w = hermgauss(num)
-    return tf.constant(np.sqrt(2.0) * x, dtype), tf.constant(w / np.sqrt(np.pi), dtype)
+from gpflow_augmented.expectations import _hermite, _safe_std
 
 
 def log_power_expectation(Fmu, Fvar, Yoh, alpha, H=20, s_min=-12.0, s_max=25.0, h=0.5):
     """(1/α) log E p(y|f)^α [N]; α → 0 is E log p."""
     dtype = Fmu.dtype
-    z, w = hermite(H, dtype)
-    std = tf.sqrt(tf.maximum(Fvar, 1e-12))
-    f = Fmu[..., None] + std[..., None] * z  # N K H
+    z, w = _hermite(H, dtype)
+    f = Fmu[..., None] + _safe_std(Fvar)[..., None] * z  # N K H
     log_sigma = -tf.math.softplus(-f)
     log_w = tf.math.log(w)
     log_kappa = tf.reduce_logsumexp(log_w + log_sigma, axis=[-2, -1])  # N
