@@ -14,10 +14,9 @@ import time
 import numpy as np
 
 from gpflow_augmented.comparison import compare
+from gpflow_augmented.comparison.baselines import POSITIVE_BIJECTORS
 from gpflow_augmented.comparison.tuning import validation_split
 from gpflow_augmented.datasets import load_dataset
-
-BIJECTORS = ("softplus", "exp")
 
 
 def main(data_dir, method, time_budget, seeds, names):
@@ -26,7 +25,7 @@ def main(data_dir, method, time_budget, seeds, names):
         dataset = load_dataset(name, data_dir=data_dir)
         for seed in seeds:
             split = validation_split(dataset, 0.2, seed)
-            for bijector in BIJECTORS:
+            for bijector in POSITIVE_BIJECTORS:
                 started = time.time()
                 result = compare(split, [method], method_options={method: {"positive_bijector": bijector}},
                                  seed=seed, batch_size=200, num_inducing=100, time_budget=time_budget,
@@ -37,13 +36,14 @@ def main(data_dir, method, time_budget, seeds, names):
                 print(f"{name} seed {seed} {bijector}: validation error {final['error']:.4f} NLL {final['nll']:.4f} "
                       f"({result.methods[0].iterations} iterations, {time.time() - started:.0f} s)", flush=True)
     print(json.dumps(rows))
-    wins = {b: 0 for b in BIJECTORS}
+    wins = {b: 0 for b in POSITIVE_BIJECTORS}
     for name in names:
         mean = {b: np.mean([r["nll"] for r in rows if r["dataset"] == name and r["bijector"] == b])
-                for b in BIJECTORS}
+                for b in POSITIVE_BIJECTORS}
         best = min(mean, key=mean.get)
         wins[best] += 1
-        print(f"{name}: mean validation NLL softplus {mean['softplus']:.4f} exp {mean['exp']:.4f} -> {best}")
+        means = " ".join(f"{b} {nll:.4f}" for b, nll in mean.items())
+        print(f"{name}: mean validation NLL {means} -> {best}")
     print("lower mean validation NLL:", wins)
 
 

@@ -27,18 +27,20 @@ def variance_by_adam(self, *args, **kwargs):
 def main(data_dir, iterations, bijectors):
     dataset = load_dataset("shuttle", data_dir=data_dir)
     split = validation_split(dataset, 0.2, 0)
-    for arm, init in (("closed-form variance", closed_form_default), ("variance by Adam", variance_by_adam)):
-        training.Trainer.__init__ = init
-        for bijector in bijectors:
-            result = compare(split, ["lsm"], method_options={"lsm": {"positive_bijector": bijector}}, seed=0,
-                             batch_size=200, num_inducing=100, time_budget=None, max_iterations=iterations,
-                             progress=False)
-            method = result.methods[0]
-            trace = " ".join(f"{t['iteration']}:{t['error']:.3f}/{t['nll']:.3f}/{t['elbo']:.0f}"
-                             for t in method.trace[1::2])
-            variance = float(method.method.model.kernel.variance.numpy())
-            print(f"{arm}, {bijector}: σ² at the end {variance:.4g}; iteration:error/NLL/ELBO {trace}", flush=True)
-    training.Trainer.__init__ = closed_form_default
+    try:
+        for arm, init in (("closed-form variance", closed_form_default), ("variance by Adam", variance_by_adam)):
+            training.Trainer.__init__ = init
+            for bijector in bijectors:
+                result = compare(split, ["lsm"], method_options={"lsm": {"positive_bijector": bijector}}, seed=0,
+                                 batch_size=200, num_inducing=100, time_budget=None, max_iterations=iterations,
+                                 progress=False)
+                method = result.methods[0]
+                trace = " ".join(f"{t['iteration']}:{t['error']:.3f}/{t['nll']:.3f}/{t['elbo']:.0f}"
+                                 for t in method.trace[1::2])
+                variance = float(method.method.model.kernel.variance.numpy())
+                print(f"{arm}, {bijector}: σ² at the end {variance:.4g}; iteration:error/NLL/ELBO {trace}", flush=True)
+    finally:
+        training.Trainer.__init__ = closed_form_default
 
 
 if __name__ == "__main__":
