@@ -242,6 +242,42 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     assert int(cavi.iteration) == 0
 
 
+def largest_covariance_growth(old_sqrt, new_sqrt):
+    """max over directions of x'S_new x / x'S_old x, per class."""
+    from scipy.linalg import eigh
+    return np.array([eigh(n @ n.T, o @ o.T, eigvals_only=True).max()
+                     for o, n in zip(np.asarray(old_sqrt), np.asarray(new_sqrt))])
+
+
+def test_a_minibatch_step_with_negative_sites_keeps_the_covariance_within_a_factor_of_two():
+    # Whitened q(v) with precision Λ = 10 I and one batch site of curvature θ < 0 along e₁, scaled
+    # by N/B = 100. At ρ = ½, Λ_new's e₁ eigenvalue is 5 + ½(1 + 100 θ) = 10⁻³: positive
+    # definite, so the factorisation's backoff alone takes it, and the covariance grows 10⁴-fold
+    # along e₁ (shuttle's runaway, module docstring of gpflow_augmented.updates). Λ_new ⪰ Λ / 2
+    # needs 10 - 20ρ + 10⁻³ρ ≥ 5, so exactly one halving (ρ = ¼) restores it. A second class with
+    # θ = 0 there is untouched.
+    theta = (1e-3 - 5.5) / 50.0
+    e1 = np.array([1.0, 0.0, 0.0])
+    statistics = (tf.constant(np.stack([theta * np.outer(e1, e1), np.zeros((3, 3))])),
+                  tf.constant(np.zeros((3, 2))))
+    q_mu = tf.constant(np.full((3, 2), 0.3))
+    q_sqrt = tf.constant(np.stack([np.eye(3)] * 2) / np.sqrt(10.0))
+    scale, half = tf.constant(100.0, tf.float64), tf.constant(0.5, tf.float64)
+
+    def step(ratio):
+        return ga.updates.natural_parameter_step_with_backoff(
+            q_mu, q_sqrt, statistics, scale, half, min_precision_ratio=ratio)
+
+    _, sqrt, rho = step(ga.updates.MIN_PRECISION_RATIO)
+    np.testing.assert_array_equal(rho.numpy(), [0.25, 0.5])
+    growth = largest_covariance_growth(q_sqrt, sqrt)
+    assert np.all(growth <= 2.0 + 1e-9)
+    # Without the trust region (κ = 0, the code before) the same step is taken at ρ = ½.
+    _, sqrt, rho = step(0.0)
+    np.testing.assert_array_equal(rho.numpy(), [0.5, 0.5])
+    assert largest_covariance_growth(q_sqrt, sqrt)[0] > 1e3
+
+
 def test_fit_returns_the_certificate_and_trains_hyperparameters_on_the_exact_bound():
     model, data = make_problem(60, 3, num_inducing=10, seed=9, scheme="negative-multinomial")
     twin, _ = make_problem(60, 3, num_inducing=10, seed=9, scheme="negative-multinomial")
