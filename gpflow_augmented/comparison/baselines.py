@@ -391,6 +391,7 @@ def build_method(
     step_size: Optional[str] = None,
     class_subset_size: Optional[int] = None,
     alpha_epsilon: Optional[float] = None,
+    update_variance: Optional[bool] = None,
     data: Optional[Tuple[np.ndarray, np.ndarray]] = None,
 ) -> Method:
     """Build method ``name`` (a key of :data:`METHODS`) around ``kernel`` and a copy of
@@ -399,14 +400,18 @@ def build_method(
     ``step_size`` names the ρ schedule (:data:`STEP_SIZE_SCHEDULES`) of a CAVI method on
     minibatches; on the full batch ρ = 1 (exact coordinate ascent). ``class_subset_size`` is
     the number of classes ``lsm-subsets`` updates per step; ``alpha_epsilon`` is the α_ε of
-    ``dirichlet`` (default :data:`~gpflow_augmented.comparison.dirichlet.DEFAULT_ALPHA_EPSILON`).
+    ``dirichlet`` (default :data:`~gpflow_augmented.comparison.dirichlet.DEFAULT_ALPHA_EPSILON`);
+    ``update_variance`` is the :class:`~gpflow_augmented.CAVI` option of this package's methods
+    (:data:`AUGMENTED_METHODS`; ``None``: the closed-form variance wherever it applies,
+    ``False``: Adam).
 
     A full-GP method (:data:`FULL_GP_METHODS`) is built on ``data = (X, Y)``, the training set it
     then holds and is given at every step (``full_batch`` must be true; ``inducing_points`` is not
     used: its inducing inputs are X, fixed)."""
     learning_rate = check_method_options(name, learning_rate=learning_rate, step_size=step_size,
                                          class_subset_size=class_subset_size,
-                                         alpha_epsilon=alpha_epsilon)
+                                         alpha_epsilon=alpha_epsilon,
+                                         update_variance=update_variance)
     if name in FULL_GP_METHODS:
         return _full_gp_method(name, kernel, num_classes, learning_rate, data, full_batch,
                                train_inducing_points)
@@ -418,10 +423,11 @@ def build_method(
     if name in BINARY_METHODS and num_classes != 2:
         raise ValueError(f"method {name!r} is for binary labels (C = 2), not C = {num_classes}")
     Z = np.array(inducing_points, dtype=default_float())
+    variance_option = {} if update_variance is None else {"update_variance": update_variance}
     if name == "xgpc":
         model = BinaryLogisticSVGP(kernel, Z, num_data=num_data)
         set_trainable(model.inducing_variable, train_inducing_points)
-        return AugmentedMethod(name, model, learning_rate, rho)
+        return AugmentedMethod(name, model, learning_rate, rho, **variance_option)
     if name == "sep":
         model = HeavisideSEP(kernel, Z, num_classes, num_data=num_data)
         set_trainable(model.inducing_variable, train_inducing_points)
@@ -436,7 +442,7 @@ def build_method(
         model = LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme,
                                     mean_function=mean_function, likelihood=likelihood)
         set_trainable(model.inducing_variable, train_inducing_points)
-        options: Dict[str, object] = {}
+        options: Dict[str, object] = dict(variance_option)
         if scheme == "exact":
             options["warm_start_iterations"] = EXACT_WARM_START
         if name == "lsm-subsets":
@@ -470,7 +476,8 @@ def build_method(
 def check_method_options(name: str, *, learning_rate: float = 0.01,
                          step_size: Optional[str] = None, class_subset_size: Optional[int] = None,
                          alpha_epsilon: Optional[float] = None,
-                         positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR) -> float:
+                         positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR,
+                         update_variance: Optional[bool] = None) -> float:
     """Refuse, naming the method, a method that does not exist or an option it does not take;
     returns the learning rate, checked."""
     if name in RENAMED_METHODS:
@@ -486,6 +493,13 @@ def check_method_options(name: str, *, learning_rate: float = 0.01,
                          "of 'lsm-subsets'")
     if alpha_epsilon is not None and name != "dirichlet":
         raise ValueError(f"method {name!r} has no alpha_epsilon (an option of 'dirichlet')")
+    if update_variance is not None:
+        if name not in AUGMENTED_METHODS:
+            raise ValueError(f"method {name!r} has no update_variance (an option of this "
+                             f"package's methods: {', '.join(AUGMENTED_METHODS)})")
+        if not isinstance(update_variance, (bool, np.bool_)):
+            raise TypeError(f"update_variance must be True, False or None, got "
+                            f"{update_variance!r}")
     if step_size is not None:
         if name not in DAMPED_METHODS:
             raise ValueError(f"method {name!r} has no ρ schedule (only {', '.join(DAMPED_METHODS)})")

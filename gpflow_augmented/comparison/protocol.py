@@ -201,9 +201,10 @@ def compare(
     parameters positive (:data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`).
 
     ``method_options`` gives a method its own ``learning_rate``, ``positive_bijector`` and (CAVI
-    methods) ``step_size``
-    (a name in :data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`), e.g. as chosen by
-    :func:`~gpflow_augmented.comparison.tuning.tune`, and ``lsm-subsets`` its ``class_subset_size``; the
+    methods) ``step_size`` (a name in
+    :data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`), e.g. as chosen by
+    :func:`~gpflow_augmented.comparison.tuning.tune`; ``lsm-subsets`` its ``class_subset_size``;
+    this package's methods ``update_variance`` (``False``: Adam trains the kernel variance). The
     others use ``learning_rate`` and the default ρ.
 
     ``on_method_done(result)`` is called as each method finishes (e.g. to save it at once), and
@@ -288,11 +289,11 @@ def check_methods(
     }
     for name, chosen in options.items():
         unknown_options = set(chosen) - {"learning_rate", "positive_bijector", "step_size",
-                                          "class_subset_size", "alpha_epsilon"}
+                                          "class_subset_size", "alpha_epsilon", "update_variance"}
         if unknown_options:
             raise ValueError(f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
                              "(learning_rate, positive_bijector, step_size, class_subset_size, "
-                             "alpha_epsilon)")
+                             "alpha_epsilon, update_variance)")
         check_method_options(name, **chosen)
         if name in FULL_GP_METHODS:
             check_full_gp_method(name, num_data, batch_size >= num_data, train_inducing_points)

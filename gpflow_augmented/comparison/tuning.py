@@ -63,6 +63,7 @@ def settings_text(settings: Dict[str, Any]) -> str:
     text += f", {settings['positive_bijector']}" if settings.get("positive_bijector") else ""
     text += f", ρ {settings['step_size']}" if settings.get("step_size") else ""
     text += f", α_ε {settings['alpha_epsilon']:g}" if settings.get("alpha_epsilon") else ""
+    text += ", σ² by Adam" if settings.get("update_variance") is False else ""
     return text + (f", |K| {settings['class_subset_size']}"
                    if settings.get("class_subset_size") else "")
 

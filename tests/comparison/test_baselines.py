@@ -326,3 +326,23 @@ def test_method_names_build_the_variants_they_name(tiny):
     with pytest.raises(ValueError, match="is now called 'lsm-zero-mean'"):
         compare(tiny, ["lsm-exact"], max_iterations=1)
     assert ga.comparison.baselines.default_methods(4) == ("lsm", "rm", "softmax", "lsm-vi")
+
+
+def test_update_variance_is_an_option_of_the_package_methods_only(tiny):
+    Z = ga.inducing_points(tiny.X_train, 8)
+
+    def build(name, **options):
+        return build_method(name, ga.initial_kernel(tiny.X_train), Z, 4, 150, **options)
+
+    closed_form, by_adam = build("lsm"), build("lsm", update_variance=False)
+    assert [v is closed_form.model.kernel.variance for v in closed_form.trainer.cavi.variances] == [True]
+    assert by_adam.trainer.cavi.variances == []
+    for method, by_adam_too in ((closed_form, False), (by_adam, True)):
+        adam_trained = {id(v) for v in method.trainer.hyperparameter_variables}
+        assert (id(method.model.kernel.variance.unconstrained_variable) in adam_trained) is by_adam_too
+    with pytest.raises(ValueError, match="method 'rm' has no update_variance"):
+        build("rm", update_variance=False)
+    with pytest.raises(TypeError, match="update_variance must be True, False or None"):
+        build("lsm", update_variance="no")
+    with pytest.raises(ValueError, match="unknown option 'update_varience'"):
+        compare(tiny, ["lsm"], max_iterations=1, method_options={"lsm": {"update_varience": False}})
