@@ -23,8 +23,8 @@ batch can bring Λ̂'s smallest eigenvalue near zero, and q(v)'s second moment g
 magnitude in one step (measured on shuttle: ×5·10⁵ at ρ = 0.09). There is no ELBO to check a
 minibatch step against, so a minibatch step with negative sites also halves ρ until
 Λ_new ⪰ κ Λ (:data:`MIN_PRECISION_RATIO`): q(v)'s covariance at most doubles per step. Sites that are
-all θ ≥ 0 need no test (with ρ ≤ 1 - κ, Λ_new ⪰ (1 - ρ) Λ already); the full batch has the line
-search; Λ_new = Λ at a fixed point, so the fixed points are again unchanged.
+all θ ≥ 0 cannot run away (Λ̂ ⪰ I, so Λ_new ⪰ (1 - ρ) Λ) and are not tested; the full batch has
+the line search; Λ_new = Λ at a fixed point, so the fixed points are again unchanged.
 """
 from typing import Any, Optional, Tuple
 

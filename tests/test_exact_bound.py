@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.linalg import eigh
 from scipy.special import expit, ndtri
 from scipy.stats import qmc
 
@@ -244,7 +245,6 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
 
 def largest_covariance_growth(old_sqrt, new_sqrt):
     """max over directions of x'S_new x / x'S_old x, per class."""
-    from scipy.linalg import eigh
     return np.array([eigh(n @ n.T, o @ o.T, eigvals_only=True).max()
                      for o, n in zip(np.asarray(old_sqrt), np.asarray(new_sqrt))])
 

@@ -158,6 +158,11 @@ def _evaluation_iterations(growth: float = 1.25):
         iteration = max(iteration + 1, int(np.ceil(iteration * growth)))
 
 
+#: The options ``method_options`` may give a method (:func:`compare`).
+METHOD_OPTIONS = ("learning_rate", "positive_bijector", "step_size", "class_subset_size",
+                  "alpha_epsilon", "update_variance")
+
+
 def compare(
     dataset: Dataset,
     methods: Optional[Sequence[str]] = None,
@@ -288,12 +293,10 @@ def check_methods(
         for name in methods
     }
     for name, chosen in options.items():
-        unknown_options = set(chosen) - {"learning_rate", "positive_bijector", "step_size",
-                                          "class_subset_size", "alpha_epsilon", "update_variance"}
+        unknown_options = set(chosen) - set(METHOD_OPTIONS)
         if unknown_options:
             raise ValueError(f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
-                             "(learning_rate, positive_bijector, step_size, class_subset_size, "
-                             "alpha_epsilon, update_variance)")
+                             f"({', '.join(METHOD_OPTIONS)})")
         check_method_options(name, **chosen)
         if name in FULL_GP_METHODS:
             check_full_gp_method(name, num_data, batch_size >= num_data, train_inducing_points)
