@@ -62,7 +62,7 @@ from gpflow_augmented.comparison import ci_utils, plots
 from gpflow_augmented.metrics import Evaluator
 
 OUTPUT = ci_utils.output_dir("inducing_points_and_kernels")
-NUM_INDUCING = ci_utils.reduce_in_fast_mode([5, 10, 20, 50, 100, 200, 400], [5, 20])
+NUM_INDUCING = ci_utils.reduce_in_fast_mode([5, 10, 20, 50, 100, 200, 400], [5])
 ITERATIONS = ci_utils.reduce_in_fast_mode(500, 5)
 data_dir = ci_utils.benchmark_data_dir("shuttle")
 if ci_utils.is_fast_mode():

@@ -88,7 +88,7 @@
 # Adam-trained ones 300 (learning rate 0.05); RMGPC's EP 100 sweeps (converged: its outlier rate
 # no longer changes).
 #
-# Set `GPFLOW_AUGMENTED_FAST=1` for a short run (3 data sets per scenario, few steps).
+# Set `GPFLOW_AUGMENTED_FAST=1` for a short run (one data set per scenario, few steps).
 
 # %%
 import tempfile
@@ -104,7 +104,7 @@ from gpflow_augmented.comparison.rmgpc import RobustMulticlassEP
 from gpflow_augmented.comparison.sep import ExpectationPropagation
 
 OUTPUT = ci_utils.output_dir("label_noise")
-NUM_DATASETS = ci_utils.reduce_in_fast_mode(20, 3)
+NUM_DATASETS = ci_utils.reduce_in_fast_mode(20, 1)
 CAVI_STEPS = ci_utils.reduce_in_fast_mode(30, 5)
 NATURAL_GRADIENT_STEPS = ci_utils.reduce_in_fast_mode(200, 5)
 ADAM_STEPS = ci_utils.reduce_in_fast_mode(300, 5)

@@ -85,7 +85,7 @@ from gpflow_augmented.comparison import ci_utils, plots
 from gpflow_augmented.comparison import compare
 
 NOISE_LEVELS = ci_utils.reduce_in_fast_mode(np.linspace(0.0, 1.0, 7), np.array([0.0, 0.5]))
-ITERATIONS = ci_utils.reduce_in_fast_mode(300, 15)
+ITERATIONS = ci_utils.reduce_in_fast_mode(300, 4)
 LEARNING_RATE = 0.05
 NUM_INDUCING = ci_utils.reduce_in_fast_mode(50, 15)
 METHODS = ["lsm", "lsm-collapsed", "lsm-vi", "softmax", "rm"]
