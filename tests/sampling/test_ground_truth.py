@@ -20,9 +20,17 @@ from helpers import Z_TOLERANCE, PrintedRateGibbs
 
 @pytest.fixture(scope="module")
 def wine_comparison():
+    # The default 4 × 5000 Gibbs draws are what R-hat < 1.01 needs with a margin: its max split
+    # R-hat measured 1.0044 here; after 300 burn-in sweeps, 1.0051 and 1.0089 (two seeds) with
+    # 4 × 4000 draws and 1.0109 with 4 × 3000.
     comparison = compare_with_gibbs(seed=0)
     print("\n" + comparison.report())
     return comparison
+
+
+def assert_within_standard_errors(difference, error):
+    worst = np.max(difference / error)
+    assert worst < Z_TOLERANCE, f"max |Δp| = {difference.max():.4f} is {worst:.1f} standard errors"
 
 
 def assert_samplers_agree(first, second, X):
@@ -32,25 +40,28 @@ def assert_samplers_agree(first, second, X):
     error = np.hypot(
         monte_carlo_standard_error(first_draws), monte_carlo_standard_error(second_draws)
     )
-    worst = np.max(difference / error)
-    assert worst < Z_TOLERANCE, f"max |Δp| = {difference.max():.4f} is {worst:.1f} standard errors"
+    assert_within_standard_errors(difference, error)
     return difference
 
 
 def test_gibbs_agrees_with_the_non_augmented_sampler(wine_comparison):
-    X_test = wine_comparison.dataset.X_test
-    difference = assert_samplers_agree(
-        wine_comparison.samples["gibbs"], wine_comparison.samples["nuts"], X_test
-    )
+    # The comparison holds what assert_samplers_agree would compute again from the 24 000 draws:
+    # each sampler's mean predictive draw (its summary) and their combined Monte Carlo standard
+    # error, the root sum of squares of monte_carlo_standard_error.
+    summaries = wine_comparison.summaries
+    difference = np.abs(summaries["gibbs"].probabilities - summaries["nuts"].probabilities)
+    assert_within_standard_errors(difference, wine_comparison.sampler_standard_error)
     print(f"Gibbs vs NUTS: max |Δp| {difference.max():.4f}, mean {difference.mean():.4f}")
     assert difference.max() < 0.02
 
 
 def test_printed_poisson_rate_fails_the_same_check(wine_comparison):
     dataset = wine_comparison.dataset
+    # 4 × 150 draws are plenty: its bias (max |Δp| 0.28) measures 103 standard errors (152 with
+    # 4 × 500 draws), where the check fails at 4.5.
     printed = PrintedRateGibbs(
         (dataset.X_train, dataset.Y_train), wine_comparison.kernel, dataset.num_classes
-    ).sample(500, num_chains=4, num_burnin=200, seed=1)
+    ).sample(150, num_chains=4, num_burnin=100, seed=1)
     with pytest.raises(AssertionError, match="standard errors"):
         assert_samplers_agree(printed, wine_comparison.samples["nuts"], dataset.X_test)
     wrong, _ = printed.predict_y(dataset.X_test)
