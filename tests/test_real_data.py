@@ -41,7 +41,11 @@ def test_satimage_error_close_to_paper(capsys):
     model = ga.LogisticSoftmaxSVGP(ga.initial_kernel(d.X_train),
                                    ga.inducing_points(d.X_train, 200, seed=0), d.num_classes,
                                    num_data=len(d.X_train))
-    ga.fit(model, (d.X_train, d.Y_train), iterations=1000, batch_size=200, progress=False, seed=0)
+    # 250 steps (11 epochs) are enough: after 150, 200, 250, 300 and 1000 steps the test error is
+    # 0.106-0.110 (0.1065 after both 250 and 1000, as seeded here), and the NLL after 250 is
+    # within 0.01 nats of that after 1000 (0.270 against 0.262). A model that has not learned is
+    # outside the band: 0.178 after 1 step, 0.144 after 50.
+    ga.fit(model, (d.X_train, d.Y_train), iterations=250, batch_size=200, progress=False, seed=0)
     p = model.predict_y(d.X_test)[0].numpy()
     error = ga.metrics.error_rate(p, d.Y_test)
     nll = ga.metrics.mean_nll(model.predict_log_density((d.X_test, d.Y_test)).numpy())
