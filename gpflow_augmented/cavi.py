@@ -132,7 +132,10 @@ class CAVI(tf.Module):
         self.variances = self._updated_variances(update_variance)
         self._step_fn: Callable = self.update
         if compile:
-            self._step_fn = tf.function(self.update, jit_compile=jit_compile)
+            # The step's loops and branches are TensorFlow's own (tf.while_loop, tf.cond), as XLA
+            # needs them; AutoGraph would only re-convert GPflow's and our code at every trace,
+            # about a quarter of the tracing time.
+            self._step_fn = tf.function(self.update, jit_compile=jit_compile, autograph=False)
 
     def _updated_variances(self, update_variance: Optional[bool]) -> list:
         variances = variance_parameters(self.model.kernel)

@@ -151,7 +151,7 @@ def _log_normaliser(
 # keeps TensorFlow's faster CPU Cholesky. One trace per shape, never a trace generalised to
 # unknown shapes (``reduce_retracing``): inside an XLA-compiled step such a trace made XLA take
 # q(u)'s values as compile-time constants, so that step recompiled at every call.
-_fused_log_normaliser = tf.function(_log_normaliser, jit_compile=True)
+_fused_log_normaliser = tf.function(_log_normaliser, jit_compile=True, autograph=False)
 
 
 @check_shapes(

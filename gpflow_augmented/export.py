@@ -28,8 +28,8 @@ class _Predictor(tf.Module):
         self.feature_mean = tf.constant(feature_mean, default_float())
         self.feature_scale = tf.constant(feature_scale, default_float())
         spec = tf.TensorSpec([None, len(feature_mean)], default_float(), name="X")
-        self.predict_f = tf.function(self._predict_f, input_signature=[spec])
-        self.predict_y = tf.function(self._predict_y, input_signature=[spec])
+        self.predict_f = tf.function(self._predict_f, input_signature=[spec], autograph=False)
+        self.predict_y = tf.function(self._predict_y, input_signature=[spec], autograph=False)
 
     def _standardised(self, X: tf.Tensor) -> tf.Tensor:
         return (X - self.feature_mean) / self.feature_scale

@@ -156,6 +156,7 @@ class Evaluator:
             self._compiled[key] = tf.function(
                 lambda X, Y: (model.predict_y(X)[0], model.predict_log_density((X, Y))),
                 reduce_retracing=True,
+                autograph=False,
             )
         predict = self._compiled[key]
         probabilities, log_density = [], []

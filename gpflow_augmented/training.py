@@ -172,8 +172,10 @@ class Trainer(tf.Module):
                 self.adam = tf_keras.optimizers.Adam(learning_rate)
                 # Slots exist from the start, so a checkpoint restores into them exactly.
                 self.adam.build(self.hyperparameter_variables)
-        # CAVI and Adam in one compiled call: one dispatch and one host sync per iteration.
-        self._iteration = tf.function(self._iteration_eager, jit_compile=jit_compile)
+        # CAVI and Adam in one compiled call: one dispatch and one host sync per iteration. No
+        # AutoGraph, as for CAVI's own step: nothing in it is Python control flow on tensors.
+        self._iteration = tf.function(self._iteration_eager, jit_compile=jit_compile,
+                                      autograph=False)
 
     def _scope(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext() if self.strategy is None else self.strategy.scope()

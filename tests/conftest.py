@@ -88,12 +88,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
-def ctrl_c_while_tracing(monkeypatch):
-    """Ctrl-C landing where it lands on a slow machine: inside TensorFlow's tracing, after a
-    source-mapping context has pushed itself and before its ``__exit__`` is armed. The enclosing
-    context then finds the stack unbalanced and raises ``AssertionError('Concurrent access?')``
-    with the interrupt as its context (TensorFlow 2.x, ``tf_stack``). Interrupts the third such
-    entry after the fixture starts; the test's own thread stack is restored afterwards."""
+def ctrl_c_while_autograph_converts(monkeypatch):
+    """Ctrl-C landing where it lands on a slow machine while AutoGraph converts a function (the
+    user's own, e.g. a compiled callback; the package's steps are traced without AutoGraph):
+    after a source-mapping context has pushed itself and before its ``__exit__`` is armed. The
+    enclosing context then finds the stack unbalanced and raises ``AssertionError('Concurrent
+    access?')`` with the interrupt as its context (TensorFlow 2.x, ``tf_stack``). Interrupts the
+    third such entry after the fixture starts; the test's own thread stack is restored
+    afterwards."""
     from tensorflow.python.util import tf_stack
 
     key = tf_stack._get_thread_key()
@@ -110,3 +112,23 @@ def ctrl_c_while_tracing(monkeypatch):
     monkeypatch.setattr(tf_stack.StackTraceMapper, "update", interrupted_update)
     yield entries
     tf_stack._source_mapper_stacks[key][:] = saved
+
+
+@pytest.fixture
+def ctrl_c_while_tracing(monkeypatch):
+    """Ctrl-C landing while TensorFlow traces a step into a graph, as on a slow machine: at the
+    third operation created in a function graph after the fixture starts. Yields the operations'
+    types seen until then."""
+    from tensorflow.python.framework import func_graph
+
+    original = func_graph.FuncGraph._create_op_internal
+    created = []
+
+    def interrupted(self, op_type, *args, **kwargs):
+        created.append(op_type)
+        if len(created) == 3:
+            raise KeyboardInterrupt
+        return original(self, op_type, *args, **kwargs)
+
+    monkeypatch.setattr(func_graph.FuncGraph, "_create_op_internal", interrupted)
+    yield created

@@ -313,15 +313,40 @@ def test_ctrl_c_in_fit_hands_back_what_was_trained():
 
 
 def test_ctrl_c_while_tensorflow_traces_the_step_is_still_ctrl_c(ctrl_c_while_tracing):
-    """A slow machine traces long enough for Ctrl-C to land inside TensorFlow, which then raises
-    an AssertionError in its place; fit still hands back what was trained, as a KeyboardInterrupt."""
+    """A slow machine traces long enough for Ctrl-C to land while the step is being traced; fit
+    hands back what was trained (nothing yet), as a KeyboardInterrupt."""
     model, (X, Y) = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
+    before = [v.numpy().copy() for v in model.variables]
     with pytest.raises(KeyboardInterrupt) as caught:
         ga.fit(model, (X, Y), iterations=3, batch_size=10, progress=False)
     assert len(ctrl_c_while_tracing) == 3  # the interrupt landed while tracing, as intended
-    assert isinstance(caught.value.__cause__, AssertionError)
     result = caught.value.fit_result
     assert int(result.trainer.iteration) == 0 and len(result.elbo) == 0
+    for variable, value in zip(model.variables, before):
+        np.testing.assert_array_equal(variable.numpy(), value)
+
+
+def test_ctrl_c_disguised_by_autograph_in_a_callback_is_still_ctrl_c(
+        ctrl_c_while_autograph_converts):
+    """Ctrl-C that lands while AutoGraph converts the user's compiled callback comes out of
+    TensorFlow as an AssertionError; fit still hands it on as a KeyboardInterrupt, with what was
+    trained."""
+    model, (X, Y) = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
+
+    def doubled(x):
+        return 2.0 * x
+
+    @tf.function  # AutoGraph converts it and each call inside it
+    def logged(elbo):
+        return doubled(doubled(doubled(elbo)))
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        ga.fit(model, (X, Y), iterations=3, batch_size=10, progress=False,
+               callback=lambda step, elbo, **_: logged(elbo))
+    assert len(ctrl_c_while_autograph_converts) == 3  # it landed in AutoGraph, as intended
+    assert isinstance(caught.value.__cause__, AssertionError)
+    result = caught.value.fit_result
+    assert int(result.trainer.iteration) == 1 and len(result.elbo) == 1
 
 
 def test_an_assertion_that_is_not_ctrl_c_passes_through_fit():

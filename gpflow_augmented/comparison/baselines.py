@@ -238,9 +238,10 @@ class NaturalGradientMethod(Method):
         set_trainable(model.q_sqrt, False)
         self.adam = tf_keras.optimizers.Adam(learning_rate)
         self.adam.build(model.trainable_variables)
-        self._natural_step = tf.function(self._natural_step_eager)
-        self._adam_step = tf.function(self._adam_step_eager)
-        self._elbo = tf.function(lambda X, Y: -self.model.training_loss((X, Y)))
+        self._natural_step = tf.function(self._natural_step_eager, autograph=False)
+        self._adam_step = tf.function(self._adam_step_eager, autograph=False)
+        self._elbo = tf.function(lambda X, Y: -self.model.training_loss((X, Y)),
+                                 autograph=False)
 
     def _natural_step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         q_mu, q_sqrt = self.model.q_mu, self.model.q_sqrt
@@ -303,7 +304,7 @@ class AdamMethod(Method):
         self.learning_rate = learning_rate
         self.adam = tf_keras.optimizers.Adam(learning_rate)
         self.adam.build(model.trainable_variables)
-        self._step = tf.function(self._step_eager, jit_compile=jit_compile)
+        self._step = tf.function(self._step_eager, jit_compile=jit_compile, autograph=False)
 
     def _step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         loss, applied = adam_step_if_finite(
@@ -340,7 +341,7 @@ class ExpectationPropagationMethod(Method):
         self.ep = ExpectationPropagation(model, damping)
         self.adam = tf_keras.optimizers.Adam(learning_rate)
         self.adam.build(model.trainable_variables)
-        self._step = tf.function(self._step_eager, jit_compile=jit_compile)
+        self._step = tf.function(self._step_eager, jit_compile=jit_compile, autograph=False)
 
     def _step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         data = () if self.holds_data else ((X, Y),)  # a model that holds its data takes none

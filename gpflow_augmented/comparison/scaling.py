@@ -197,7 +197,7 @@ def roofline(
         for jit_compile in (False, True):
             key = "xla" if jit_compile else "graph"
             dense = tf.function(_dense_operations(num_classes, batch_size, num_inducing),
-                                jit_compile=jit_compile)
+                                jit_compile=jit_compile, autograph=False)
             row[f"dense_{key}_s"] = median_time(dense)
             row[f"step_{key}_s"] = _cavi_step_time(num_classes, None, batch_size, num_inducing,
                                                    input_dim, jit_compile=jit_compile)

@@ -197,7 +197,7 @@ class GibbsSampler(LatentSampler):
         return self.posterior(kept)
 
 
-@tf.function
+@tf.function(autograph=False)
 def _gaussian_block(
     A: tf.Tensor, omega: tf.Tensor, kappa: tf.Tensor, noise: tf.Tensor
 ) -> Tuple[tf.Tensor, tf.Tensor]:

@@ -77,6 +77,7 @@ class NutsSampler(LatentSampler):
                 seed=chain_seed,
             )
 
-        draws = tf.function(run_chain, jit_compile=jit_compile)(initial, stateless_seed)
+        compiled = tf.function(run_chain, jit_compile=jit_compile, autograph=False)
+        draws = compiled(initial, stateless_seed)
         whitened = np.swapaxes(draws.numpy(), 0, 1)  # [chains, draws, C, M]
         return self.posterior(whitened)

@@ -417,7 +417,7 @@ def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz
 def test_ctrl_c_while_tensorflow_traces_is_reported_as_an_interrupt(tiny_npz, tmp_path, capsys,
                                                                      ctrl_c_while_tracing):
     # What CI met on a slow machine: the interrupt landed while softmax's step was being traced
-    # and surfaced as TensorFlow's AssertionError, exit code 1 and a traceback.
+    # (then by AutoGraph, which turned it into an AssertionError: exit code 1 and a traceback).
     output = tmp_path / "o"
     assert main(["compare", str(tiny_npz), "--methods", "softmax", "--max-iterations", "2",
                  "--num-inducing", "5", "--output", str(output), "--no-progress",
