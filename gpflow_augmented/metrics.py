@@ -146,6 +146,9 @@ class Evaluator:
     def __init__(self, X: np.ndarray, Y: np.ndarray, chunk_size: int = 1000) -> None:
         self.X = np.asarray(X, dtype=default_float())
         self.Y = np.asarray(Y).reshape(-1, 1).astype(np.int64)
+        if len(self.X) == 0 or len(self.X) != len(self.Y):
+            raise ValueError(f"Evaluator needs one label per test point and at least one point, "
+                             f"got {len(self.X)} points and {len(self.Y)} labels")
         self.chunk_size = chunk_size
         self._compiled: Dict[int, Callable] = {}
         self.latest_probabilities: Optional[np.ndarray] = None
@@ -155,19 +158,24 @@ class Evaluator:
         if key not in self._compiled:
             self._compiled[key] = tf.function(
                 lambda X, Y: (model.predict_y(X)[0], model.predict_log_density((X, Y))),
-                reduce_retracing=True,
                 autograph=False,
             )
         predict = self._compiled[key]
+        # Every chunk has one shape, the last one padded with the first rows and cut back: one
+        # trace per model. (TensorFlow counts the traces of all models' predictions together, as
+        # one function's, and warns of retracing when a second shape doubles them.)
+        size = min(self.chunk_size, len(self.X))
         probabilities, log_density = [], []
-        for start in range(0, len(self.X), self.chunk_size):
-            p, lp = predict(self.X[start : start + self.chunk_size],
-                            self.Y[start : start + self.chunk_size])
-            p = p.numpy()
+        for start in range(0, len(self.X), size):
+            rows = min(size, len(self.X) - start)
+            padding = np.arange(size - rows)
+            p, lp = predict(np.concatenate([self.X[start : start + rows], self.X[padding]]),
+                            np.concatenate([self.Y[start : start + rows], self.Y[padding]]))
+            p, lp = p.numpy()[:rows], lp.numpy()[:rows]
             if p.shape[1] == 1:  # a binary model predicts p(y = 1) only
                 p = np.hstack([1.0 - p, p])
             probabilities.append(p)
-            log_density.append(np.reshape(lp.numpy(), -1))
+            log_density.append(np.reshape(lp, -1))
         return {"probabilities": np.concatenate(probabilities),
                 "log_density": np.concatenate(log_density)}
 

@@ -69,3 +69,26 @@ def test_reliability_curve_matches_ece():
     assert ece == pytest.approx(metrics.expected_calibration_error(p, y, 15))
     assert np.all((curve.confidence[filled] > curve.edges[:-1][filled])
                   & (curve.confidence[filled] <= curve.edges[1:][filled]))
+
+
+def test_the_evaluator_traces_once_per_model_and_predicts_every_row():
+    """The last, shorter chunk is padded to the others' shape: a second trace per model (what
+    made TensorFlow warn of retracing in a benchmark's log) would make the count 2."""
+    import gpflow
+    import tensorflow as tf
+
+    import gpflow_augmented as ga
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((25, 2)), rng.integers(0, 3, (25, 1))
+    model = ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), X[:4].copy(), 3)
+    evaluator = metrics.Evaluator(X, Y, chunk_size=10)
+    predictions = evaluator.predictions(model)
+    evaluator.predictions(model)
+    assert evaluator._compiled[id(model)].experimental_get_tracing_count() == 1
+    np.testing.assert_allclose(predictions["probabilities"], model.predict_y(X)[0].numpy(),
+                               rtol=1e-12)
+    np.testing.assert_allclose(predictions["log_density"],
+                               model.predict_log_density((X, tf.constant(Y))).numpy(), rtol=1e-12)
+    with pytest.raises(ValueError, match="at least one point"):
+        metrics.Evaluator(X[:0], Y[:0])
