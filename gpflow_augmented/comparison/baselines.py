@@ -40,7 +40,7 @@ same minibatches to all (:class:`~gpflow_augmented.comparison.MinibatchStream`).
 import abc
 import contextlib
 import dataclasses
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import gpflow
 import numpy as np
@@ -173,6 +173,12 @@ class Method(abc.ABC):
     def checkpoint(self) -> tf.train.Checkpoint:
         """Everything a step changes (model, optimizers, schedules), e.g. to undo a warm-up step."""
 
+    @abc.abstractmethod
+    def iteration_function(self) -> Callable[[tf.Tensor, tf.Tensor], object]:
+        """One whole iteration, as :meth:`step` runs it but not compiled and without its host-side
+        bookkeeping: (X, Y) -> the step's tensors. It is what gets compiled with XLA to time or
+        export the step (:mod:`~gpflow_augmented.comparison.hlo_export`)."""
+
     @property
     @abc.abstractmethod
     def step_size(self) -> float:
@@ -189,6 +195,9 @@ class AugmentedMethod(Method):
 
     def checkpoint(self) -> tf.train.Checkpoint:
         return tf.train.Checkpoint(trainer=self.trainer)
+
+    def iteration_function(self) -> Callable[[tf.Tensor, tf.Tensor], object]:
+        return self.trainer._iteration_eager
 
     def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         try:
@@ -270,6 +279,15 @@ class NaturalGradientMethod(Method):
         return tf.train.Checkpoint(model=self.model, adam=self.adam, natgrad=self.natgrad,
                                    schedule=self.schedule)
 
+    def iteration_function(self) -> Callable[[tf.Tensor, tf.Tensor], object]:
+        def iteration(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+            succeeded = self._natural_step_eager(X, Y)
+            if self.model.trainable_variables:
+                return self._adam_step_eager(X, Y), succeeded
+            return -self.model.training_loss((X, Y)), succeeded
+
+        return iteration
+
     def natural_step(self, X: tf.Tensor, Y: tf.Tensor) -> bool:
         """The natural-gradient half of the step, recovering from a failure; True if it succeeded."""
         try:
@@ -314,6 +332,9 @@ class AdamMethod(Method):
 
     def checkpoint(self) -> tf.train.Checkpoint:
         return tf.train.Checkpoint(model=self.model, adam=self.adam)
+
+    def iteration_function(self) -> Callable[[tf.Tensor, tf.Tensor], object]:
+        return self._step_eager
 
     def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         elbo, applied = self._step(X, Y)
@@ -366,6 +387,9 @@ class ExpectationPropagationMethod(Method):
 
     def checkpoint(self) -> tf.train.Checkpoint:
         return tf.train.Checkpoint(model=self.model, adam=self.adam, ep=self.ep)
+
+    def iteration_function(self) -> Callable[[tf.Tensor, tf.Tensor], object]:
+        return self._step_eager
 
     def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         if self.holds_data:

@@ -225,9 +225,54 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--output", default="gpflow-augmented-results/scale",
                        help="folder for scale.json and scale.md")
     scale.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    scale.add_argument("--export-hlo", metavar="DIR", default=None,
+                       help="instead of timing: write each method's whole iteration as an XLA HLO "
+                            "module with its inputs and TensorFlow's outputs into DIR, for another "
+                            "XLA client (e.g. ../shared/tools/xla-gpu/run_hlo.py on a GPU)")
+    scale.add_argument("--sizes", nargs="+", metavar="B,M,C,D", default=None,
+                       help="with --export-hlo: batch size, inducing points, classes, input "
+                            "dimension of each module (default: the five sizes of "
+                            "hlo_export.DEFAULT_SIZES)")
+    scale.add_argument("--methods", default=None,
+                       help="with --export-hlo: comma-separated methods (default "
+                            "lsm,lsm-collapsed,softmax,rm)")
+    scale.add_argument("--dtypes", default=None,
+                       help="with --export-hlo: comma-separated, float64 and/or float32 (default "
+                            "both)")
     scale.add_argument("--verbose", action="store_true",
                        help="show TensorFlow's own log lines (hidden by default)")
     return parser
+
+
+def _export_hlo(args: argparse.Namespace) -> int:
+    from .baselines import FULL_GP_METHODS, MULTICLASS_METHODS
+    from .hlo_export import DEFAULT_METHODS, DEFAULT_SIZES, export_steps
+
+    sizes = DEFAULT_SIZES
+    if args.sizes is not None:
+        try:
+            sizes = tuple(tuple(int(n) for n in text.split(",")) for text in args.sizes)
+        except ValueError:
+            sizes = ()
+        if not sizes or any(len(size) != 4 or min(size) < 1 for size in sizes):
+            raise ValueError(f"--sizes takes B,M,C,D groups of four positive integers, got "
+                             f"{' '.join(args.sizes)}")
+    methods = DEFAULT_METHODS if args.methods is None else tuple(args.methods.split(","))
+    # Minibatch methods for C classes: a full GP's step holds its training set, not a batch.
+    exportable = [name for name in MULTICLASS_METHODS if name not in FULL_GP_METHODS]
+    unknown = [name for name in methods if name not in exportable]
+    if unknown or len(set(methods)) != len(methods):
+        raise ValueError(f"--methods takes distinct names from {', '.join(exportable)}, got "
+                         f"{','.join(methods)}")
+    dtypes = ("float64", "float32") if args.dtypes is None else tuple(args.dtypes.split(","))
+    if any(dtype not in ("float64", "float32") for dtype in dtypes):
+        raise ValueError(f"--dtypes takes float64 and/or float32, got {args.dtypes}")
+    manifest = export_steps(args.export_hlo, sizes, methods, dtypes)
+    failed = {key: entry["error"] for key, entry in manifest.items() if "error" in entry}
+    for key, error in failed.items():
+        print(f"{PROG}: {key} not exported: {error.splitlines()[0]}", file=sys.stderr)
+    print(f"written to {args.export_hlo}/: {len(manifest) - len(failed)} modules in manifest.json")
+    return 1 if failed else 0
 
 
 def _load(args: argparse.Namespace) -> Any:
@@ -384,6 +429,10 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         if args.command == "predict":
             return _predict(args)
+        if args.command == "scale" and args.export_hlo is not None:
+            return _export_hlo(args)
+        if args.command == "scale" and (args.sizes, args.methods, args.dtypes) != (None,) * 3:
+            raise ValueError("--sizes, --methods and --dtypes are options of --export-hlo")
         if args.command == "scale":
             from .scaling import run_scaling, scaling_report
 
