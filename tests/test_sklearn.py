@@ -1,0 +1,91 @@
+"""The scikit-learn estimator: scikit-learn's own estimator checks, its place in Pipeline /
+GridSearchCV / cross_val_score, and agreement with fit + predict_y at the same settings."""
+import pickle
+
+import gpflow
+import numpy as np
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import gpflow_augmented as ga
+from gpflow_augmented.sklearn import GPClassifier
+
+# Small and quick for the ~60 checks, each fitting on tens of points; full-batch steps converge
+# there in tens of iterations.
+CHECKED = GPClassifier(num_inducing=10, iterations=30)
+
+
+@parametrize_with_checks([CHECKED])
+def test_scikit_learns_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def _blobs(seed=0, n=120, num_classes=3):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, num_classes, n)
+    X = rng.standard_normal((n, 2)) * 0.6 + np.stack([np.cos(2 * np.pi * y / num_classes),
+                                                     np.sin(2 * np.pi * y / num_classes)], 1) * 2
+    return X, y
+
+
+def test_probabilities_equal_fit_and_predict_y_at_the_same_settings():
+    X, y = _blobs()
+    names = np.array(["cat", "dog", "fox"])[y]
+    classifier = GPClassifier(num_inducing=15, iterations=40, batch_size=50, seed=3).fit(X, names)
+    model = ga.LogisticSoftmaxSVGP(ga.initial_kernel(X), ga.inducing_points(X, 15, seed=3), 3,
+                                   num_data=len(X), mean_function=gpflow.mean_functions.Constant())
+    ga.fit(model, (X, y[:, None]), iterations=40, batch_size=50, seed=3, progress=False)
+    expected = model.predict_y(X)[0].numpy()
+    np.testing.assert_allclose(classifier.predict_proba(X), expected, rtol=0, atol=1e-10)
+    assert classifier.classes_.tolist() == ["cat", "dog", "fox"]
+    assert (classifier.predict(X) == names).mean() > 0.9
+
+
+@pytest.mark.parametrize("kernel", [None, gpflow.kernels.Matern32(lengthscales=2.0)],
+                         ids=["default", "user's kernel"])
+def test_a_pickled_estimator_predicts_the_same(kernel):
+    X, y = _blobs()
+    classifier = GPClassifier(num_inducing=10, iterations=20, kernel=kernel).fit(X, y)
+    restored = pickle.loads(pickle.dumps(classifier))
+    np.testing.assert_array_equal(restored.predict_proba(X), classifier.predict_proba(X))
+    assert type(restored.model_.kernel) is type(classifier.model_.kernel)
+
+
+def test_it_works_in_a_pipeline_a_grid_search_and_cross_validation():
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = _blobs(n=90)
+    X = X * [1.0, 100.0] + [0.0, 5000.0]  # scales a StandardScaler is for
+    pipeline = make_pipeline(StandardScaler(), GPClassifier(num_inducing=8, iterations=20))
+    scores = cross_val_score(pipeline, X, y, cv=2)
+    assert scores.shape == (2,) and scores.min() > 0.8
+    search = GridSearchCV(pipeline, {"gpclassifier__num_inducing": [4, 8],
+                                     "gpclassifier__learning_rate": [0.1]},
+                          cv=2, scoring="neg_log_loss").fit(X, y)
+    assert set(search.best_params_) == {"gpclassifier__num_inducing", "gpclassifier__learning_rate"}
+    probabilities = search.predict_proba(X)
+    assert log_loss(y, probabilities) == pytest.approx(-search.score(X, y))
+
+
+def test_a_warm_start_continues_and_a_failed_fit_keeps_what_was_fitted():
+    X, y = _blobs()
+    classifier = GPClassifier(num_inducing=10, iterations=10, batch_size=40, warm_start=True)
+    classifier.fit(X, y)
+    first = classifier.predict_proba(X)
+    classifier.fit(X, y)
+    assert int(classifier.trainer_.iteration.numpy()) == 20  # the same Trainer went on
+    second = classifier.predict_proba(X)
+    assert np.abs(second - first).max() > 1e-6
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        classifier.fit(bad, y)
+    with pytest.raises(ValueError, match="warm_start: the data's classes"):
+        classifier.fit(X, np.where(y == 2, 5, y))
+    with pytest.raises(ValueError, match="features"):
+        classifier.fit(np.hstack([X, X]), y)
+    assert classifier.n_features_in_ == 2
+    np.testing.assert_array_equal(classifier.predict_proba(X), second)
