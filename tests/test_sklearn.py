@@ -28,17 +28,24 @@ def _blobs(seed=0, n=120, num_classes=3):
     return X, y
 
 
-def test_probabilities_equal_fit_and_predict_y_at_the_same_settings():
-    X, y = _blobs()
-    names = np.array(["cat", "dog", "fox"])[y]
-    classifier = GPClassifier(num_inducing=15, iterations=40, batch_size=50, seed=3).fit(X, names)
+def test_the_test_nll_equals_fit_and_predict_y_at_the_same_settings():
+    X, y = _blobs(n=160)
+    X_test, y_test = X[120:], y[120:]
+    X, y = X[:120], y[:120]
+    names = np.array(["cat", "dog", "fox"])
+    classifier = GPClassifier(num_inducing=15, iterations=40, batch_size=50, seed=3)
+    classifier.fit(X, names[y])
     model = ga.LogisticSoftmaxSVGP(ga.initial_kernel(X), ga.inducing_points(X, 15, seed=3), 3,
                                    num_data=len(X), mean_function=gpflow.mean_functions.Constant())
     ga.fit(model, (X, y[:, None]), iterations=40, batch_size=50, seed=3, progress=False)
-    expected = model.predict_y(X)[0].numpy()
-    np.testing.assert_allclose(classifier.predict_proba(X), expected, rtol=0, atol=1e-10)
+    nll = -model.predict_log_density((X_test, y_test[:, None])).numpy().mean()
+    probabilities = classifier.predict_proba(X_test)
     assert classifier.classes_.tolist() == ["cat", "dog", "fox"]
-    assert (classifier.predict(X) == names).mean() > 0.9
+    # The same model and training: the NLL differs only by predict_y's probabilities against
+    # predict_log_density's log-probabilities, both computed from the same q(f).
+    assert -np.log(probabilities[np.arange(len(y_test)), y_test]).mean() == pytest.approx(nll, abs=1e-10)
+    np.testing.assert_allclose(probabilities, model.predict_y(X_test)[0].numpy(), rtol=0, atol=1e-12)
+    assert (classifier.predict(X_test) == names[y_test]).mean() > 0.9
 
 
 @pytest.mark.parametrize("kernel", [None, gpflow.kernels.Matern32(lengthscales=2.0)],
