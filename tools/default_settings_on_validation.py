@@ -1,0 +1,83 @@
+"""Issue 33: choose a method's default settings (positive bijector, Adam's learning rate) on validation splits,
+never on test data.
+
+For each dataset and seed, the validation split ``tuning.validation_split`` carves from the training data (the
+one ``--tune`` uses), and each method at its other defaults (M = 100, B = 200) once per setting, under the same
+time budget. Prints validation error / NLL and, per dataset and method, the setting with the lowest mean NLL over
+the seeds; then each setting's geometric-mean NLL against the first setting's.
+
+    python tools/default_settings_on_validation.py --data-dir ../shared/data --methods lsm --seeds 0,1 \
+        --bijectors softplus,exp --learning-rates 0.01 \
+        --datasets vehicle,segment,satimage,shuttle,letter,waveform,pendigits,dna,optdigits,usps11k
+"""
+import argparse
+import itertools
+import json
+import time
+
+import numpy as np
+
+from gpflow_augmented.comparison import compare
+from gpflow_augmented.comparison.tuning import validation_split
+from gpflow_augmented.datasets import load_dataset
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--datasets", required=True)
+    parser.add_argument("--methods", required=True)
+    parser.add_argument("--bijectors", default="softplus")
+    parser.add_argument("--learning-rates", default="0.01")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--time-budget", type=float, default=40.0)
+    parser.add_argument("--output", help="a JSON file for every run's scores")
+    args = parser.parse_args()
+    settings = [{"positive_bijector": bijector, "learning_rate": float(rate)}
+                for bijector, rate in itertools.product(args.bijectors.split(","),
+                                                        args.learning_rates.split(","))]
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    names, methods = args.datasets.split(","), args.methods.split(",")
+
+    rows = []
+    for name in names:
+        dataset = load_dataset(name, data_dir=args.data_dir)
+        for seed in seeds:
+            split = validation_split(dataset, 0.2, seed)
+            for method, setting in itertools.product(methods, settings):
+                started = time.time()
+                result = compare(split, [method], method_options={method: setting}, seed=seed,
+                                 batch_size=200, num_inducing=100, time_budget=args.time_budget,
+                                 progress=False)
+                final = result.methods[0].final_metrics
+                rows.append({"dataset": name, "seed": seed, "method": method, **setting,
+                             "error": final["error"], "nll": final["nll"],
+                             "iterations": result.methods[0].iterations})
+                print(f"{name} seed {seed} {method} {_label(setting)}: validation error {final['error']:.4f} "
+                      f"NLL {final['nll']:.4f} ({result.methods[0].iterations} iterations, "
+                      f"{time.time() - started:.0f} s)", flush=True)
+    if args.output:
+        with open(args.output, "w") as file:
+            json.dump(rows, file, indent=1)
+
+    for method in methods:
+        mean_nll = np.array([[np.mean([r["nll"] for r in rows if r["dataset"] == name and r["method"] == method
+                                       and all(r[key] == value for key, value in setting.items())])
+                              for setting in settings] for name in names])
+        for name, row in zip(names, mean_nll):
+            means = ", ".join(f"{_label(s)} {nll:.4f}" for s, nll in zip(settings, row))
+            print(f"{method} {name}: mean validation NLL {means} -> {_label(settings[int(np.argmin(row))])}")
+        wins = np.bincount(np.argmin(mean_nll, axis=1), minlength=len(settings))
+        ratios = np.exp(np.mean(np.log(mean_nll / mean_nll[:, :1]), axis=0))
+        for setting, won, ratio in zip(settings, wins, ratios):
+            print(f"{method} {_label(setting)}: lowest on {won} of {len(names)}, "
+                  f"geometric-mean NLL {ratio:.3f} x {_label(settings[0])}'s")
+
+
+def _label(setting) -> str:
+    return f"{setting['positive_bijector']} lr {setting['learning_rate']:g}"
+
+
+if __name__ == "__main__":
+    main()
