@@ -225,7 +225,7 @@ class CAVI(tf.Module):
         :meth:`variance_step`."""
         sites = (local_elbo, linear, quadratic)
         new_mu, new_sqrt, elbo = self.natural_step(geometry, *sites, step_size, scale)
-        if self.searches_line(geometry.subset):
+        if self.searches_line(geometry.subset) and self._may_be_the_full_batch(geometry):
             new_mu, new_sqrt, step_size = self.line_search(
                 geometry, Y, sites, scale, step_size, (new_mu, new_sqrt, elbo))
         new_mu, new_sqrt, new_variance = self.variance_step(geometry, new_mu, new_sqrt, linear,
@@ -238,6 +238,17 @@ class CAVI(tf.Module):
         that the batch is the full data (N / B = 1) and that the warm start is over."""
         return (self.model.on_exact_bound and subset is None
                 and not tf.distribute.has_strategy())
+
+    def _may_be_the_full_batch(self, geometry: BatchGeometry) -> bool:
+        """Whether N / B can be 1 (at trace time). A batch whose static size makes it another
+        number is never searched at run time, so its step is traced without the search (about a
+        third of the default step's tracing) and compiled without its loop."""
+        points, num_data = geometry.Fmu.shape[0], self.model.num_data
+        if points is None or num_data is None:
+            return True
+        dtype = default_float()
+        # The run-time test's own arithmetic: N and B cast to the float type, then divided.
+        return bool(np.asarray(num_data, dtype) / np.asarray(points, dtype) == 1)
 
     def line_search(
         self, geometry: BatchGeometry, Y: tf.Tensor, sites: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],

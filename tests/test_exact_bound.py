@@ -201,6 +201,25 @@ def test_full_batch_steps_never_lower_the_elbo_and_reach_its_optimum(monkeypatch
     assert np.diff(unsearched).min() < -1.0, np.diff(unsearched).min()
 
 
+def test_the_search_is_traced_only_where_the_batch_can_be_the_full_data(monkeypatch):
+    """N / B = 1 is the search's run-time condition; a static batch size that rules it out (every
+    minibatch of fit) leaves the search out of the traced step, and the full batch keeps it."""
+    traced = []
+    original = CAVI.line_search
+
+    def recorded(self, *args, **kwargs):
+        traced.append(int(args[0].Fmu.shape[0]))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CAVI, "line_search", recorded)
+    model, (X, Y) = make_problem(30, 3, num_inducing=6, seed=1, scheme="exact")
+    trainer = ga.Trainer(model)
+    trainer.step((X[:10], Y[:10]))  # a minibatch: N / B = 3
+    assert traced == []
+    trainer.step((X, Y))  # the full batch, traced anew
+    assert traced == [30]
+
+
 def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     # The sites below are deliberately wrong, so the full-batch line search would rightly keep
     # q(u) where it is; this is about the factorisation's backoff, which comes before it.
