@@ -14,6 +14,7 @@ from gpflow.config import default_float
 
 from .expectations import DEFAULT_NUM_HERMITE, S_STEP, expected_log_logistic_softmax
 from .models import AugmentedSVGP
+from .validation import check_data, is_soft
 
 __all__ = ["BoundCertificate", "bound_certificate"]
 
@@ -53,8 +54,13 @@ def bound_certificate(
     model: AugmentedSVGP, data: Tuple[np.ndarray, np.ndarray], chunk_size: int = 500
 ) -> BoundCertificate:
     """The :class:`BoundCertificate` of ``model`` on ``data = (X, Y)`` (all of the training set, so
-    that the bounds are those of the model's ``num_data`` points), in chunks of ``chunk_size``."""
-    X, Y = np.asarray(data[0]), np.asarray(data[1]).astype(np.int64)
+    that the bounds are those of the model's ``num_data`` points), in chunks of ``chunk_size``.
+    The labels are checked as ``fit`` checks them: integers 0..C-1 [N, 1], or rows of class
+    probabilities [N, C] where the model takes them."""
+    X, Y = np.asarray(data[0]), np.asarray(data[1])
+    check_data(X, Y, model.num_classes, model.input_dim, model.accepts_soft_labels)
+    if not is_soft(Y, model.num_classes):
+        Y = Y.astype(np.int64)
     augmented, exact, refined = _local_sums(model, X, Y, chunk_size)
     scale = 1.0 if model.num_data is None else model.num_data / len(X)
     kl = float(model.prior_kl())

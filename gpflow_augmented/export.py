@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 
-__all__ = ["export_model", "load_model"]
+__all__ = ["export_model", "load_model", "read_metadata"]
 
 METADATA = "gpflow_augmented.json"
 
@@ -86,12 +86,49 @@ def export_model(
     return path
 
 
-def load_model(path: Union[str, Path]) -> Any:
-    """The exported model: ``load_model(path).predict_y(X)["mean"]``. Needs TensorFlow only."""
-    try:
-        return tf.saved_model.load(str(path))
-    except (OSError, tf.errors.NotFoundError, ValueError) as error:
-        from .validation import InvalidDataError
+def read_metadata(path: Union[str, Path]) -> dict:
+    """The ``gpflow_augmented.json`` that :func:`export_model` wrote beside the model, checked:
+    ``input_dim`` (a positive integer), ``class_names`` (null or names) and ``model``."""
+    from .validation import InvalidDataError
 
+    file = Path(path) / METADATA
+    if not file.is_file():
+        raise FileNotFoundError(f"{path}: not a folder written by export_model (no {METADATA})")
+    try:
+        metadata = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InvalidDataError(f"{file}: not readable JSON ({error}); export the model again") from None
+    if not isinstance(metadata, dict):
+        raise InvalidDataError(f"{file}: holds a {type(metadata).__name__}, not export_model's "
+                               "object; export the model again")
+    input_dim, names = metadata.get("input_dim"), metadata.get("class_names")
+    if isinstance(input_dim, bool) or not isinstance(input_dim, int) or input_dim < 1:
+        raise InvalidDataError(f"{file}: input_dim must be a positive integer, got {input_dim!r}")
+    if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        raise InvalidDataError(f"{file}: class_names must be null or a list of names, got {names!r}")
+    return metadata
+
+
+def load_model(path: Union[str, Path]) -> Any:
+    """The exported model: ``load_model(path).predict_y(X)["mean"]``. Needs TensorFlow only. When
+    the folder holds export_model's metadata, it must describe this model."""
+    from .validation import InvalidDataError
+
+    try:
+        model = tf.saved_model.load(str(path))
+    except (OSError, tf.errors.NotFoundError, ValueError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise InvalidDataError(f"{path}: not an exported model ({first})") from None
+    if (Path(path) / METADATA).is_file():
+        metadata = read_metadata(path)
+        try:
+            takes = model.signatures["predict_y"].structured_input_signature[1]["X"].shape[-1]
+        except (KeyError, AttributeError, IndexError, TypeError):
+            raise InvalidDataError(f"{path}: the saved model has no predict_y(X) signature, "
+                                   f"though {METADATA} says export_model wrote it") from None
+        if takes != metadata["input_dim"]:
+            raise InvalidDataError(
+                f"{path}: {METADATA} says input_dim {metadata['input_dim']}, but the saved model "
+                f"takes {takes} features; the folder's files do not belong together (export the "
+                "model again)")
+    return model

@@ -463,6 +463,10 @@ def fit(
             hyperparameter_bound=hyperparameter_bound, warm_start_iterations=warm_start_iterations,
             update_variance=update_variance,
         )
+    elif trainer.model is not model:
+        raise ValueError(f"the trainer passed to fit trains another {type(trainer.model).__name__} "
+                         "object, not this model; pass the model the trainer was built for, or no "
+                         "trainer")
     elif strategy is not trainer.strategy:
         raise ValueError("pass the strategy to the Trainer that fit continues")
     if not full_batch:

@@ -75,3 +75,32 @@ def test_predict_refuses_what_it_cannot_use(trained, tmp_path, capsys):
     assert "not a folder written by export_model" in capsys.readouterr().err
     with pytest.raises(ValueError, match=r"^class_names has 2 names, the model predicts 3"):
         ga.export_model(trained[0], tmp_path / "x", class_names=["a", "b"])
+
+
+def test_predict_refuses_a_folder_whose_metadata_does_not_fit_its_model(trained, tmp_path,
+                                                                         capsys):
+    """Metadata edited after the export used to end in tf.function's binding TypeError."""
+    import shutil
+
+    _, _, raw, path = trained
+    copy = tmp_path / "edited-model"
+    shutil.copytree(path, copy)
+    metadata = json.loads((copy / "gpflow_augmented.json").read_text())
+    (copy / "gpflow_augmented.json").write_text(json.dumps({**metadata, "input_dim": 12}))
+    rows = tmp_path / "rows.csv"
+    rows.write_text("\n".join(",".join(map(str, row[:12])) for row in raw) + "\n")
+    assert main(["predict", str(copy), str(rows)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"gpflow-augmented: error: {copy}: gpflow_augmented.json says input_dim 12, but the saved "
+        "model takes 13 features; the folder's files do not belong together (export the model "
+        "again)")
+    (copy / "gpflow_augmented.json").write_text('{"input_dim": 13, "class_na')
+    assert main(["predict", str(copy), str(rows)]) == 2
+    assert capsys.readouterr().err.strip().startswith(
+        f"gpflow-augmented: error: {copy / 'gpflow_augmented.json'}: not readable JSON")
+    (copy / "gpflow_augmented.json").write_text(json.dumps({**metadata, "class_names": ["a", "b"]}))
+    wide = tmp_path / "wide.csv"
+    wide.write_text("\n".join(",".join(map(str, row)) for row in raw) + "\n")
+    assert main(["predict", str(copy), str(wide)]) == 2
+    assert "gpflow_augmented.json names 2 classes, the saved model predicts 3" in (
+        capsys.readouterr().err)

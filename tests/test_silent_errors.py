@@ -402,3 +402,42 @@ def test_gibbs_seed_is_checked():
                               gpflow.kernels.SquaredExponential(), 3)
     with pytest.raises(ValueError, match=r"^seed must be an integer ≥ 0, got -1"):
         sampler.sample(5, seed=-1)
+
+
+def test_soft_rows_with_a_class_subset_are_an_invalid_data_error():
+    """The refusal is raised while the step is traced; it must reach the user as itself, not
+    wrapped in TensorFlow's StagingError, so that ``except InvalidDataError`` catches it."""
+    model, (X, Y) = make_problem(20, 4, num_inducing=5, seed=0)
+    before = model_variables(model)
+    soft = np.eye(4)[Y[:, 0]] * 0.7 + 0.075
+    with pytest.raises(ga.InvalidDataError, match=r"^class subsets need integer labels \[N, 1\], "
+                                                  r"not rows of class probabilities"):
+        ga.CAVI(model, class_subset_size=2).step((X, soft))
+    for b, a in zip(before, model_variables(model)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fit_with_another_models_trainer_names_the_trainer():
+    model, data = make_problem(20, 3, num_inducing=5, seed=0)
+    other, _ = make_problem(20, 3, num_inducing=5, seed=1)
+    before = model_variables(model)
+    with pytest.raises(ValueError, match=r"^the trainer passed to fit trains another "
+                                         r"LogisticSoftmaxSVGP object, not this model"):
+        ga.fit(model, data, iterations=1, trainer=ga.Trainer(other), progress=False)
+    for b, a in zip(before, model_variables(model)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_bound_certificate_reads_soft_rows_and_refuses_fractional_labels():
+    """It used to cast every label to int64: soft rows became class 0 and 1.9 became 1."""
+    model, (X, Y) = make_problem(30, 3, num_inducing=6, seed=2, scheme="exact")
+    ga.CAVI(model).step((X, Y))
+    soft = 0.6 * np.eye(3)[Y[:, 0]] + 0.4 * np.eye(3)[(Y[:, 0] + 1) % 3]
+    certificate = ga.bound_certificate(model, (X, soft))
+    np.testing.assert_allclose(certificate.exact, float(model.exact_elbo((X, soft))), rtol=1e-10)
+    assert certificate.augmented < certificate.exact
+    fractional = Y.astype(np.float64)
+    fractional[3, 0] = 1.9
+    with pytest.raises(ga.InvalidDataError, match=r"^Y must hold integer class labels 0\.\.C-1, "
+                                                  r"found non-integer values"):
+        ga.bound_certificate(model, (X, fractional))

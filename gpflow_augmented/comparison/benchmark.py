@@ -180,9 +180,7 @@ def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path
     """Run one dataset's comparison into ``output``/<its name> (or, re-reading or resuming, read
     it); returns its name and its methods' results. One unusable dataset is reported, added to
     ``failed`` under ``label`` with the reason, and skipped, so it cannot sink the benchmark."""
-    import json
-
-    from .runs import check_run, prepare_output, run_comparison
+    from .runs import check_run, prepare_output, read_json, release_output, run_comparison
     from ..validation import InvalidDataError, NumericalError
 
     def not_run(reason: str) -> None:
@@ -203,14 +201,17 @@ def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path
             check_run(dataset, args)
             folder = prepare_output(folder, resume=getattr(args, "resume", False),
                                     overwrite=False, explicit=True)
-            # Each dataset picks its own default methods (binary or multi-class labels).
-            run_comparison(dataset, argparse.Namespace(**vars(args)), folder, tensorboard=False)
+            try:
+                # Each dataset picks its own default methods (binary or multi-class labels).
+                run_comparison(dataset, argparse.Namespace(**vars(args)), folder, tensorboard=False)
+            finally:
+                release_output(folder)
         except (InvalidDataError, NumericalError, ValueError) as error:
             return not_run(str(error))
     results_file = folder / "results.json"
     if not results_file.exists():
         return not_run(f"no results in {folder}")
-    return dataset.name, json.loads(results_file.read_text())
+    return dataset.name, read_json(results_file)
 
 
 def _not_run(failed: List[Tuple[str, str]]) -> List[str]:
@@ -226,6 +227,7 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
     import json
 
     from ..datasets import load_dataset
+    from .runs import read_json
 
     output = _benchmark_output(args, args.datasets)
     started = time.perf_counter()
@@ -249,7 +251,7 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
 
     step_file = output / "step_times.json"
     if getattr(args, "report_only", False) and step_file.exists():
-        measured = json.loads(step_file.read_text())
+        measured = read_json(step_file)
     else:
         measured = [{"size": [B, M, C], "seconds": step_times(B, M, C, seed=args.seed)}
                     for B, M, C in STEP_TIME_SIZES]

@@ -10,7 +10,6 @@ method is from it (:mod:`gpflow_augmented.sampling.ground_truth`, the paper's Fi
 """
 import argparse
 import datetime
-import json
 import math
 import os
 import sys
@@ -19,8 +18,8 @@ from typing import Any, List, NoReturn, Optional, Sequence
 
 from ..training import raised_by_interrupt
 from .ci_utils import DATA_DIR_VARIABLE
-from .runs import (PROG, check_run, machine, prepare_output, run_comparison, summary_table,
-                   write_atomically, write_json)
+from .runs import (PROG, check_run, machine, prepare_output, release_output, run_comparison,
+                   summary_table, write_atomically, write_json)
 
 COMMANDS = ("compare", "benchmark", "ground-truth", "scale", "predict")
 
@@ -135,6 +134,16 @@ def _add_progress_options(parser: argparse.ArgumentParser) -> None:
     progress.add_argument("--no-progress", dest="progress", action="store_false")
 
 
+def _add_header_options(parser: argparse.ArgumentParser) -> None:
+    """CSV/TSV: override how the first row is read (by default a header when it names the columns
+    or numbers them above non-integer data; README, "Tables")."""
+    header = parser.add_mutually_exclusive_group()
+    header.add_argument("--header", dest="header", action="store_true", default=None,
+                        help="CSV/TSV: the first row names the columns")
+    header.add_argument("--no-header", dest="header", action="store_false",
+                        help="CSV/TSV: the first row is data")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -154,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--label-column", default=None,
                          help="CSV/TSV: the labels' column, a header name or an index (negative "
                               "from the end; default: the last column)")
+    _add_header_options(compare)
     compare.add_argument("--zero-based", action="store_true",
                          help="the LIBSVM file's feature indices count from 0 (LIBSVM's own "
                               "count from 1)")
@@ -190,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     truth.add_argument("--label-column", default=None,
                        help="CSV/TSV: the labels' column, a header name or an index (default: "
                             "the last column)")
+    _add_header_options(truth)
     truth.add_argument("--zero-based", action="store_true",
                        help="the LIBSVM file's feature indices count from 0")
     truth.add_argument("--output", default=None,
@@ -215,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("data", help=".csv/.tsv table of feature rows (or .npz with X)")
     predict.add_argument("--label-column", default=None,
                          help="a column of the table to leave out (e.g. the labels)")
+    _add_header_options(predict)
     predict.add_argument("--output", default=None,
                          help="write the probabilities to this CSV file (default: standard output)")
     predict.add_argument("--verbose", action="store_true",
@@ -281,7 +293,7 @@ def _load(args: argparse.Namespace) -> Any:
     if Path(args.data).is_file() or args.test_file is not None:
         return datasets.load_file(args.data, args.test_file, test_fraction=args.test_fraction,
                                   seed=args.seed, zero_based=args.zero_based,
-                                  label_column=args.label_column)
+                                  label_column=args.label_column, header=args.header)
     if args.data in datasets.BUNDLED:
         return datasets.load_dataset(args.data, test_fraction=args.test_fraction, seed=args.seed)
     raise FileNotFoundError(
@@ -299,6 +311,8 @@ def run_ground_truth(args: argparse.Namespace) -> str:
     output = Path(args.output or Path("gpflow-augmented-results") / f"ground-truth-{dataset.name}")
     print(f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
           f"full GP, fixed SE-ARD kernel (variance 1, median-distance lengthscales)", flush=True)
+    if dataset.description is not None:
+        print(f"  read: {dataset.description}", flush=True)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     comparison = compare_with_gibbs(
         dataset, num_samples=args.samples, num_burnin=args.burnin,
@@ -339,13 +353,11 @@ def _predict(args: argparse.Namespace) -> int:
     import numpy as np
 
     from ..datasets import read_features
-    from ..export import METADATA, load_model
+    from ..export import METADATA, load_model, read_metadata
+    from ..validation import InvalidDataError
 
-    metadata_file = Path(args.model) / METADATA
-    if not metadata_file.is_file():
-        raise FileNotFoundError(f"{args.model}: not a folder written by export_model (no {METADATA})")
-    metadata = json.loads(metadata_file.read_text())
-    X = read_features(args.data, args.label_column)
+    metadata = read_metadata(args.model)
+    X = read_features(args.data, args.label_column, header=args.header)
     if X.shape[1] != metadata["input_dim"]:
         raise ValueError(f"{args.data} has {X.shape[1]} feature columns, the model takes "
                          f"{metadata['input_dim']}")
@@ -354,6 +366,9 @@ def _predict(args: argparse.Namespace) -> int:
     if probabilities.shape[1] == 1:  # a binary model predicts p(y = 1)
         probabilities = np.hstack([1.0 - probabilities, probabilities])
     names = metadata["class_names"] or [f"p_{k}" for k in range(probabilities.shape[1])]
+    if len(names) != probabilities.shape[1]:
+        raise InvalidDataError(f"{args.model}: {METADATA} names {len(names)} classes, the saved "
+                               f"model predicts {probabilities.shape[1]}; export the model again")
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(names)
@@ -450,7 +465,10 @@ def _run(args: argparse.Namespace) -> int:
 
             if args.datasets is None:
                 args.datasets = list(BINARY_TASKS if args.binary else DEFAULT_DATASETS)
-            report, failed = (run_binary_benchmark if args.binary else run_benchmark)(args)
+            try:
+                report, failed = (run_binary_benchmark if args.binary else run_benchmark)(args)
+            finally:  # the benchmark's folder, claimed by its first step
+                release_output(Path(args.output))
             print(report)
             # The report is written whatever failed; the exit status says whether all ran.
             return 1 if failed else 0
@@ -459,19 +477,10 @@ def _run(args: argparse.Namespace) -> int:
         output = prepare_output(
             Path(args.output or Path("gpflow-augmented-results") / dataset.name),
             resume=args.resume, overwrite=args.overwrite, explicit=args.output is not None)
-        args.output = str(output)
-        num_inducing = min(args.num_inducing, len(dataset.X_train))
-        capped = (f" (--num-inducing {args.num_inducing} capped at the training points)"
-                  if num_inducing < args.num_inducing else "")
-        print(f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
-              f"{dataset.X_train.shape[1]} features, {dataset.num_classes} classes; "
-              f"M={num_inducing}{capped}, batch {min(args.batch_size, len(dataset.X_train))}, "
-              f"{args.time_budget or '-'} s per method", flush=True)
-        if dataset.class_names is not None:
-            shown = ", ".join(f"{i}={name}" for i, name in enumerate(dataset.class_names[:12]))
-            more = f", … ({dataset.num_classes} in all)" if dataset.num_classes > 12 else ""
-            print(f"  classes: {shown}{more}", flush=True)
-        result = run_comparison(dataset, args, output, tensorboard=args.tensorboard)
+        try:
+            result = _compare_into(dataset, args, output)
+        finally:
+            release_output(output)
     except (FileNotFoundError, InvalidDataError, ValueError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
@@ -479,6 +488,25 @@ def _run(args: argparse.Namespace) -> int:
     print(f"t(NLL): training seconds until the test NLL is within 0.01 nats of the method's best; "
           f"written to {output}/ (results.json, figures/, tensorboard/)")
     return 0
+
+
+def _compare_into(dataset: Any, args: argparse.Namespace, output: Path) -> Any:
+    """The ``compare`` command's run into the claimed folder ``output``."""
+    args.output = str(output)
+    num_inducing = min(args.num_inducing, len(dataset.X_train))
+    capped = (f" (--num-inducing {args.num_inducing} capped at the training points)"
+              if num_inducing < args.num_inducing else "")
+    print(f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
+          f"{dataset.X_train.shape[1]} features, {dataset.num_classes} classes; "
+          f"M={num_inducing}{capped}, batch {min(args.batch_size, len(dataset.X_train))}, "
+          f"{args.time_budget or '-'} s per method", flush=True)
+    if dataset.description is not None:
+        print(f"  read: {dataset.description}", flush=True)
+    if dataset.class_names is not None:
+        shown = ", ".join(f"{i}={name}" for i, name in enumerate(dataset.class_names[:12]))
+        more = f", … ({dataset.num_classes} in all)" if dataset.num_classes > 12 else ""
+        print(f"  classes: {shown}{more}", flush=True)
+    return run_comparison(dataset, args, output, tensorboard=args.tensorboard)
 
 
 if __name__ == "__main__":

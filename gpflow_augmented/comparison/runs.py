@@ -5,14 +5,16 @@ the TensorBoard logs. Shared by the ``compare`` and ``benchmark`` commands (:mod
 :mod:`.benchmark`).
 """
 import argparse
+import contextlib
 import datetime
 import json
 import math
 import os
 import platform
 import sys
+import time
 from pathlib import Path
-from typing import IO, Any, Callable, Dict, List, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 PROG = "gpflow-augmented"
 
@@ -61,11 +63,68 @@ def write_json(path: Path, payload: Dict[str, Any]) -> None:
 RUN_FILES = ("results.json", "run.json", "tuning.json", "methods", "figures", "tensorboard")
 
 
+# Held in an output folder by the process writing a run into it: its process id.
+LOCK_FILE = ".run.lock"
+# A lock file still empty this long after it was made lost its writer between create and write.
+_UNWRITTEN_LOCK_SECONDS = 60.0
+
+
+def _lock_holder(lock: Path) -> Optional[int]:
+    """The id of the live process that holds ``lock`` (0 while its holder is still writing it), or
+    None if the lock is stale: its process is gone."""
+    try:
+        text = lock.read_text().strip()
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return None
+    if not text:
+        return 0 if age < _UNWRITTEN_LOCK_SECONDS else None
+    try:
+        pid = int(text)
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError):
+        return None
+    except PermissionError:  # another user's live process
+        return pid
+    return pid
+
+
+def _claim(folder: Path) -> Optional[int]:
+    """Claim ``folder`` for this process by an exclusive create of its lock file, so that of two
+    runs started at once into one folder only one goes on. Returns None once claimed, else the
+    holder's process id (0: unknown yet)."""
+    lock = folder / LOCK_FILE
+    for _ in range(3):
+        try:
+            descriptor = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            holder = _lock_holder(lock)
+            if holder is not None:
+                return holder
+            with contextlib.suppress(FileNotFoundError):  # a killed run's lock
+                lock.unlink()
+            continue
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(str(os.getpid()))
+        return None
+    return 0
+
+
+def release_output(output: Path) -> None:
+    """Give up the claim :func:`prepare_output` made on ``output``."""
+    lock = output / LOCK_FILE
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        if int(lock.read_text().strip() or -1) == os.getpid():
+            lock.unlink()
+
+
 def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: bool,
                    names: Sequence[str] = RUN_FILES) -> Path:
-    """Check, before any training, that results can be written to ``output``; return the folder
-    to use. An earlier run's results there are kept (``resume``), replaced (``overwrite``) or,
-    for a folder the user named, refused; the default folder moves on to ``<name>-2``, … instead."""
+    """Check, before any training, that results can be written to ``output``, and claim it; return
+    the folder to use, which the caller gives up with :func:`release_output`. An earlier run's
+    results there are kept (``resume``), replaced (``overwrite``) or, for a folder the user named,
+    refused; the default folder moves on to ``<name>-2``, … instead, as it does past a folder
+    another running process has claimed."""
     import shutil
 
     if resume and overwrite:
@@ -74,19 +133,32 @@ def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: boo
         for folder in (output, *output.parents):
             if folder.exists() and not folder.is_dir():
                 raise ValueError(f"--output {output}: {folder} is a file, not a folder")
-        earlier = [name for name in names if (output / name).exists()]
-        if not earlier or resume or overwrite or explicit:
-            break
+        try:
+            output.mkdir(parents=True, exist_ok=True)
+            holder = _claim(output)
+        except OSError as error:
+            raise ValueError(f"--output {output} cannot be written "
+                             f"({error.strerror or error})") from None
+        if holder is None:
+            earlier = [name for name in names if (output / name).exists()]
+            if not earlier or resume or overwrite or explicit:
+                break
+            release_output(output)
+        elif explicit or resume or overwrite:
+            process = f"process {holder}" if holder else "a process"
+            raise ValueError(
+                f"--output {output} is being written by another run ({process}); wait for it or "
+                f"choose another folder (if no run is using it, delete {output / LOCK_FILE})")
         stem, _, number = output.name.rpartition("-")
         output = output.with_name(f"{stem}-{int(number) + 1}" if stem and number.isdigit()
                                   else f"{output.name}-2")
     if earlier and not (resume or overwrite):
+        release_output(output)
         raise ValueError(
             f"--output {output} already holds an earlier run ({', '.join(earlier)}); pass "
             "--resume to continue it, --overwrite to replace it, or choose another folder"
         )
     try:
-        output.mkdir(parents=True, exist_ok=True)
         if overwrite:
             for name in earlier:
                 target = output / name
@@ -95,6 +167,7 @@ def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: boo
         probe.write_text("")
         probe.unlink()
     except OSError as error:
+        release_output(output)
         raise ValueError(f"--output {output} cannot be written ({error.strerror or error})") from None
     return output
 
@@ -105,12 +178,47 @@ def _run_settings(dataset: Any, args: argparse.Namespace) -> Dict[str, Any]:
             "learning_rate", "positive_bijector", "tune", "class_subset_size", "alpha_epsilon",
             "train_inducing_points", "trace_test_points", "seed", "test_fraction")
     return {"dataset": dataset.name, "num_train": len(dataset.X_train),
-            **{key: getattr(args, key, None) for key in keys}}
+            **{key: getattr(args, key, None) for key in keys},
+            # Same name, same size, other contents would otherwise resume into one results.json.
+            "training_data_digest": _digest(dataset.X_train, dataset.Y_train),
+            "test_data_digest": _digest(dataset.X_test, dataset.Y_test)}
 
 
-def _finished_methods(output: Path, settings: Dict[str, Any]) -> Dict[str, Any]:
+def _digest(*arrays: Any) -> str:
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for array in arrays:
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file this package wrote, or an error that names it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not readable JSON ({error}); it was not written whole by "
+                         "this package: delete it, or pass --overwrite") from None
+
+
+def _data_file(args: argparse.Namespace, test: bool) -> str:
+    """The file a run's training or test data came from, as the user named it."""
+    if test and getattr(args, "test_file", None):
+        return args.test_file
+    if getattr(args, "data", None):
+        return args.data
+    return str(Path(getattr(args, "data_dir", None) or ".") / "<dataset>.npz")
+
+
+def _finished_methods(output: Path, settings: Dict[str, Any],
+                      args: argparse.Namespace) -> Dict[str, Any]:
     """The methods an interrupted run in ``output`` finished, after checking that it was the
-    same run."""
+    same run on the same data."""
     import numpy as np
 
     from .protocol import MethodResult
@@ -118,10 +226,18 @@ def _finished_methods(output: Path, settings: Dict[str, Any]) -> Dict[str, Any]:
     run_file = output / "run.json"
     if not run_file.exists():
         return {}
-    earlier = json.loads(run_file.read_text())
+    earlier = read_json(run_file)
+    if not isinstance(earlier, dict):
+        raise ValueError(f"{run_file} does not hold a run's settings; pass --overwrite")
     differing = [key for key in settings if earlier.get(key) != _finite_or_none(settings[key])]
     if differing:
         key = differing[0]
+        if key.endswith("_data_digest"):
+            test = key.startswith("test")
+            file = _data_file(args, test).replace("<dataset>", settings["dataset"])
+            raise ValueError(
+                f"--resume: {file} has changed since the run in {output} began (its "
+                f"{'test' if test else 'training'} data differ); pass --overwrite to start again")
         raise ValueError(
             f"--resume: the run in {output} had {key} = {earlier.get(key)!r}, this one has "
             f"{settings[key]!r}; resume with the same options, or pass --overwrite"
@@ -130,9 +246,8 @@ def _finished_methods(output: Path, settings: Dict[str, Any]) -> Dict[str, Any]:
     for name in settings["methods"] or []:
         payload_file = output / "methods" / f"{name}.json"
         if payload_file.exists():
-            payload = json.loads(payload_file.read_text())
             finished[name] = MethodResult.from_json(
-                payload, np.load(output / "methods" / f"{name}.npy"))
+                read_json(payload_file), np.load(output / "methods" / f"{name}.npy"))
     return finished
 
 
@@ -203,7 +318,7 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
     if args.methods is None:
         args.methods = list(default_methods(dataset.num_classes))
     settings = _run_settings(dataset, args)
-    finished = _finished_methods(output, settings) if getattr(args, "resume", False) else {}
+    finished = _finished_methods(output, settings, args) if getattr(args, "resume", False) else {}
     if finished:
         print(f"  resuming: {', '.join(finished)} finished earlier", flush=True)
     for name in args.methods:  # an unfinished method's partial logs would mix with the new ones
@@ -244,7 +359,7 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
 
         tuning_file = output / "tuning.json"
         if getattr(args, "resume", False) and tuning_file.exists():
-            tuning = json.loads(tuning_file.read_text())
+            tuning = read_json(tuning_file)
         else:
             tuning = tune(dataset, args.methods, method_options=fixed_options, **shared).to_json()
             write_json(tuning_file, tuning)

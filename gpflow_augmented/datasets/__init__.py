@@ -44,6 +44,8 @@ class Dataset(NamedTuple):
     num_classes: int
     # The names of classes 0..C-1 when the file gave names (or labels other than 0..C-1).
     class_names: Optional[Tuple[str, ...]] = None
+    # How a table file was read (its header, its test file's columns), for the command line.
+    description: Optional[str] = None
 
 
 def _raw(name: str, data_dir: Optional[Union[str, Path]]) -> tuple:
@@ -116,24 +118,47 @@ def from_arrays(
         if not 0.0 < test_fraction < 1.0:
             raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
         is_test = train_test_split(len(y), test_fraction, seed)
+        if is_test.all() or not is_test.any():
+            raise InvalidDataError(
+                f"{name}: a test fraction of {test_fraction:g} of {len(y)} rows leaves "
+                f"{'no training' if is_test.all() else 'no test'} point; choose a fraction "
+                f"between {1 / len(y):.3g} and {1 - 1 / len(y):.3g}")
     is_test = np.asarray(is_test, dtype=bool).reshape(-1)
     if len(is_test) != len(y) or is_test.all() or not is_test.any():
         raise InvalidDataError(f"{name}: is_test must mark some, not all, of the {len(y)} rows")
+    untrained = np.setdiff1d(np.arange(num_classes), y[~is_test])
+    if untrained.size:
+        shown = ", ".join((repr(class_names[k]) if class_names else str(k)) +
+                          f" ({np.sum(y == k)} rows)" for k in untrained[:5])
+        raise InvalidDataError(
+            f"{name}: class {shown} has no training point, only test points; a class needs "
+            "training data (another split, or drop the class)")
     X = _standardised(np.asarray(X, dtype=np.float64), ~is_test, name)
     return Dataset(name, X[~is_test], y[~is_test, None], X[is_test], y[is_test, None], num_classes,
                    class_names)
 
 
+def _class_keys(labels: Sequence[str]) -> list:
+    """What identifies each label's class: its value when every label is a finite number (so "1"
+    and "1.0" are one class), else its text."""
+    try:
+        values = [float(label) for label in labels]
+    except ValueError:
+        return list(labels)
+    return values if all(np.isfinite(values)) else list(labels)
+
+
 def _names_to_indices(labels: Sequence[str]) -> Tuple[Tuple[str, ...], np.ndarray]:
     """Class names in sorted order (numerically if every name is a number) and each label's
-    index among them."""
-    names = sorted(set(labels))
-    try:
-        names = sorted(names, key=float)
-    except ValueError:
-        pass
-    index = {name: i for i, name in enumerate(names)}
-    return tuple(names), np.array([index[label] for label in labels], dtype=np.int64)
+    index among them. Numeric labels are one class per value, named by their first spelling."""
+    keys = _class_keys(labels)
+    first_spelling: dict = {}
+    for key, label in zip(keys, labels):
+        first_spelling.setdefault(key, label)
+    order = sorted(first_spelling)
+    index = {key: i for i, key in enumerate(order)}
+    return (tuple(first_spelling[key] for key in order),
+            np.array([index[key] for key in keys], dtype=np.int64))
 
 
 def _standardised(X: np.ndarray, train: np.ndarray, name: str) -> np.ndarray:
@@ -195,39 +220,95 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _read_table(path: Path, label_column: Union[int, str, None],
-                has_labels: bool = True) -> Tuple[np.ndarray, List[str]]:
+class _Table(NamedTuple):
+    features: np.ndarray
+    labels: List[str]
+    # The header's names of the feature columns and of the label column, when the file has a header.
+    feature_names: Optional[List[str]]
+    label_name: Optional[str]
+    # How the first row was read, in words, for the command line to print.
+    header_rule: str
+
+
+def _decide_header(path: Path, rows: List[List[str]], header: Optional[bool]) -> Tuple[bool, str]:
+    """Whether the first row names the columns. A user's ``header`` decides; otherwise the first
+    row is a header when one of its cells differs in kind (name or number) from every cell below it
+    in the first 50 rows, or when it numbers the columns (0..W-1 or 1..W, as pandas and numpy write
+    unnamed columns) above data that is not all integers. Column numbers above integer data could
+    be either, and are refused."""
+    if header is not None:
+        return header, ("the first row read as a header (--header)" if header else
+                        "the first row read as data (--no-header)")
+    first, below = rows[0], rows[1:51]
+    for i, cell in enumerate(first):
+        if below and all(_is_number(row[i]) != _is_number(cell) for row in below):
+            kind = "a number above names" if _is_number(cell) else "a name above numbers"
+            return True, f"the first row read as a header (column {i + 1}: {kind})"
+    if not all(_is_number(cell) for cell in first):
+        return False, "the first row read as data"
+    values = [float(cell) for cell in first]
+    width = len(first)
+    if below and values in ([float(i) for i in range(width)], [float(i) for i in range(1, width + 1)]):
+        integers = all(float(cell) == round(float(cell)) for row in below for cell in row
+                       if _is_number(cell))
+        if integers:
+            raise InvalidDataError(
+                f"{path}: the first row ({','.join(first)}) numbers the columns but could also be "
+                "a data row of integers; say which with --header or --no-header "
+                "(load_file(..., header=True/False))")
+        return True, f"the first row read as a header (the column numbers {first[0]}..{first[-1]})"
+    return False, "the first row read as data (all numbers)"
+
+
+def _read_table(path: Path, label_column: Union[int, str, None], has_labels: bool = True,
+                header: Optional[bool] = None, default_label_name: Optional[str] = None) -> _Table:
     """Features and label strings of a CSV (``.csv``) or TSV (other suffixes) file, read by the
-    standard library's csv module. The first row is a header if it has a name above a column
-    of numbers. ``label_column``: a header name, or an index (negative from the end); default the
-    last column, or none at all if not ``has_labels``."""
+    standard library's csv module (a UTF-8 byte-order mark is dropped). Whether the first row is a
+    header: see :func:`_decide_header`. ``label_column``: a header name, or an index (negative
+    from the end); default the column named ``default_label_name`` if the header has one, else
+    the last column, or none at all if not ``has_labels``."""
     delimiter = "," if path.suffix.lower() == ".csv" else "\t"
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
             rows = [row for row in csv.reader(handle, delimiter=delimiter)
                     if any(cell.strip() for cell in row)]
     except (UnicodeDecodeError, csv.Error) as error:
         raise InvalidDataError(f"{path}: not a readable {path.suffix[1:].upper()} file "
                                f"({error})") from None
-    if len(rows) < 2:
+    if not rows or len(rows) < 2 and has_labels:
         raise InvalidDataError(f"{path}: needs a row per point and at least two rows")
     width = len(rows[0])
+    if width == 1:
+        other = next((d for d in (";", "\t", ",", " ") if d != delimiter and d in rows[0][0]), None)
+        if other is not None:
+            named = {";": "semicolons", "\t": "tabs", ",": "commas", " ": "spaces"}
+            raise InvalidDataError(
+                f"{path}: a {path.suffix.lower() or 'table'} file's columns are separated by "
+                f"{named[delimiter]}, but its first row is one column holding {named[other]}; "
+                "write it with " + ("commas (.csv)" if delimiter == "," else "tabs (.tsv)"))
     for number, row in enumerate(rows, start=1):
         if len(row) != width:
             raise InvalidDataError(f"{path}: row {number} has {len(row)} columns, row 1 has "
                                    f"{width}")
-    sample = rows[1:51]
-    header = None
-    if any(not _is_number(cell) and all(_is_number(row[i]) for row in sample)
-           for i, cell in enumerate(rows[0])):
-        header, rows = [cell.strip() for cell in rows[0]], rows[1:]
+    has_header, header_rule = _decide_header(path, rows, header)
+    names = None
+    if has_header:
+        names, rows = [cell.strip() for cell in rows[0]], rows[1:]
+        if not rows:
+            raise InvalidDataError(f"{path}: has a header and no data rows")
+    if label_column is None and names is not None and default_label_name in names:
+        label_column = default_label_name
     if label_column is None:
         column = width - 1 if has_labels else width  # width: no column is the labels
     elif isinstance(label_column, str) and not label_column.lstrip("-").isdigit():
-        if header is None or label_column not in header:
-            found = "no header row" if header is None else f"columns {', '.join(header)}"
+        if names is None or label_column not in names:
+            found = "no header row" if names is None else f"columns {', '.join(names)}"
             raise InvalidDataError(f"{path}: no column named {label_column!r} ({found})")
-        column = header.index(label_column)
+        if names.count(label_column) > 1:
+            where = [i + 1 for i, name in enumerate(names) if name == label_column]
+            raise InvalidDataError(f"{path}: the header names {label_column!r} "
+                                   f"{len(where)} times (columns {', '.join(map(str, where))})")
+        column = names.index(label_column)
     else:
         column = int(label_column)
         if not -width <= column < width:
@@ -238,7 +319,7 @@ def _read_table(path: Path, label_column: Union[int, str, None],
     if num_features < 1:
         raise InvalidDataError(f"{path}: needs at least one feature column")
     features = np.empty((len(rows), num_features))
-    first_row = 2 if header is not None else 1
+    first_row = 2 if names is not None else 1
     for i, row in enumerate(rows):
         cells = row[:column] + row[column + 1:]
         for j, cell in enumerate(cells):
@@ -249,10 +330,35 @@ def _read_table(path: Path, label_column: Union[int, str, None],
                 raise InvalidDataError(
                     f"{path}: row {i + first_row}, column {feature + 1}: {cell!r} is not a number"
                 ) from None
-    return features, [row[column].strip() for row in rows] if column < width else []
+    labels = [row[column].strip() for row in rows] if column < width else []
+    feature_names = None if names is None else names[:column] + names[column + 1:]
+    label_name = None if names is None or column == width else names[column]
+    return _Table(features, labels, feature_names, label_name, header_rule)
 
 
-def read_features(path: Union[str, Path], label_column: Union[int, str, None] = None) -> np.ndarray:
+def _match_test_columns(path: Path, train: _Table, test_path: Path, test: _Table) -> np.ndarray:
+    """The test file's features in the training file's column order: matched by name when both
+    files have headers, else by position."""
+    if train.feature_names is None or test.feature_names is None:
+        return test.features
+    for names, where in ((train.feature_names, path), (test.feature_names, test_path)):
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise InvalidDataError(f"{where}: the header names column {repeated[0]!r} more than "
+                                   "once, so the test file's columns cannot be matched by name")
+    missing = [name for name in train.feature_names if name not in test.feature_names]
+    extra = [name for name in test.feature_names if name not in train.feature_names]
+    if missing or extra:
+        parts = ([f"lacks {', '.join(map(repr, missing))}"] if missing else []) + (
+            [f"has {', '.join(map(repr, extra))} that the training file lacks"] if extra else [])
+        raise InvalidDataError(f"{test_path}: its header {' and '.join(parts)} (columns are "
+                               f"matched by name when both files have a header)")
+    order = [test.feature_names.index(name) for name in train.feature_names]
+    return test.features[:, order]
+
+
+def read_features(path: Union[str, Path], label_column: Union[int, str, None] = None,
+                  header: Optional[bool] = None) -> np.ndarray:
     """The feature rows [N, D] of a ``.csv``/``.tsv`` table (without ``label_column``, if the
     table has one) or of an ``.npz`` file's ``X``, as given (not standardised): the input of an
     exported model's ``predict``."""
@@ -260,24 +366,27 @@ def read_features(path: Union[str, Path], label_column: Union[int, str, None] = 
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     if path.suffix == ".npz":
-        X = _read_npz(path)[0]
+        X = _read_npz(path, labels_required=False)[0]
     else:
-        X = _read_table(path, label_column, has_labels=label_column is not None)[0]
+        X = _read_table(path, label_column, has_labels=label_column is not None,
+                        header=header).features
     X = np.asarray(X)
     if X.ndim != 2 or not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
         raise InvalidDataError(f"{path}: the features must be a 2-D table of finite numbers")
     return X.astype(np.float64)
 
 
-def _read_npz(path: Path) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+def _read_npz(path: Path, labels_required: bool = True) -> Tuple[np.ndarray, Optional[np.ndarray],
+                                                                 Optional[np.ndarray]]:
     import zipfile
 
     try:
         with np.load(path, allow_pickle=False) as d:
-            missing = [key for key in ("X", "y") if key not in d.files]
+            missing = [key for key in ("X", "y")[:1 + labels_required] if key not in d.files]
             if missing:
                 raise InvalidDataError(f"{path}: no array {missing[0]!r} (found {d.files})")
-            return d["X"], d["y"], (d["is_test"] if "is_test" in d.files else None)
+            return (d["X"], d["y"] if "y" in d.files else None,
+                    d["is_test"] if "is_test" in d.files else None)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
         reason = "empty file" if path.stat().st_size == 0 else str(error)
         raise InvalidDataError(f"{path}: not a readable .npz file ({reason})") from None
@@ -291,6 +400,7 @@ def load_file(
     seed: int = 0,
     zero_based: bool = False,
     label_column: Union[int, str, None] = None,
+    header: Optional[bool] = None,
 ) -> Dataset:
     """Load a ``.npz`` file (arrays ``X``, ``y``, optional boolean ``is_test``) or a LIBSVM text
     file, with an optional separate test file of the same kind.
@@ -301,7 +411,11 @@ def load_file(
 
     A ``.csv`` or ``.tsv`` file has one point per row, an optional header and the labels in
     ``label_column`` (a name or an index; default the last column); labels are class names or
-    numbers, mapped to 0..C-1 in sorted order (``Dataset.class_names``).
+    numbers, mapped to 0..C-1 in sorted order (``Dataset.class_names``; numbers compare as
+    numbers, so "1" and "1.0" are one class). Whether the first row is a header is decided as
+    :func:`_decide_header` says unless ``header`` is given; ``Dataset.description`` says how it was
+    read. With a separate test file, every test class must be a training class, and when both
+    files have a header their columns are matched by name.
     """
     path = Path(path)
     if not path.is_file():
@@ -310,14 +424,23 @@ def load_file(
         raise FileNotFoundError(f"no such file: {test_path}")
     name = path.stem
     if path.suffix.lower() in (".csv", ".tsv", ".tab"):
-        X, labels = _read_table(path, label_column)
-        is_test = None
+        train = _read_table(path, label_column, header=header)
+        X, labels, is_test = train.features, train.labels, None
+        read = [f"{path.name}: {train.header_rule}"]
         if test_path is not None:
-            X_test, test_labels = _read_table(Path(test_path), label_column)
+            test_path = Path(test_path)
+            test = _read_table(test_path, label_column, header=header,
+                               default_label_name=train.label_name)
+            read.append(f"{test_path.name}: {test.header_rule}"
+                        + (", its columns matched by name" if train.feature_names is not None and
+                           test.feature_names is not None else ""))
+            _check_test_classes(path, train.labels, test_path, test.labels)
+            X_test = _match_test_columns(path, train, test_path, test)
             X, _, is_test = _stack(X, np.zeros(len(X)), X_test, np.zeros(len(X_test)), name)
-            labels = labels + test_labels
-        return from_arrays(name, X, np.array(labels, dtype=str), is_test,
-                           test_fraction=test_fraction, seed=seed)
+            labels = labels + test.labels
+        dataset = from_arrays(name, X, np.array(labels, dtype=str), is_test,
+                              test_fraction=test_fraction, seed=seed)
+        return dataset._replace(description="; ".join(read))
     if path.suffix == ".npz":
         X, y, is_test = _read_npz(path)
         if test_path is not None:
@@ -335,6 +458,23 @@ def load_file(
         X, y, is_test = _stack(X, y, X_test, y_test, name)
     _, y = np.unique(y, return_inverse=True)
     return from_arrays(name, X, y, is_test, test_fraction=test_fraction, seed=seed)
+
+
+def _check_test_classes(path: Path, train_labels: List[str], test_path: Path,
+                        test_labels: List[str]) -> None:
+    """A class with no training point would get a latent GP fitted to nothing; refuse it by name."""
+    keys = _class_keys(train_labels + test_labels)
+    train_classes = set(keys[:len(train_labels)])
+    unseen: dict = {}
+    for label, key in zip(test_labels, keys[len(train_labels):]):
+        if key not in train_classes:
+            unseen[label] = unseen.get(label, 0) + 1
+    if unseen:
+        shown = ", ".join(f"{label!r} ({count} rows)" for label, count in list(unseen.items())[:5])
+        raise InvalidDataError(
+            f"{test_path}: class{'es' if len(unseen) > 1 else ''} {shown} "
+            f"{'are' if len(unseen) > 1 else 'is'} not in the training file {path.name} "
+            f"(its classes: {', '.join(_names_to_indices(train_labels)[0][:12])})")
 
 
 def _stack(X: np.ndarray, y: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,

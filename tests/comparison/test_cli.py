@@ -105,10 +105,12 @@ def test_libsvm_file_with_separate_test_file(tmp_path, capsys):
 
     d = ga.datasets.load_dataset("wine")
     labels = np.array([3, 7, 9])  # arbitrary LIBSVM labels, mapped to 0..2 in sorted order
-    # LIBSVM counts features from 1 (scikit-learn writes from 0 unless told)
-    dump_svmlight_file(d.X_train[:60], labels[d.Y_train[:60, 0]], str(tmp_path / "wine.train"),
+    # LIBSVM counts features from 1 (scikit-learn writes from 0 unless told). Rows drawn from the
+    # whole file: wine's rows are sorted by class, and its first 60 lack class 2.
+    train, test = np.random.default_rng(0).permutation(len(d.X_train))[:60], slice(0, 30)
+    dump_svmlight_file(d.X_train[train], labels[d.Y_train[train, 0]], str(tmp_path / "wine.train"),
                        zero_based=False)
-    dump_svmlight_file(d.X_test[:30], labels[d.Y_test[:30, 0]], str(tmp_path / "wine.test"),
+    dump_svmlight_file(d.X_test[test], labels[d.Y_test[test, 0]], str(tmp_path / "wine.test"),
                        zero_based=False)
     # One method, the cheapest to trace: what is tested is how the files are read.
     code = main([str(tmp_path / "wine.train"), "--test-file", str(tmp_path / "wine.test"),
@@ -520,7 +522,11 @@ def test_csv_and_tsv_end_to_end(suffix, delimiter, header, label_first, label_co
     if label_column is not None:
         argv += ["--label-column", label_column]
     assert main(argv) == 0
-    assert "classes: 0=barbera, 1=barolo, 2=grignolino" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "classes: 0=barbera, 1=barolo, 2=grignolino" in out
+    # how the first row was read, in the words of the header rule
+    assert (f"  read: wine{suffix}: the first row read as "
+            f"{'a header (column ' if header else 'data'}") in out
     assert _strict_json(tmp_path / "out" / "results.json")["settings"]["num_classes"] == 3
 
 
