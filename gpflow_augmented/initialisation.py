@@ -1,6 +1,8 @@
 """The paper's initial state (§5), shared by this package's model and every baseline so that
 comparisons start from the same place: an SE-ARD kernel with variance 1 and lengthscales at the
 median pairwise distance, and inducing points from k-means++."""
+from typing import Optional
+
 import numpy as np
 from gpflow.kernels import SquaredExponential
 
@@ -29,10 +31,13 @@ def median_lengthscale(X: np.ndarray, max_points: int = 2000, seed: int = 0) -> 
     return float(np.median(distances)) if distances.size else 1.0
 
 
-def initial_kernel(X: np.ndarray) -> SquaredExponential:
-    """SE-ARD kernel with variance 1 and every lengthscale at the median pairwise distance."""
+def initial_kernel(X: np.ndarray, fallback_lengthscale: Optional[float] = None) -> SquaredExponential:
+    """SE-ARD kernel with variance 1 and every lengthscale at the median pairwise distance; where
+    that is 0 (mostly repeated rows), at ``fallback_lengthscale`` if given, else refused."""
     X = np.asarray(X)
     lengthscale = median_lengthscale(X)
+    if not lengthscale > 0 and fallback_lengthscale is not None:
+        lengthscale = fallback_lengthscale
     if not lengthscale > 0:
         raise ValueError(
             "initial_kernel: the median distance between the rows of X is 0 (constant features, "

@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .initialisation import inducing_points, median_lengthscale
+from .initialisation import inducing_points, initial_kernel
 from .projection import inducing_inputs
 from .models import LogisticSoftmaxSVGP
 from .training import fit
@@ -70,7 +70,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         names = ("n_features_in_", "feature_names_in_", "classes_")
         fitted = {name: getattr(self, name) for name in names if hasattr(self, name)}
         # A warm start trains model_ in place: its values are what a failure restores.
-        values = (gpflow.utilities.deepcopy(gpflow.utilities.parameter_dict(self.model_))
+        values = (_unconstrained_values(self.model_)
                   if self.warm_start and hasattr(self, "model_") else None)
         try:
             return self._fit(X, y)
@@ -81,7 +81,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 elif hasattr(self, name):
                     delattr(self, name)
             if values is not None:
-                gpflow.utilities.multiple_assign(self.model_, values)
+                _assign_unconstrained(self.model_, values)
             raise
 
     def _fit(self, X: Any, y: Any) -> "GPClassifier":
@@ -113,13 +113,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def _new_model(self, X: np.ndarray, num_classes: int) -> LogisticSoftmaxSVGP:
-        if self.kernel is not None:
-            kernel = copy.deepcopy(self.kernel)
-        else:
-            # Mostly repeated rows have a median distance of 0: the lengthscale then starts at 1.
-            lengthscale = median_lengthscale(X)
-            kernel = SquaredExponential(lengthscales=np.full(
-                X.shape[1], lengthscale if lengthscale > 0 else 1.0))
+        # Mostly repeated rows have a median distance of 0: the lengthscale then starts at 1.
+        kernel = (copy.deepcopy(self.kernel) if self.kernel is not None else
+                  initial_kernel(X, fallback_lengthscale=1.0))
         # k-means has no more distinct centres to give than distinct rows.
         num_inducing = min(self.num_inducing, len(np.unique(X, axis=0)))
         Z = inducing_points(X, num_inducing, seed=self.seed)
@@ -147,11 +143,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         state.pop("trainer_", None)  # a warm start after unpickling starts a new Trainer
         model = state.pop("model_", None)
         if model is not None:
-            # Unconstrained values, which round-trip bit for bit (constrained ones go through
-            # the transform's inverse).
             state["_fitted_values"] = {
-                "model": {path: parameter.unconstrained_variable.numpy() for path, parameter
-                          in gpflow.utilities.parameter_dict(model).items()},
+                "model": _unconstrained_values(model),
                 "Z": inducing_inputs(model.inducing_variable).numpy(),
                 "num_classes": model.num_classes,
                 "num_data": model.num_data,
@@ -168,9 +161,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             model = LogisticSoftmaxSVGP(kernel, fitted["Z"], fitted["num_classes"],
                                         num_data=fitted["num_data"],
                                         mean_function=gpflow.mean_functions.Constant())
-            parameters = gpflow.utilities.parameter_dict(model)
-            for path, value in fitted["model"].items():
-                parameters[path].unconstrained_variable.assign(value)
+            _assign_unconstrained(model, fitted["model"])
             self.model_ = model
 
     def __sklearn_tags__(self):
@@ -178,3 +169,15 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.sparse = False
         return tags
 
+
+def _unconstrained_values(model: LogisticSoftmaxSVGP) -> Dict[str, np.ndarray]:
+    """Every parameter's unconstrained value, which round-trips bit for bit (a constrained value
+    goes through the transform's inverse)."""
+    return {path: parameter.unconstrained_variable.numpy()
+            for path, parameter in gpflow.utilities.parameter_dict(model).items()}
+
+
+def _assign_unconstrained(model: LogisticSoftmaxSVGP, values: Dict[str, np.ndarray]) -> None:
+    parameters = gpflow.utilities.parameter_dict(model)
+    for path, value in values.items():
+        parameters[path].unconstrained_variable.assign(value)
