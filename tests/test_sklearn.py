@@ -10,9 +10,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import gpflow_augmented as ga
 from gpflow_augmented.sklearn import GPClassifier
 
-# Small and quick for the ~60 checks, each fitting on tens of points; full-batch steps converge
-# there in tens of iterations.
-CHECKED = GPClassifier(num_inducing=10, iterations=30)
+# Small and quick for the 55 checks, each fitting on tens of points, where ten full-batch steps
+# already classify them (the accuracy checks pass); a fit's cost is mostly tracing its step.
+CHECKED = GPClassifier(num_inducing=10, iterations=10)
 
 
 @parametrize_with_checks([CHECKED])
