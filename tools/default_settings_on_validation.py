@@ -1,5 +1,5 @@
-"""Issue 33: choose a method's default settings (positive bijector, Adam's learning rate) on validation splits,
-never on test data.
+"""Choose a method's default settings (positive bijector, Adam's learning rate, the exact-bound methods' warm-start
+length) on validation splits, never on test data.
 
 For each dataset and seed, the validation split ``tuning.validation_split`` carves from the training data (the
 one ``--tune`` uses), and each method at its other defaults (M = 100, B = 200) once per setting, under the same
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from gpflow_augmented.comparison import compare
+from gpflow_augmented.comparison import baselines, compare
 from gpflow_augmented.comparison.tuning import validation_split
 from gpflow_augmented.datasets import load_dataset
 
@@ -30,13 +30,15 @@ def main() -> None:
     parser.add_argument("--methods", required=True)
     parser.add_argument("--bijectors", default="softplus")
     parser.add_argument("--learning-rates", default="0.01")
+    parser.add_argument("--warm-start", default=str(baselines.EXACT_WARM_START),
+                        help="comma-separated warm-start lengths of the exact-bound methods")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--time-budget", type=float, default=40.0)
     parser.add_argument("--output", help="a JSON file for every run's scores")
     args = parser.parse_args()
-    settings = [{"positive_bijector": bijector, "learning_rate": float(rate)}
-                for bijector, rate in itertools.product(args.bijectors.split(","),
-                                                        args.learning_rates.split(","))]
+    settings = [{"positive_bijector": bijector, "learning_rate": float(rate), "warm_start": int(warm)}
+                for bijector, rate, warm in itertools.product(
+                    args.bijectors.split(","), args.learning_rates.split(","), args.warm_start.split(","))]
     seeds = [int(seed) for seed in args.seeds.split(",")]
     names, methods = args.datasets.split(","), args.methods.split(",")
 
@@ -47,7 +49,10 @@ def main() -> None:
             split = validation_split(dataset, 0.2, seed)
             for method, setting in itertools.product(methods, settings):
                 started = time.time()
-                result = compare(split, [method], method_options={method: setting}, seed=seed,
+                options = {key: value for key, value in setting.items() if key != "warm_start"}
+                # build_method reads the module constant, so every run is built as compare builds it
+                baselines.EXACT_WARM_START = setting["warm_start"]
+                result = compare(split, [method], method_options={method: options}, seed=seed,
                                  batch_size=200, num_inducing=100, time_budget=args.time_budget,
                                  progress=False)
                 final = result.methods[0].final_metrics
@@ -76,7 +81,8 @@ def main() -> None:
 
 
 def _label(setting) -> str:
-    return f"{setting['positive_bijector']} lr {setting['learning_rate']:g}"
+    return (f"{setting['positive_bijector']} lr {setting['learning_rate']:g} "
+            f"warm start {setting['warm_start']}")
 
 
 if __name__ == "__main__":
