@@ -225,24 +225,23 @@ class CAVI(tf.Module):
         :meth:`variance_step`."""
         sites = (local_elbo, linear, quadratic)
         new_mu, new_sqrt, elbo = self.natural_step(geometry, *sites, step_size, scale)
-        if self.searches_line(geometry.subset) and self._may_be_the_full_batch(geometry):
+        if self.searches_line(geometry):
             new_mu, new_sqrt, step_size = self.line_search(
                 geometry, Y, sites, scale, step_size, (new_mu, new_sqrt, elbo))
         new_mu, new_sqrt, new_variance = self.variance_step(geometry, new_mu, new_sqrt, linear,
                                                             quadratic, scale, step_size)
         return new_mu, new_sqrt, new_variance, elbo, step_size
 
-    def searches_line(self, subset: Optional[ClassSubset]) -> bool:
+    def searches_line(self, geometry: BatchGeometry) -> bool:
         """Whether this step is line-searched (at trace time): a model on the exact bound, all
-        classes, outside a ``tf.distribute`` strategy. The step then also checks at run time
-        that the batch is the full data (N / B = 1) and that the warm start is over."""
-        return (self.model.on_exact_bound and subset is None
-                and not tf.distribute.has_strategy())
-
-    def _may_be_the_full_batch(self, geometry: BatchGeometry) -> bool:
-        """Whether N / B can be 1 (at trace time). A batch whose static size makes it another
-        number is never searched at run time, so its step is traced without the search (about a
-        third of the default step's tracing) and compiled without its loop."""
+        classes, outside a ``tf.distribute`` strategy, on a batch whose static size allows N / B =
+        1. The step then also checks at run time that the batch is the full data and that the
+        warm start is over. A batch size that rules the full data out (every minibatch of ``fit``)
+        leaves the search out of the trace (about a third of the default step's tracing) and out of
+        the compiled step."""
+        if not (self.model.on_exact_bound and geometry.subset is None
+                and not tf.distribute.has_strategy()):
+            return False
         points, num_data = geometry.Fmu.shape[0], self.model.num_data
         if points is None or num_data is None:
             return True

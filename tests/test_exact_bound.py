@@ -172,7 +172,7 @@ def test_exact_steps_never_fail(num_data, num_classes, lengthscale, variance, wh
     assert np.all(np.isfinite(model.q_mu.numpy())) and np.all(np.isfinite(model.q_sqrt.numpy()))
 
 
-def never_line_searched(self, subset):
+def never_line_searched(self, geometry):
     return False
 
 

@@ -10,7 +10,7 @@ from gpflow_augmented.cavi import CAVI
 d = ga.datasets.load_dataset("vehicle")
 X, Y = d.X_train, d.Y_train.astype(np.int64)
 original = CAVI.searches_line
-def never(self, subset):
+def never(self, geometry):
     return False
 def build(searched):
     CAVI.searches_line = original if searched else never
