@@ -7,7 +7,7 @@ has overwritten whatever it matched first, e.g. the inducing points and the kern
 truncated file fails half-way with an ``IndexError``. :func:`restore_checkpoint` keeps the
 values of every variable it may touch and puts them back if anything fails.
 """
-from typing import Any, List
+from typing import Any, Callable, List
 
 import numpy as np
 import tensorflow as tf
@@ -28,6 +28,21 @@ def _variables(checkpoint: tf.train.Checkpoint) -> List[tf.Variable]:
     return found
 
 
+def keep_values(checkpoint: tf.train.Checkpoint) -> Callable[[], None]:
+    """Copy the value of every variable ``checkpoint`` would save; the function returned puts
+    those values back. Unlike writing the checkpoint and reading it again, an interruption
+    (Ctrl-C) part-way through leaves no half-done restore for TensorFlow to warn about when it is
+    deleted, and nothing touches the disk."""
+    variables = _variables(checkpoint)
+    kept = [np.array(v.numpy(), copy=True) for v in variables]
+
+    def put_back() -> None:
+        for variable, value in zip(variables, kept):
+            variable.assign(value)
+
+    return put_back
+
+
 def restore_checkpoint(path: str, **objects: Any) -> Any:
     """Restore ``tf.train.Checkpoint(**objects)`` from ``path`` (a prefix as ``save`` returned it,
     or a folder, whose latest checkpoint is read), e.g.
@@ -43,14 +58,12 @@ def restore_checkpoint(path: str, **objects: Any) -> Any:
             raise CheckpointError(f"{path}: no checkpoint in this folder")
         path = latest
     checkpoint = tf.train.Checkpoint(**objects)
-    variables = _variables(checkpoint)
-    kept = [np.array(v.numpy(), copy=True) for v in variables]
+    put_back = keep_values(checkpoint)
     try:
         status = checkpoint.read(str(path))
         status.assert_existing_objects_matched()
     except Exception as error:  # noqa: BLE001 - anything that stops the read undoes it
-        for variable, value in zip(variables, kept):
-            variable.assign(value)
+        put_back()
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         if isinstance(error, (IndexError, tf.errors.DataLossError)):
             reason = f"the file is truncated or corrupt ({reason})"

@@ -303,6 +303,63 @@ def test_a_full_gps_warm_up_step_is_undone_exactly(tiny, shared_runs):
         np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-10, atol=1e-12)
 
 
+def test_ctrl_c_anywhere_in_undoing_the_warm_up_leaves_nothing_for_tensorflow_to_warn_about(tiny):
+    """Ctrl-C during the warm-up's undo once left a half-read ``tf.train.Checkpoint``, whose
+    deletion at exit logged a dozen 'unrestored values' warnings under the interruption's one
+    line. The interruption is raised at evenly spread line events between the end of the step and
+    the end of the warm-up (every frame below it included), as a signal would arrive."""
+    import gc
+    import io
+    import logging
+    import sys
+
+    from gpflow_augmented.comparison.protocol import _warm_up
+
+    method = build_method("softmax", ga.initial_kernel(tiny.X_train),
+                          ga.inducing_points(tiny.X_train, 12, seed=5), 4, len(tiny.X_train))
+    X, Y, batch = tf.constant(tiny.X_train), tf.constant(tiny.Y_train), np.arange(32)
+    step = method.step
+    events = {"count": 0, "interrupt_at": None}
+
+    def count_then_interrupt(frame, event, arg):
+        if event == "line":
+            events["count"] += 1
+            if events["count"] == events["interrupt_at"]:
+                raise KeyboardInterrupt
+        return count_then_interrupt
+
+    def step_then_trace(*args):
+        result = step(*args)
+        events["count"] = 0
+        sys._getframe(1).f_trace = count_then_interrupt  # the warm-up's own frame, from here on
+        sys.settrace(count_then_interrupt)  # and every frame it calls
+        return result
+
+    method.step = step_then_trace
+    logged = io.StringIO()
+    handler = logging.StreamHandler(logged)
+    logging.getLogger("tensorflow").addHandler(handler)
+    try:
+        for _ in range(2):  # the first undo runs some code once only (caches, imports)
+            try:
+                _warm_up(method, X, Y, batch)
+            finally:
+                sys.settrace(None)
+        total = events["count"]
+        assert total > 20
+        for interrupt_at in np.linspace(1, 0.9 * total, 9).astype(int):  # 0.9: runs vary a little
+            events["interrupt_at"] = int(interrupt_at)
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    _warm_up(method, X, Y, batch)
+            finally:
+                sys.settrace(None)
+            gc.collect()
+    finally:
+        logging.getLogger("tensorflow").removeHandler(handler)
+    assert "unrestored" not in logged.getvalue() and "could not be found" not in logged.getvalue()
+
+
 def test_binary_methods_share_batches_hyperparameters_and_predict_two_columns(tiny):
     binary = ga.datasets.one_vs_rest(tiny, 0)
     assert binary.name == "vehicle-0-vs-rest" and set(np.unique(binary.Y_train)) == {0, 1}
