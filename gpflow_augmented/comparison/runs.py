@@ -247,8 +247,26 @@ def _finished_methods(output: Path, settings: Dict[str, Any],
         payload_file = output / "methods" / f"{name}.json"
         if payload_file.exists():
             finished[name] = MethodResult.from_json(
-                read_json(payload_file), np.load(output / "methods" / f"{name}.npy"))
+                read_json(payload_file), _read_probabilities(output / "methods" / f"{name}.npy"))
     return finished
+
+
+def _read_probabilities(path: Path) -> Any:
+    """A finished method's test probabilities as ``_save_method`` wrote them, or an error that
+    names the file."""
+    import numpy as np
+
+    try:
+        probabilities = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"{path} is not a readable .npy file ({reason}); it was not written whole "
+                         "by this package: delete it, or pass --overwrite") from None
+    if probabilities.ndim != 2 or probabilities.dtype.kind != "f":
+        raise ValueError(f"{path} holds a {probabilities.dtype} array of shape "
+                         f"{probabilities.shape}, not a method's test probabilities; delete it, "
+                         "or pass --overwrite")
+    return probabilities
 
 
 def _save_method(output: Path, result: Any) -> None:

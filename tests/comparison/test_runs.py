@@ -67,6 +67,26 @@ def test_an_unreadable_run_file_is_named(finished_run, damaged, capsys):
     assert error.startswith(f"gpflow-augmented: error: {path} is not readable JSON")
 
 
+@pytest.mark.parametrize("damage", ["truncated", "not probabilities"])
+def test_an_unreadable_probabilities_file_is_named(finished_run, damage, capsys):
+    argv, _, _, output = finished_run
+    path = output / "methods" / "softmax.npy"
+    original = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(original[:len(original) // 2])
+    else:
+        np.save(path, np.arange(3))
+    before = _snapshot(output)
+    try:
+        assert main([*argv, "--resume"]) == 2
+        assert _snapshot(output) == before
+    finally:
+        path.write_bytes(original)
+    error = capsys.readouterr().err.strip()
+    expected = "is not a readable .npy file" if damage == "truncated" else "holds a int64 array"
+    assert error.startswith(f"gpflow-augmented: error: {path} {expected}"), error
+
+
 def _start(folder, explicit, barrier, results):
     barrier.wait()
     try:
