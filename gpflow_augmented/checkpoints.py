@@ -12,6 +12,8 @@ from typing import Any, Callable, List
 import numpy as np
 import tensorflow as tf
 
+from .validation import first_line
+
 __all__ = ["CheckpointError", "restore_checkpoint"]
 
 
@@ -64,7 +66,7 @@ def restore_checkpoint(path: str, **objects: Any) -> Any:
         status.assert_existing_objects_matched()
     except Exception as error:  # noqa: BLE001 - anything that stops the read undoes it
         put_back()
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        reason = first_line(error)
         if isinstance(error, (IndexError, tf.errors.DataLossError)):
             reason = f"the file is truncated or corrupt ({reason})"
         elif isinstance(error, tf.errors.NotFoundError):

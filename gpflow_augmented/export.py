@@ -112,13 +112,12 @@ def read_metadata(path: Union[str, Path]) -> dict:
 def load_model(path: Union[str, Path]) -> Any:
     """The exported model: ``load_model(path).predict_y(X)["mean"]``. Needs TensorFlow only. When
     the folder holds export_model's metadata, it must describe this model."""
-    from .validation import InvalidDataError
+    from .validation import InvalidDataError, first_line
 
     try:
         model = tf.saved_model.load(str(path))
     except (OSError, tf.errors.NotFoundError, ValueError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise InvalidDataError(f"{path}: not an exported model ({first})") from None
+        raise InvalidDataError(f"{path}: not an exported model ({first_line(error)})") from None
     if (Path(path) / METADATA).is_file():
         metadata = read_metadata(path)
         try:

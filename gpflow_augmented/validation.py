@@ -50,6 +50,13 @@ class NumericalError(FloatingPointError):
     """An update failed numerically; the model's parameters were left as they were."""
 
 
+def first_line(error: BaseException) -> str:
+    """An error's message cut to its first line (TensorFlow's run on for pages), or its type's
+    name when it has none: what a message of ours quotes as the reason."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def check_integer(value: object, name: str, minimum: int = 1) -> int:
     """``value`` as an int if it is a whole number ≥ ``minimum`` (2.0 passes, 2.7, NaN, None,
     True and "3" do not); otherwise a ValueError naming ``name``."""

@@ -256,12 +256,13 @@ def _read_probabilities(path: Path) -> Any:
     names the file."""
     import numpy as np
 
+    from ..validation import first_line
+
     try:
         probabilities = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(f"{path} is not a readable .npy file ({reason}); it was not written whole "
-                         "by this package: delete it, or pass --overwrite") from None
+        raise ValueError(f"{path} is not a readable .npy file ({first_line(error)}); it was not "
+                         "written whole by this package: delete it, or pass --overwrite") from None
     if probabilities.ndim != 2 or probabilities.dtype.kind != "f":
         raise ValueError(f"{path} holds a {probabilities.dtype} array of shape "
                          f"{probabilities.shape}, not a method's test probabilities; delete it, "
