@@ -156,7 +156,10 @@ class Evaluator:
     def predictions(self, model: Any) -> Dict[str, np.ndarray]:
         key = id(model)
         if key not in self._compiled:
+            # A model whose two predictions share a costly part gives both from one evaluation.
+            both = getattr(model, "predict_y_and_log_density", None)
             self._compiled[key] = tf.function(
+                both if both is not None else
                 lambda X, Y: (model.predict_y(X)[0], model.predict_log_density((X, Y))),
                 autograph=False,
             )

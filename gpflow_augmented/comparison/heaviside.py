@@ -194,11 +194,15 @@ class ArgMaxLikelihood(Likelihood):
     def _predict_log_density(
         self, X: TensorType, Fmu: TensorType, Fvar: TensorType, Y: TensorType
     ) -> tf.Tensor:
+        return self.label_log_density(self.log_class_probabilities(Fmu, Fvar), Y)
+
+    @check_shapes("log_p: [N, C]", "Y: [N, 1]", "return: [N]")
+    def label_log_density(self, log_p: tf.Tensor, Y: TensorType) -> tf.Tensor:
+        """log p(y) [N] picked from the class log-probabilities ``log_p``."""
         labels, valid = checked_labels(Y, self.num_classes)
-        log_p = tf.gather(self.log_class_probabilities(Fmu, Fvar), labels[:, None],
-                          batch_dims=1)[:, 0]
+        log_density = tf.gather(log_p, labels[:, None], batch_dims=1)[:, 0]
         # Under XLA, which drops the label assertion, a bad label gives NaN, not a number.
-        return tf.where(valid, log_p, tf.constant(np.nan, log_p.dtype))
+        return tf.where(valid, log_density, tf.constant(np.nan, log_density.dtype))
 
 
 class HeavisideLikelihood(ArgMaxLikelihood):

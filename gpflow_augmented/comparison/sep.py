@@ -165,6 +165,16 @@ class ExpectationPropagationModel(GPModel):
                            self.kernel, q_mu, q_sqrt=q_sqrt, full_cov=full_cov, white=True,
                            full_output_cov=full_output_cov)
 
+    @check_shapes("Xnew: [N, D]", "Y: [N, 1]", "return[0]: [N, C]", "return[1]: [N]")
+    def predict_y_and_log_density(self, Xnew: InputData, Y: tf.Tensor
+                                  ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """``predict_y``'s class probabilities and ``predict_log_density``'s values from one
+        evaluation of the likelihood's Gauss–Hermite integral ([N, C, C, J] normal CDFs, the cost
+        of both), for a caller that needs the two (:class:`~gpflow_augmented.metrics.Evaluator`)."""
+        Fmu, Fvar = self.predict_f(Xnew)
+        log_p = self.likelihood.log_class_probabilities(Fmu, Fvar)
+        return tf.exp(log_p), self.likelihood.label_log_density(log_p, Y)
+
     def _valid_or_nan(self, value: tf.Tensor, valid: tf.Tensor) -> tf.Tensor:
         # Under XLA, which drops the label assertion, a bad label gives NaN, not a number.
         return tf.where(tf.reduce_all(valid), value, tf.constant(np.nan, value.dtype))

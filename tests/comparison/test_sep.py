@@ -306,3 +306,31 @@ def test_the_step_compiles_with_xla_and_float32_follows_float64():
     np.testing.assert_allclose(xla_sites, sites, rtol=1e-8, atol=1e-10)
     single, _ = _sep_trace(np.float32, jit_compile=False)
     np.testing.assert_allclose(single, reference, rtol=1e-4)
+
+
+def test_an_evaluator_takes_both_predictions_from_one_quadrature(monkeypatch):
+    """The predictive integral ([N, C, C, J] normal CDFs) is most of an evaluation's cost on many
+    classes: the evaluator's probabilities and log densities come from one evaluation of it, and
+    equal predict_y's and predict_log_density's."""
+    from gpflow_augmented.metrics import Evaluator
+
+    X, Y, Z, kernel = _problem(40, 4, M=8, seed=3)
+    model = HeavisideSEP(kernel, Z, 4, num_data=40)
+    step = tf.function(ExpectationPropagation(model, 0.5).step)
+    for _ in range(20):  # sites away from their zero start, so the posterior is not the prior
+        step((X, Y))
+    integrals = []
+    integral = HeavisideLikelihood.log_class_probabilities
+
+    def counted(self, Fmu, Fvar):
+        integrals.append(1)
+        return integral(self, Fmu, Fvar)
+
+    monkeypatch.setattr(HeavisideLikelihood, "log_class_probabilities", counted)
+    predictions = Evaluator(X, Y).predictions(model)  # traced once: one chunk shape
+    assert len(integrals) == 1
+    monkeypatch.undo()
+    np.testing.assert_allclose(predictions["probabilities"], model.predict_y(X)[0].numpy(),
+                               rtol=1e-12, atol=0)
+    np.testing.assert_allclose(predictions["log_density"],
+                               model.predict_log_density((X, Y)).numpy(), rtol=1e-12, atol=0)
