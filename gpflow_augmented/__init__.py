@@ -29,7 +29,7 @@ from .initialisation import inducing_points, initial_kernel, median_lengthscale
 from .likelihoods import LogisticSoftmax
 from .models import AugmentedSVGP, LogisticSoftmaxSVGP
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
-from .training import EXACT_WARM_START, FitResult, Trainer, fit, minibatches
+from .training import EXACT_LEARNING_RATE, EXACT_WARM_START, FitResult, Trainer, fit, minibatches
 from .validation import InvalidDataError, NumericalError
 
 __version__ = "0.1.0"
@@ -41,6 +41,7 @@ __all__ = [
     "CAVI",
     "CheckpointError",
     "ConstantStepSize",
+    "EXACT_LEARNING_RATE",
     "EXACT_WARM_START",
     "FitResult",
     "GlobalParameterConvergence",

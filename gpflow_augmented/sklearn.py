@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .initialisation import inducing_points, initial_kernel
 from .projection import inducing_inputs
 from .models import LogisticSoftmaxSVGP
-from .training import fit
+from .training import EXACT_LEARNING_RATE, fit
 
 __all__ = ["GPClassifier"]
 
@@ -45,7 +45,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     :param iterations: training steps.
     :param batch_size: minibatch size; ``None`` or at least the number of training points means
         full-batch steps.
-    :param learning_rate: Adam's learning rate for the hyperparameters.
+    :param learning_rate: Adam's learning rate for the hyperparameters (default
+        :data:`~gpflow_augmented.training.EXACT_LEARNING_RATE`, the one chosen for this model).
     :param seed: seeds the inducing points and the minibatch order.
     :param warm_start: a second ``fit`` on data of the same classes and features continues from
         the fitted model instead of starting again.
@@ -54,8 +55,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, num_inducing: int = 100, kernel: Optional[Kernel] = None,
                  iterations: int = 1000, batch_size: Optional[int] = 200,
-                 learning_rate: float = 0.01, seed: int = 0, warm_start: bool = False,
-                 progress: bool = False) -> None:
+                 learning_rate: float = EXACT_LEARNING_RATE, seed: int = 0,
+                 warm_start: bool = False, progress: bool = False) -> None:
         self.num_inducing = num_inducing
         self.kernel = kernel
         self.iterations = iterations

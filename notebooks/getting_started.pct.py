@@ -84,7 +84,7 @@ gpflow.utilities.print_summary(model)
 # diagram. Look at it live with `tensorboard --logdir notebook-output/getting_started/logs`.
 
 # %%
-trainer = ga.Trainer(model, ga.RobbinsMonro(), learning_rate=0.01)
+trainer = ga.Trainer(model, ga.RobbinsMonro())
 log_dir = str(OUTPUT / "logs")
 monitor = ga.monitoring.tensorboard_monitor(
     log_dir, model, trainer, test_data=(d.X_test, d.Y_test),
@@ -153,7 +153,9 @@ print(f"restored: largest change in a predicted probability {np.max(np.abs(after
 # stream, on a clock that counts training only (`gpflow-augmented compare` is the same from the
 # command line). `lsm` is the model above; `rm` is `gpflow.models.SVGP` with
 # `gpflow.likelihoods.MultiClass` trained by `gpflow.optimizers.NaturalGradient` (with a γ warm-up)
-# and Adam; `softmax` is `SVGP` with `gpflow.likelihoods.Softmax` trained by Adam.
+# and Adam; `softmax` is `SVGP` with `gpflow.likelihoods.Softmax` trained by Adam. Each trains at
+# its own Adam learning rate, chosen for every method by the same rule on validation splits
+# (`ga.comparison.baselines.method_learning_rate`); `learning_rate=` gives all of them one.
 
 # %%
 comparison = ga.comparison.compare(d, ["lsm", "rm", "softmax"], num_inducing=Z.shape[0],

@@ -323,6 +323,15 @@ def test_fit_returns_the_certificate_and_trains_hyperparameters_on_the_exact_bou
         ga.Trainer(model, hyperparameter_bound="augmented-ish")
 
 
+def test_the_default_learning_rate_is_the_one_chosen_for_the_models_bound():
+    exact, data = make_problem(30, 3, num_inducing=5, seed=0, scheme="exact")
+    augmented, _ = make_problem(30, 3, num_inducing=5, seed=0, scheme="negative-multinomial")
+    result = ga.fit(exact, data, iterations=1, batch_size=None, progress=False)
+    assert float(result.trainer.adam.learning_rate) == pytest.approx(ga.EXACT_LEARNING_RATE)
+    assert float(ga.Trainer(augmented).adam.learning_rate) == pytest.approx(0.01)
+    assert float(ga.Trainer(exact, learning_rate=0.02).adam.learning_rate) == pytest.approx(0.02)
+
+
 def adam_variables(model):
     """The trainable variables but the kernel variance, which CAVI updates by default in fit."""
     variance = model.kernel.variance.unconstrained_variable

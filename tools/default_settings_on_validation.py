@@ -7,7 +7,7 @@ time budget. Prints validation error / NLL and, per dataset and method, the sett
 the seeds; then each setting's geometric-mean NLL against the first setting's.
 
     python tools/default_settings_on_validation.py --data-dir ../shared/data --methods lsm --seeds 0,1 \
-        --bijectors softplus,exp --learning-rates 0.01 \
+        --bijectors softplus,exp --learning-rates own \
         --datasets vehicle,segment,satimage,shuttle,letter,waveform,pendigits,dna,optdigits,usps11k
 """
 import argparse
@@ -29,14 +29,16 @@ def main() -> None:
     parser.add_argument("--datasets", required=True)
     parser.add_argument("--methods", required=True)
     parser.add_argument("--bijectors", default="softplus")
-    parser.add_argument("--learning-rates", default="0.01")
+    parser.add_argument("--learning-rates", default="own",
+                        help="comma-separated; 'own': each method's default (baselines.method_learning_rate)")
     parser.add_argument("--warm-start", default=str(baselines.EXACT_WARM_START),
                         help="comma-separated warm-start lengths of the exact-bound methods")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--time-budget", type=float, default=40.0)
     parser.add_argument("--output", help="a JSON file for every run's scores")
     args = parser.parse_args()
-    settings = [{"positive_bijector": bijector, "learning_rate": float(rate), "warm_start": int(warm)}
+    settings = [{"positive_bijector": bijector, "learning_rate": None if rate == "own" else float(rate),
+                 "warm_start": int(warm)}
                 for bijector, rate, warm in itertools.product(
                     args.bijectors.split(","), args.learning_rates.split(","), args.warm_start.split(","))]
     seeds = [int(seed) for seed in args.seeds.split(",")]
@@ -57,6 +59,8 @@ def main() -> None:
                                  progress=False)
                 final = result.methods[0].final_metrics
                 rows.append({"dataset": name, "seed": seed, "method": method, **setting,
+                             "setting": _label(setting),
+                             "learning_rate": result.methods[0].options["learning_rate"],
                              "error": final["error"], "nll": final["nll"],
                              "iterations": result.methods[0].iterations})
                 print(f"{name} seed {seed} {method} {_label(setting)}: validation error {final['error']:.4f} "
@@ -68,7 +72,7 @@ def main() -> None:
 
     for method in methods:
         mean_nll = np.array([[np.mean([r["nll"] for r in rows if r["dataset"] == name and r["method"] == method
-                                       and all(r[key] == value for key, value in setting.items())])
+                                       and r["setting"] == _label(setting)])
                               for setting in settings] for name in names])
         for name, row in zip(names, mean_nll):
             means = ", ".join(f"{_label(s)} {nll:.4f}" for s, nll in zip(settings, row))
@@ -81,7 +85,8 @@ def main() -> None:
 
 
 def _label(setting) -> str:
-    return (f"{setting['positive_bijector']} lr {setting['learning_rate']:g} "
+    rate = setting["learning_rate"]
+    return (f"{setting['positive_bijector']} lr {'own' if rate is None else format(rate, 'g')} "
             f"warm start {setting['warm_start']}")
 
 

@@ -275,7 +275,7 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
         + ("learning rate, positive bijector and ρ schedule of each method chosen on a "
            "validation split of the training data (column 'settings')"
            if getattr(args, "tune", False)
-           else f"Adam {args.learning_rate}, positive bijector {args.positive_bijector}")
+           else f"{_adam(args, payloads)}, positive bijector {args.positive_bijector}")
         + f", inducing points {'trained' if args.train_inducing_points else 'fixed'}, "
         f"seed {args.seed}.",
         "",
@@ -337,6 +337,16 @@ def _budget(args: argparse.Namespace) -> str:
     parts = ([] if args.time_budget is None else [f"{args.time_budget:g} s"]) + (
         [] if args.max_iterations is None else [f"{args.max_iterations} steps"])
     return " or ".join(parts)
+
+
+def _adam(args: argparse.Namespace, payloads: List[Dict[str, Any]]) -> str:
+    """The learning rates the reported methods ran with, as the settings line gives them."""
+    if args.learning_rate is not None:
+        return f"Adam {args.learning_rate:g} for every method"
+    rates = {m["name"]: (m.get("options") or {}).get("learning_rate")
+             for payload in payloads for m in payload["methods"]}
+    return "Adam at each method's own rate (" + ", ".join(
+        f"{name} {rate:g}" for name, rate in rates.items() if rate is not None) + ")"
 
 
 def _write_report(path: Path, lines: List[str]) -> str:
@@ -407,7 +417,7 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
     lines = [
         _measured(args, started, payloads),
         f"Settings: M={args.num_inducing}, B={args.batch_size}, {_budget(args)} of "
-        f"training per method, Adam {args.learning_rate}, seed {args.seed}; one class against "
+        f"training per method, {_adam(args, payloads)}, seed {args.seed}; one class against "
         "the rest of a multi-class dataset (no binary dataset is available here).",
         "",
         "Training seconds to reach a test NLL: the baseline's (SVGP + Bernoulli) best, and a "

@@ -172,7 +172,7 @@ def compare(
     batch_size: int = 200,
     time_budget: Optional[float] = 60.0,
     max_iterations: Optional[int] = None,
-    learning_rate: float = 0.01,
+    learning_rate: Optional[float] = None,
     positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR,
     method_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
     train_inducing_points: bool = False,
@@ -203,6 +203,10 @@ def compare(
     step (``batch_size`` ≥ N, where every method gets the training set in its own order), its
     inducing inputs are the training inputs, and ``num_inducing`` is the sparse methods'.
 
+    ``learning_rate`` is Adam's for every method; by default each method takes its own
+    (:func:`~gpflow_augmented.comparison.baselines.method_learning_rate`, chosen for all by the
+    same rule on validation splits), which each result's ``options`` record.
+
     ``positive_bijector`` ("softplus", GPflow's default, or "exp") keeps every method's positive
     parameters positive (:data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`).
 
@@ -211,7 +215,7 @@ def compare(
     :data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`), e.g. as chosen by
     :func:`~gpflow_augmented.comparison.tuning.tune`; ``lsm-subsets`` its ``class_subset_size``;
     this package's methods ``update_variance`` (``False``: Adam trains the kernel variance). The
-    others use ``learning_rate`` and the default ρ.
+    others use ``learning_rate`` (or their own) and the default ρ.
 
     ``on_method_done(result)`` is called as each method finishes (e.g. to save it at once), and
     ``completed`` holds the results of methods an interrupted run already finished, which are
@@ -273,7 +277,7 @@ def check_methods(
     num_data: int,
     *,
     batch_size: int,
-    learning_rate: float = 0.01,
+    learning_rate: Optional[float] = None,
     positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR,
     method_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
     train_inducing_points: bool = False,
@@ -282,7 +286,7 @@ def check_methods(
     of ``methods`` on ``num_data`` training points: an unknown, renamed or repeated name, an option
     a method does not take, and a full GP on minibatches, on too many points or with trained
     inducing points. Returns each method's options (``learning_rate``, ``positive_bijector`` and
-    ``step_size`` filled in)."""
+    ``step_size`` filled in, the learning rate with the method's own where none is given)."""
     if not methods:
         raise ValueError("no methods to compare")
     repeated = sorted({m for m in methods if list(methods).count(m) > 1})
@@ -298,7 +302,7 @@ def check_methods(
         if unknown_options:
             raise ValueError(f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
                              f"({', '.join(METHOD_OPTIONS)})")
-        check_method_options(name, **chosen)
+        chosen["learning_rate"] = check_method_options(name, **chosen)
         if name in FULL_GP_METHODS:
             check_full_gp_method(name, num_data, batch_size >= num_data, train_inducing_points)
     return options

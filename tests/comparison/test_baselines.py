@@ -16,6 +16,7 @@ from gpflow_augmented.comparison.baselines import (
     NaturalGradientWarmUp,
     build_method,
     hyperparameter_snapshot,
+    method_learning_rate,
 )
 from gpflow_augmented.comparison import MinibatchStream, compare, time_to_converge
 
@@ -162,6 +163,26 @@ def test_inducing_points_fixed_or_trained_for_all_alike(tiny):
             inducing = method.model.inducing_variable
             Z_param = getattr(inducing, "inducing_variable", inducing).Z
             assert (Z_param.unconstrained_variable.ref() in trainable) == train, name
+
+
+def _adam(method):
+    return getattr(method, "trainer", method).adam
+
+
+def test_every_method_trains_at_its_own_learning_rate_unless_one_is_given_for_all(tiny):
+    """Each method's Adam gets its own default rate (the table chosen on validation splits, or the
+    library's default for this package's bound), or the one rate a caller gives every method."""
+    Z = ga.inducing_points(tiny.X_train, 8)
+    for name in (*SPARSE_METHODS, *BINARY_METHODS):
+        num_classes = 2 if name in BINARY_METHODS else 4
+        for given, expected in ((None, method_learning_rate(name)), (0.05, 0.05)):
+            method = build_method(name, ga.initial_kernel(tiny.X_train), Z, num_classes, 150,
+                                  learning_rate=given)
+            assert float(_adam(method).learning_rate) == pytest.approx(expected), (name, given)
+    # The library's defaults behind the package's methods: the exact bound's validated rate, the
+    # augmented bounds' 0.01 (not swept).
+    assert method_learning_rate("lsm") == ga.EXACT_LEARNING_RATE == 0.1
+    assert method_learning_rate("lsm-paper") == method_learning_rate("xgpc") == 0.01
 
 
 def test_the_positive_bijector_reaches_every_method_and_an_unknown_one_is_refused(tiny):

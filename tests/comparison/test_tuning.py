@@ -6,7 +6,7 @@ import pytest
 import gpflow_augmented as ga
 from gpflow_augmented.comparison import tuning
 from gpflow_augmented.comparison import compare
-from gpflow_augmented.comparison.baselines import STEP_SIZE_SCHEDULES
+from gpflow_augmented.comparison.baselines import STEP_SIZE_SCHEDULES, method_learning_rate
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +106,16 @@ def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, m
 def test_compare_runs_each_method_with_its_own_settings(tiny):
     run = compare(tiny, ["lsm", "softmax"], max_iterations=2, time_budget=None,
                   num_inducing=10, batch_size=40,
-                  method_options={"lsm": {"learning_rate": 0.1, "step_size": "constant-0.3"}})
+                  method_options={"lsm": {"learning_rate": 0.02, "step_size": "constant-0.3"}})
     ours, softmax = run.methods
-    assert ours.options == {"learning_rate": 0.1, "positive_bijector": "softplus",
+    assert ours.options == {"learning_rate": 0.02, "positive_bijector": "softplus",
                             "step_size": "constant-0.3"}
-    assert softmax.options == {"learning_rate": 0.01, "positive_bijector": "softplus",
-                               "step_size": None}
-    np.testing.assert_allclose(float(ours.method.trainer.adam.learning_rate), 0.1)
+    # no rate given to softmax, by option or for all: its own default
+    assert softmax.options == {"learning_rate": method_learning_rate("softmax"),
+                               "positive_bijector": "softplus", "step_size": None}
+    np.testing.assert_allclose(float(ours.method.trainer.adam.learning_rate), 0.02)
+    np.testing.assert_allclose(float(softmax.method.adam.learning_rate),
+                               method_learning_rate("softmax"))
     assert ours.method.step_size == pytest.approx(0.3)
     dirichlet = compare(tiny, ["dirichlet"], max_iterations=2, time_budget=None, num_inducing=10,
                         batch_size=40, method_options={"dirichlet": {"alpha_epsilon": 0.1}})
