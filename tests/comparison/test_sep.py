@@ -290,7 +290,8 @@ def _sep_trace(dtype, jit_compile, steps=5):
     with as_context(Config(float=dtype)):
         method = build_method("sep", gpflow.kernels.SquaredExponential(), X[:10], 3, 60)
         if jit_compile:
-            method = ExpectationPropagationMethod("sep", method.model, 0.01, RobbinsMonro(),
+            method = ExpectationPropagationMethod("sep", method.model,
+                                                  float(method.adam.learning_rate), RobbinsMonro(),
                                                   jit_compile=True)
         values = [float(method.step(tf.constant(X[:30], dtype), tf.constant(Y[:30])))
                   for _ in range(steps)]
