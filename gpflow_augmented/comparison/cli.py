@@ -75,7 +75,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -> None:
     from .baselines import (DEFAULT_MULTICLASS_METHODS, DEFAULT_POSITIVE_BIJECTOR, METHODS,
-                            POSITIVE_BIJECTORS, method_learning_rate)
+                            PEER_LEARNING_RATES, POSITIVE_BIJECTORS, method_learning_rate)
 
     parser.add_argument("--methods", type=_methods, default=None,
                         help=f"comma-separated, from {', '.join(METHODS)}, described below (default: xgpc and "
@@ -90,7 +90,7 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
     parser.add_argument("--max-iterations", type=_integer(1), default=None,
                         help="stop each method after this many steps as well")
     own_rates = ", ".join(f"{name} {method_learning_rate(name):g}"
-                          for name in ("lsm", "rm", "softmax", "lsm-vi", "dirichlet", "sep"))
+                          for name in ("lsm", *PEER_LEARNING_RATES))
     parser.add_argument("--learning-rate", type=_number(0, inclusive=False), default=None,
                         help="Adam's learning rate for every method (default: each method's own, "
                              f"chosen by one rule on validation splits: {own_rates}; 0.01 for "
