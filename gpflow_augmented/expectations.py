@@ -102,7 +102,23 @@ def expected_log_normaliser(
     ``column_weights`` [N, K] make column c of point n stand for that many classes: the class sums
     inside (κ and Σ_c log φ_c) weigh it so. A class subset's estimate is built from them
     (:func:`expected_log_logistic_softmax`)."""
+    if tf.executing_eagerly() and _grid_size(Fmu.shape, num_hermite, grid_step) <= EAGER_UNFUSED_LIMIT:
+        return _log_normaliser(Fmu, Fvar, column_weights, num_hermite, grid_step, log_weights)
     return _fused_log_normaliser(Fmu, Fvar, column_weights, num_hermite, grid_step, log_weights)
+
+
+# An XLA compile of the quadrature costs 0.7-1.4 s on a CPU, once per shape; evaluated op by op,
+# a grid of this many elements costs about 0.07 s. So an eager call up to this size (a certificate
+# on a small training set, an eager CAVI step, one prediction) is evaluated unfused: even ten calls
+# at one shape cost less than the compile they avoid. Larger ones, and every call inside a
+# compiled step, go through XLA.
+EAGER_UNFUSED_LIMIT = 2**21
+
+
+def _grid_size(shape: tf.TensorShape, num_hermite: int, grid_step: float) -> int:
+    """The elements of the [N, K, H, T] tensor that the quadrature reduces."""
+    num_points = len(np.arange(S_MIN, S_MAX + grid_step / 2, grid_step))
+    return int(np.prod(shape)) * num_hermite * num_points
 
 
 def _log_normaliser(

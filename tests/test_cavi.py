@@ -93,9 +93,11 @@ def test_compiled_and_xla_steps_equal_eager(kind, shapes_checked_while_tracing):
     subsets = [[2, 5, 0], [6, 2, 3], [1, 6, 4], [5, 0, 3], [4, 1, 2]]
     # The quadrature seen at other shapes first, as in a notebook or a comparison over several
     # datasets: a trace generalised to unknown shapes made XLA take q(u)'s values as compile-time
-    # constants, so the XLA step recompiled at every call (seconds each, not milliseconds).
+    # constants, so the XLA step recompiled at every call (seconds each, not milliseconds). Traced
+    # in a graph, because an eager call this small is evaluated without XLA.
+    traced_normaliser = tf.function(ga.expectations.expected_log_normaliser)
     for shape in ([7, 3], [11, 4]):
-        ga.expectations.expected_log_normaliser(tf.ones(shape, tf.float64), tf.ones(shape, tf.float64))
+        traced_normaliser(tf.ones(shape, tf.float64), tf.ones(shape, tf.float64))
     results = {}
     for mode in ("eager", "graph", "xla"):
         model, data, options = model_of_kind(kind, num_data=40)

@@ -42,6 +42,28 @@ def test_expected_log_normaliser_matches_sobol_reference(num_classes):
     assert np.abs(crude.numpy() - reference).max() > 1e-3
 
 
+def test_small_eager_quadratures_skip_the_xla_compile_and_agree_with_it():
+    """An eager call below EAGER_UNFUSED_LIMIT (a certificate, an eager step) is evaluated op by op
+    instead of compiling the fused quadrature for its shape; a larger one, and a call traced into a
+    compiled step, compile it. Both evaluate the same sum, to round-off."""
+    fused = expectations._fused_log_normaliser
+    rng = np.random.default_rng(7)
+    mu, var = tf.constant(rng.normal(-1.0, 2.0, (23, 5))), tf.constant(rng.uniform(0.1, 3.0, (23, 5)))
+    traces = fused.experimental_get_tracing_count()
+    eager = expectations.expected_log_normaliser(mu, var).numpy()
+    assert fused.experimental_get_tracing_count() == traces
+    compiled = tf.function(expectations.expected_log_normaliser)(mu, var).numpy()
+    assert fused.experimental_get_tracing_count() == traces + 1
+    # Summed in another order by XLA's fused loops: observed 2e-15.
+    np.testing.assert_allclose(eager, compiled, rtol=1e-12)
+    per_row = expectations._grid_size(tf.TensorShape([1, 5]), expectations.DEFAULT_NUM_HERMITE,
+                                      expectations.S_STEP)
+    rows = expectations.EAGER_UNFUSED_LIMIT // per_row + 1
+    large = tf.zeros((rows, 5), tf.float64)
+    expectations.expected_log_normaliser(large, large + 1.0)
+    assert fused.experimental_get_tracing_count() == traces + 2
+
+
 def test_sites_are_bonnet_price_derivatives():
     """linear - quadratic·m = E[∂ log p/∂f] and quadratic = -E[∂² log p/∂f²], by Monte Carlo."""
     rng = np.random.default_rng(0)
