@@ -144,10 +144,10 @@ FULL_GP_MAX_POINTS = 1000
 POSITIVE_BIJECTORS = ("softplus", "exp")
 DEFAULT_POSITIVE_BIJECTOR = "softplus"
 # Adam's learning rate of a peer when a comparison gives none: of 0.01, 0.03 and 0.1, the one with
-# the lowest geometric-mean validation NLL over ten datasets (docs/benchmarks.md, "Adam's learning
-# rate"), the rule and grid that chose this package's (training.EXACT_LEARNING_RATE). The peers not
-# swept keep GPflow's customary 0.01.
-PEER_LEARNING_RATES: Dict[str, float] = {"rm": 0.03, "sep": 0.1, "softmax": 0.03, "lsm-vi": 0.1,
+# the lowest geometric-mean validation NLL over ten datasets, over two seeds where seed 0's best two
+# were within 2.5 % (docs/benchmarks.md, "Adam's learning rate"), the rule and grid that chose this
+# package's (training.EXACT_LEARNING_RATE). The peers not swept keep GPflow's customary 0.01.
+PEER_LEARNING_RATES: Dict[str, float] = {"rm": 0.03, "sep": 0.01, "softmax": 0.03, "lsm-vi": 0.1,
                                          "dirichlet": 0.1}
 # The package's method and the GPflow models a user would otherwise pick; the variants on request.
 DEFAULT_MULTICLASS_METHODS = ("lsm", "rm", "softmax", "lsm-vi")
