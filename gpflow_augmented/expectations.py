@@ -115,10 +115,14 @@ def expected_log_normaliser(
 EAGER_UNFUSED_LIMIT = 2**21
 
 
+def _s_grid(grid_step: float) -> np.ndarray:
+    """The T nodes of the trapezoidal rule on [S_MIN, S_MAX]."""
+    return np.arange(S_MIN, S_MAX + grid_step / 2, grid_step)
+
+
 def _grid_size(shape: tf.TensorShape, num_hermite: int, grid_step: float) -> int:
     """The elements of the [N, K, H, T] tensor that the quadrature reduces."""
-    num_points = len(np.arange(S_MIN, S_MAX + grid_step / 2, grid_step))
-    return int(np.prod(shape)) * num_hermite * num_points
+    return int(np.prod(shape)) * num_hermite * len(_s_grid(grid_step))
 
 
 def _log_normaliser(
@@ -148,7 +152,7 @@ def _log_normaliser(
     # which count for nothing; it keeps the factor, and so its gradient, finite.
     log_ratio_cap = 0.5 * np.log(np.finfo(dtype.as_numpy_dtype).max)
     scaled_sigma = tf.exp(tf.minimum(log_sigma - log_kappa[:, None, None], log_ratio_cap))
-    s = tf.range(S_MIN, S_MAX + grid_step / 2, grid_step, dtype=dtype)  # [T]
+    s = tf.constant(_s_grid(grid_step), dtype)  # [T]
     # φ_c(t) = Σ_h w_h exp(-t σ_h) ≤ 1 cannot overflow. Where it underflows, Π_c φ_c is zero
     # anyway: the floor only keeps log and its gradient finite there.
     decay = tf.exp(-scaled_sigma[..., None] * tf.exp(s))  # [N, K, H, T]
