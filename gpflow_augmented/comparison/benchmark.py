@@ -275,7 +275,7 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
         + ("learning rate, positive bijector and ρ schedule of each method chosen on a "
            "validation split of the training data (column 'settings')"
            if getattr(args, "tune", False)
-           else f"{_adam(args, payloads)}, positive bijector {args.positive_bijector}")
+           else f"{_adam(args, payloads)}, {_bijectors(args, payloads)}")
         + f", inducing points {'trained' if args.train_inducing_points else 'fixed'}, "
         f"seed {args.seed}.",
         "",
@@ -347,6 +347,16 @@ def _adam(args: argparse.Namespace, payloads: List[Dict[str, Any]]) -> str:
              for payload in payloads for m in payload["methods"]}
     return "Adam at each method's own rate (" + ", ".join(
         f"{name} {rate:g}" for name, rate in rates.items() if rate is not None) + ")"
+
+
+def _bijectors(args: argparse.Namespace, payloads: List[Dict[str, Any]]) -> str:
+    """The positive bijectors the reported methods ran with, as the settings line gives them."""
+    if args.positive_bijector is not None:
+        return f"positive bijector {args.positive_bijector} for every method"
+    bijectors = {m["name"]: (m.get("options") or {}).get("positive_bijector")
+                 for payload in payloads for m in payload["methods"]}
+    return "each method's own positive bijector (" + ", ".join(
+        f"{name} {bijector}" for name, bijector in bijectors.items() if bijector is not None) + ")"
 
 
 def _write_report(path: Path, lines: List[str]) -> str:

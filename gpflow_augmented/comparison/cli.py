@@ -75,7 +75,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -> None:
     from .baselines import (DEFAULT_MULTICLASS_METHODS, DEFAULT_POSITIVE_BIJECTOR, METHODS,
-                            PEER_LEARNING_RATES, POSITIVE_BIJECTORS, method_learning_rate)
+                            METHOD_POSITIVE_BIJECTORS, PEER_LEARNING_RATES, POSITIVE_BIJECTORS,
+                            method_learning_rate)
 
     parser.add_argument("--methods", type=_methods, default=None,
                         help=f"comma-separated, from {', '.join(METHODS)}, described below (default: xgpc and "
@@ -95,11 +96,13 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
                         help="Adam's learning rate for every method (default: each method's own, "
                              f"chosen by one rule on validation splits: {own_rates}; 0.01 for "
                              "the methods not swept)")
-    parser.add_argument("--positive-bijector", choices=POSITIVE_BIJECTORS,
-                        default=DEFAULT_POSITIVE_BIJECTOR,
+    own_bijectors = "".join(f"{name} {bijector}, "
+                            for name, bijector in METHOD_POSITIVE_BIJECTORS.items())
+    parser.add_argument("--positive-bijector", choices=POSITIVE_BIJECTORS, default=None,
                         help="how every method keeps its kernel variance, lengthscales and other "
-                             "positive parameters positive, GPflow's setting (default "
-                             f"{DEFAULT_POSITIVE_BIJECTOR}; with --tune, chosen from "
+                             "positive parameters positive, GPflow's setting (default: each "
+                             f"method's own, chosen by the same rule: {own_bijectors}GPflow's "
+                             f"{DEFAULT_POSITIVE_BIJECTOR} for the others; with --tune, chosen from "
                              f"{', '.join(POSITIVE_BIJECTORS)})")
     parser.add_argument("--tune", action="store_true",
                         help="first choose each method's learning rate and positive bijector "

@@ -18,9 +18,9 @@ from gpflow.config import default_float
 
 from ..checkpoints import keep_values
 from ..metrics import Evaluator
-from .baselines import (DEFAULT_POSITIVE_BIJECTOR, FULL_GP_METHODS, METHODS, Method,
-                        build_method, check_full_gp_method, check_method_options, default_methods,
-                        hyperparameter_snapshot, positive_parameters)
+from .baselines import (FULL_GP_METHODS, METHODS, Method, build_method, check_full_gp_method,
+                        check_method_options, default_methods, hyperparameter_snapshot,
+                        method_positive_bijector, positive_parameters)
 from ..datasets import Dataset
 from ..initialisation import inducing_points as kmeans_inducing_points
 from ..initialisation import initial_kernel
@@ -173,7 +173,7 @@ def compare(
     time_budget: Optional[float] = 60.0,
     max_iterations: Optional[int] = None,
     learning_rate: Optional[float] = None,
-    positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR,
+    positive_bijector: Optional[str] = None,
     method_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
     train_inducing_points: bool = False,
     seed: int = 0,
@@ -208,7 +208,10 @@ def compare(
     same rule on validation splits), which each result's ``options`` record.
 
     ``positive_bijector`` ("softplus", GPflow's default, or "exp") keeps every method's positive
-    parameters positive (:data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`).
+    parameters positive (:data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`); by
+    default each method takes its own
+    (:func:`~gpflow_augmented.comparison.baselines.method_positive_bijector`, chosen by the rule
+    that chose the learning rates), which each result's ``options`` record.
 
     ``method_options`` gives a method its own ``learning_rate``, ``positive_bijector`` and (CAVI
     methods) ``step_size`` (a name in
@@ -278,7 +281,7 @@ def check_methods(
     *,
     batch_size: int,
     learning_rate: Optional[float] = None,
-    positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR,
+    positive_bijector: Optional[str] = None,
     method_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
     train_inducing_points: bool = False,
 ) -> Dict[str, Dict[str, Any]]:
@@ -286,7 +289,8 @@ def check_methods(
     of ``methods`` on ``num_data`` training points: an unknown, renamed or repeated name, an option
     a method does not take, and a full GP on minibatches, on too many points or with trained
     inducing points. Returns each method's options (``learning_rate``, ``positive_bijector`` and
-    ``step_size`` filled in, the learning rate with the method's own where none is given)."""
+    ``step_size`` filled in, the learning rate and the bijector with the method's own where none
+    is given)."""
     if not methods:
         raise ValueError("no methods to compare")
     repeated = sorted({m for m in methods if list(methods).count(m) > 1})
@@ -303,6 +307,8 @@ def check_methods(
             raise ValueError(f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
                              f"({', '.join(METHOD_OPTIONS)})")
         chosen["learning_rate"] = check_method_options(name, **chosen)
+        if chosen["positive_bijector"] is None:
+            chosen["positive_bijector"] = method_positive_bijector(name)
         if name in FULL_GP_METHODS:
             check_full_gp_method(name, num_data, batch_size >= num_data, train_inducing_points)
     return options

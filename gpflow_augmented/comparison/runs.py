@@ -283,15 +283,17 @@ def _save_method(output: Path, result: Any) -> None:
 def summary_table(result: Any) -> str:
     from .protocol import time_to_converge
 
-    header = (f"{'method':<10} {'Adam lr':>7} {'iters':>6} {'train s':>8} {'error':>7} "
-              f"{'NLL':>7} {'ECE':>7} {'cw-ECE':>7} {'Brier':>7} {'t(NLL) s':>9} {'failed':>6}")
+    header = (f"{'method':<10} {'Adam lr':>7} {'bijector':>8} {'iters':>6} {'train s':>8} "
+              f"{'error':>7} {'NLL':>7} {'ECE':>7} {'cw-ECE':>7} {'Brier':>7} {'t(NLL) s':>9} {'failed':>6}")
     lines = [header, "-" * len(header)]
     for m in result.methods:
         final = m.final()
         converged = time_to_converge(m.trace)
         rate = (m.options or {}).get("learning_rate")
+        bijector = (m.options or {}).get("positive_bijector") or "–"
         lines.append(
-            f"{m.name:<10} {'–' if rate is None else format(rate, 'g'):>7} {m.iterations:>6d} "
+            f"{m.name:<10} {'–' if rate is None else format(rate, 'g'):>7} {bijector:>8} "
+            f"{m.iterations:>6d} "
             f"{final['time']:>8.1f} {final['error']:>7.4f} "
             f"{final['nll']:>7.4f} {final['ece']:>7.4f} {final['classwise_ece']:>7.4f} "
             f"{final['brier']:>7.4f} {converged if converged is not None else float('nan'):>9.2f} "

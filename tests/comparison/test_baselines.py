@@ -11,6 +11,7 @@ import gpflow_augmented as ga
 from gpflow_augmented.comparison.baselines import (
     BINARY_METHODS,
     FULL_GP_METHODS,
+    METHOD_POSITIVE_BIJECTORS,
     MULTICLASS_METHODS,
     Method,
     NaturalGradientWarmUp,
@@ -19,6 +20,7 @@ from gpflow_augmented.comparison.baselines import (
     method_learning_rate,
 )
 from gpflow_augmented.comparison import MinibatchStream, compare, time_to_converge
+from gpflow_augmented.comparison.protocol import check_methods
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +101,14 @@ def test_a_full_batch_is_the_training_set_in_its_order_at_every_step():
 SPARSE_METHODS = [name for name in MULTICLASS_METHODS if name not in FULL_GP_METHODS]
 
 
+def _assert_same_start(start, reference, name):
+    """The same initial hyperparameters up to the round trip through each method's own positive
+    bijector (softmax stores log σ², the others softplus⁻¹(σ²)): a few ulps, nothing to gain from."""
+    assert start.keys() == reference.keys(), name
+    for key, values in reference.items():
+        np.testing.assert_allclose(start[key], values, rtol=1e-14, atol=0, err_msg=f"{name} {key}")
+
+
 def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny, shared_runs):
     result, consumed = _minibatch_run(tiny, shared_runs)
     assert [m.name for m in result.methods] == SPARSE_METHODS
@@ -111,7 +121,8 @@ def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny, sha
             np.testing.assert_array_equal(X, tiny.X_train[rows])
             np.testing.assert_array_equal(Y, tiny.Y_train[rows])
         assert m.batches_digest == result.methods[0].batches_digest, m.name
-        assert m.initial_hyperparameters == result.methods[0].initial_hyperparameters, m.name
+        _assert_same_start(m.initial_hyperparameters, result.methods[0].initial_hyperparameters,
+                           m.name)
     initial = result.methods[0].initial_hyperparameters
     assert initial["variance"] == [pytest.approx(1.0)]
     assert np.allclose(initial["lengthscales"], ga.median_lengthscale(tiny.X_train))
@@ -144,7 +155,7 @@ def test_on_the_full_batch_every_method_a_full_gp_included_sees_the_same_data_an
         assert m.batches_digest == result.methods[0].batches_digest, m.name
         start = dict(m.initial_hyperparameters)
         Z = np.reshape(start.pop("Z"), (-1, tiny.X_train.shape[1]))
-        assert start == kernel_start, m.name
+        _assert_same_start(start, kernel_start, m.name)
         expected_Z = (tiny.X_train if m.name in FULL_GP_METHODS
                       else ga.inducing_points(tiny.X_train, 12, seed=5))
         np.testing.assert_allclose(Z, expected_Z, rtol=1e-12, err_msg=m.name)
@@ -187,9 +198,8 @@ def test_every_method_trains_at_its_own_learning_rate_unless_one_is_given_for_al
 
 def test_the_positive_bijector_reaches_every_method_and_an_unknown_one_is_refused(tiny):
     """compare(..., positive_bijector="exp") builds every method's kernel with GPflow's exp
-    transform (the unconstrained variable is log σ²); the default is GPflow's softplus; a
-    method's own option overrides the shared one; a name GPflow does not have is refused before
-    anything runs."""
+    transform (the unconstrained variable is log σ²); a method's own option overrides the shared
+    one; a name GPflow does not have is refused before anything runs."""
     options = dict(num_inducing=8, batch_size=50, time_budget=None, max_iterations=1,
                    trace_test_points=None)
 
@@ -210,6 +220,28 @@ def test_the_positive_bijector_reaches_every_method_and_an_unknown_one_is_refuse
     assert exp.settings["positive_bijector"] == "exp"
     with pytest.raises(ValueError, match="unknown positive bijector 'log'"):
         compare(tiny, ["lsm"], positive_bijector="log", **options)
+
+
+def test_every_method_keeps_its_own_positive_bijector_unless_one_is_given_for_all(tiny, monkeypatch):
+    """With no bijector given, each method gets its own (the table chosen on validation splits,
+    GPflow's softplus where not measured), recorded in its options and used to build its kernel;
+    one given for all overrides every method's own."""
+    methods = ["lsm", "softmax", "rm", "dirichlet", "sep", "lsm-vi", "lsm-paper"]
+    own = check_methods(methods, 150, batch_size=50)
+    assert {name: own[name]["positive_bijector"] for name in methods} == {
+        name: METHOD_POSITIVE_BIJECTORS.get(name, "softplus") for name in methods}
+    assert own["lsm-paper"]["positive_bijector"] == "softplus"  # not measured: GPflow's default
+    given = check_methods(methods, 150, batch_size=50, positive_bijector="exp")
+    assert {options["positive_bijector"] for options in given.values()} == {"exp"}
+
+    # The table is what builds the kernel: flip softmax's entry and its variance is stored as log σ².
+    options = dict(num_inducing=8, batch_size=50, time_budget=None, max_iterations=1,
+                   trace_test_points=None)
+    for bijector, stored_as_log in (("softplus", False), ("exp", True)):
+        monkeypatch.setitem(METHOD_POSITIVE_BIJECTORS, "softmax", bijector)
+        variance = compare(tiny, ["softmax"], **options).methods[0].method.model.kernel.variance
+        assert np.isclose(float(variance.unconstrained_variable.numpy()),
+                          np.log(float(variance.numpy()))) == stored_as_log, bijector
 
 
 def test_natural_gradient_warm_up_schedule():

@@ -6,7 +6,8 @@ import pytest
 import gpflow_augmented as ga
 from gpflow_augmented.comparison import tuning
 from gpflow_augmented.comparison import compare
-from gpflow_augmented.comparison.baselines import STEP_SIZE_SCHEDULES, method_learning_rate
+from gpflow_augmented.comparison.baselines import (STEP_SIZE_SCHEDULES, method_learning_rate,
+                                                   method_positive_bijector)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +113,8 @@ def test_compare_runs_each_method_with_its_own_settings(tiny):
                             "step_size": "constant-0.3"}
     # no rate given to softmax, by option or for all: its own default
     assert softmax.options == {"learning_rate": method_learning_rate("softmax"),
-                               "positive_bijector": "softplus", "step_size": None}
+                               "positive_bijector": method_positive_bijector("softmax"),
+                               "step_size": None}
     np.testing.assert_allclose(float(ours.method.trainer.adam.learning_rate), 0.02)
     np.testing.assert_allclose(float(softmax.method.adam.learning_rate),
                                method_learning_rate("softmax"))
