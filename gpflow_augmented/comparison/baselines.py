@@ -146,11 +146,11 @@ FULL_GP_MAX_POINTS = 1000
 POSITIVE_BIJECTORS = ("softplus", "exp")
 # GPflow's default, kept by the methods whose choice was not measured.
 DEFAULT_POSITIVE_BIJECTOR = "softplus"
-# A method's own bijector when a comparison gives none: exp where, at the method's own learning rate,
-# it lowers the geometric-mean validation NLL over ten datasets by more than 2.5 % (the margin the
-# learning rates called close); within that margin GPflow's softplus stays. Measured for lsm, sep,
-# rm, softmax, lsm-vi and dirichlet; only softmax gained (docs/benchmarks.md, "The positive bijector
-# at each method's own rate").
+# A method's own bijector when a comparison gives none: exp where, at the method's own learning
+# rate, it lowers the geometric-mean validation NLL over ten datasets by more than 2.5 % (the margin
+# the learning rates called close); within that margin GPflow's softplus stays. Measured for lsm,
+# sep, rm, softmax, lsm-vi and dirichlet; only softmax gained (docs/benchmarks.md, "The positive
+# bijector at each method's own rate").
 METHOD_POSITIVE_BIJECTORS: Dict[str, str] = {"softmax": "exp"}
 # Adam's learning rate of a peer when a comparison gives none: of 0.01, 0.03 and 0.1, the one with
 # the lowest geometric-mean validation NLL over ten datasets, over two seeds where seed 0's best two

@@ -275,7 +275,9 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
         + ("learning rate, positive bijector and ρ schedule of each method chosen on a "
            "validation split of the training data (column 'settings')"
            if getattr(args, "tune", False)
-           else f"{_adam(args, payloads)}, {_bijectors(args, payloads)}")
+           else _option_text("Adam rate", args.learning_rate, "learning_rate", payloads) + ", "
+           + _option_text("positive bijector", args.positive_bijector, "positive_bijector",
+                          payloads))
         + f", inducing points {'trained' if args.train_inducing_points else 'fixed'}, "
         f"seed {args.seed}.",
         "",
@@ -339,24 +341,18 @@ def _budget(args: argparse.Namespace) -> str:
     return " or ".join(parts)
 
 
-def _adam(args: argparse.Namespace, payloads: List[Dict[str, Any]]) -> str:
-    """The learning rates the reported methods ran with, as the settings line gives them."""
-    if args.learning_rate is not None:
-        return f"Adam {args.learning_rate:g} for every method"
-    rates = {m["name"]: (m.get("options") or {}).get("learning_rate")
-             for payload in payloads for m in payload["methods"]}
-    return "Adam at each method's own rate (" + ", ".join(
-        f"{name} {rate:g}" for name, rate in rates.items() if rate is not None) + ")"
+def _option_text(label: str, given: Any, key: str, payloads: List[Dict[str, Any]]) -> str:
+    """How the reported methods ran with one option (Adam's rate, the positive bijector), as the
+    settings line gives it: the value given to every method, or each method's own."""
+    def text(value: Any) -> str:
+        return format(value, "g") if isinstance(value, float) else str(value)
 
-
-def _bijectors(args: argparse.Namespace, payloads: List[Dict[str, Any]]) -> str:
-    """The positive bijectors the reported methods ran with, as the settings line gives them."""
-    if args.positive_bijector is not None:
-        return f"positive bijector {args.positive_bijector} for every method"
-    bijectors = {m["name"]: (m.get("options") or {}).get("positive_bijector")
-                 for payload in payloads for m in payload["methods"]}
-    return "each method's own positive bijector (" + ", ".join(
-        f"{name} {bijector}" for name, bijector in bijectors.items() if bijector is not None) + ")"
+    if given is not None:
+        return f"{label} {text(given)} for every method"
+    values = {m["name"]: (m.get("options") or {}).get(key)
+              for payload in payloads for m in payload["methods"]}
+    return f"each method's own {label} (" + ", ".join(
+        f"{name} {text(value)}" for name, value in values.items() if value is not None) + ")"
 
 
 def _write_report(path: Path, lines: List[str]) -> str:
@@ -427,7 +423,9 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
     lines = [
         _measured(args, started, payloads),
         f"Settings: M={args.num_inducing}, B={args.batch_size}, {_budget(args)} of "
-        f"training per method, {_adam(args, payloads)}, seed {args.seed}; one class against "
+        f"training per method, "
+        f"{_option_text('Adam rate', args.learning_rate, 'learning_rate', payloads)}, "
+        f"seed {args.seed}; one class against "
         "the rest of a multi-class dataset (no binary dataset is available here).",
         "",
         "Training seconds to reach a test NLL: the baseline's (SVGP + Bernoulli) best, and a "

@@ -102,8 +102,8 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
                         help="how every method keeps its kernel variance, lengthscales and other "
                              "positive parameters positive, GPflow's setting (default: each "
                              f"method's own, chosen by the same rule: {own_bijectors}GPflow's "
-                             f"{DEFAULT_POSITIVE_BIJECTOR} for the others; with --tune, chosen from "
-                             f"{', '.join(POSITIVE_BIJECTORS)})")
+                             f"{DEFAULT_POSITIVE_BIJECTOR} for the others; with --tune, chosen "
+                             f"from {', '.join(POSITIVE_BIJECTORS)})")
     parser.add_argument("--tune", action="store_true",
                         help="first choose each method's learning rate and positive bijector "
                              "(and a CAVI method's ρ schedule) on a validation split of the "

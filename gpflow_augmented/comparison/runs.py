@@ -284,7 +284,8 @@ def summary_table(result: Any) -> str:
     from .protocol import time_to_converge
 
     header = (f"{'method':<10} {'Adam lr':>7} {'bijector':>8} {'iters':>6} {'train s':>8} "
-              f"{'error':>7} {'NLL':>7} {'ECE':>7} {'cw-ECE':>7} {'Brier':>7} {'t(NLL) s':>9} {'failed':>6}")
+              f"{'error':>7} {'NLL':>7} {'ECE':>7} {'cw-ECE':>7} {'Brier':>7} {'t(NLL) s':>9} "
+              f"{'failed':>6}")
     lines = [header, "-" * len(header)]
     for m in result.methods:
         final = m.final()

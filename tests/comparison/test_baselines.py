@@ -103,7 +103,7 @@ SPARSE_METHODS = [name for name in MULTICLASS_METHODS if name not in FULL_GP_MET
 
 def _assert_same_start(start, reference, name):
     """The same initial hyperparameters up to the round trip through each method's own positive
-    bijector (softmax stores log σ², the others softplus⁻¹(σ²)): a few ulps, nothing to gain from."""
+    bijector (softmax stores log σ², the others softplus⁻¹(σ²)): a few ulps, nothing to gain."""
     assert start.keys() == reference.keys(), name
     for key, values in reference.items():
         np.testing.assert_allclose(start[key], values, rtol=1e-14, atol=0, err_msg=f"{name} {key}")
