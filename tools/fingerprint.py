@@ -4,11 +4,20 @@ unchanged: ``--save before.npz`` on the old code, ``--compare before.npz`` on th
     python tools/fingerprint.py --save /tmp/before.npz
     python tools/fingerprint.py --compare /tmp/before.npz
 
-Each case trains a model on satimage (bundled) with ``fit`` and records every parameter of the
-model and the ELBO trace; ``--compare`` prints the largest absolute difference per case and exits 1
-if any exceeds ``--tolerance`` (default 1e-12). The cases cover every scheme and each optional
-path of the step (class weights, class subsets, a prior mean, unwhitened q(u), the exact bound for
-the hyperparameters, the binary model), so a change in any of them shows.
+Each case trains a model on satimage (bundled) and records every parameter of the model and the
+ELBO trace; ``--compare`` prints the largest absolute difference per case and exits 1 if any exceeds
+``--tolerance`` (default 1e-12). The cases cover:
+
+* ``fit`` on every scheme and each optional path of the step (class weights, class subsets, a prior
+  mean, unwhitened q(u), the exact bound for the hyperparameters, the binary model, the full batch
+  with its line search), with the bound certificate of the full-batch run;
+* ``CAVI`` driven directly (its own step, not ``Trainer``'s fused one), on minibatches and on the
+  full batch;
+* every comparison method (``method/<name>``), built as ``compare`` builds it, on the same fixed
+  minibatches;
+* the Gibbs sampler's two scans.
+
+``--cases PATTERN`` runs only the cases whose name contains PATTERN.
 """
 import argparse
 import os
@@ -21,8 +30,12 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import gpflow
+import tensorflow as tf
+
 import gpflow_augmented as ga
+from gpflow_augmented.comparison import baselines
 from gpflow_augmented.datasets import load_dataset, one_vs_rest
+from gpflow_augmented.sampling import GibbsSampler
 
 
 def _satimage():
@@ -33,6 +46,7 @@ def _satimage():
 def _multiclass(iterations: int, **options) -> Callable[[], Dict[str, np.ndarray]]:
     fit_options = {key: options.pop(key) for key in ("class_subset_size", "hyperparameter_bound")
                    if key in options}
+    batch_size = options.pop("batch_size", 200)
     class_weights = options.pop("class_weights", False)
 
     def run() -> Dict[str, np.ndarray]:
@@ -42,11 +56,73 @@ def _multiclass(iterations: int, **options) -> Callable[[], Dict[str, np.ndarray
             ga.initial_kernel(X), ga.inducing_points(X, 50, seed=0), C, num_data=len(X),
             likelihood=likelihood, **options,
         )
-        result = ga.fit(model, (X, Y), iterations=iterations, batch_size=200, seed=0,
+        result = ga.fit(model, (X, Y), iterations=iterations, batch_size=batch_size, seed=0,
                         progress=False, **fit_options)
-        return _record(model, result.elbo)
+        values = _record(model, result.elbo)
+        if result.certificate is not None:
+            for field, value in result.certificate.as_dict().items():
+                values[f"certificate.{field}"] = np.asarray(value)
+        return values
 
     return run
+
+
+def _cavi(iterations: int, batch_size: int = 200, **options) -> Callable[[], Dict[str, np.ndarray]]:
+    """``CAVI`` stepped directly, without ``Trainer``: q(u) (and σ² where it applies) only."""
+    scheme = options.pop("scheme", "exact")
+
+    def run() -> Dict[str, np.ndarray]:
+        X, Y, C = _satimage()
+        model = ga.LogisticSoftmaxSVGP(
+            ga.initial_kernel(X), ga.inducing_points(X, 50, seed=0), C, num_data=len(X),
+            scheme=scheme, mean_function=gpflow.mean_functions.Constant())
+        full_batch = batch_size >= len(X)
+        cavi = ga.CAVI(model, 1.0 if full_batch else ga.RobbinsMonro(), **options)
+        elbos = [cavi.step(batch).numpy() for batch in _batches(X, Y, iterations, batch_size)]
+        return _record(model, np.array(elbos))
+
+    return run
+
+
+def _batches(X: np.ndarray, Y: np.ndarray, count: int, batch_size: int):
+    if batch_size >= len(X):
+        return [(X, Y)] * count
+    rng = np.random.default_rng(0)
+    indices = [rng.choice(len(X), batch_size, replace=False) for _ in range(count)]
+    return [(X[i], Y[i]) for i in indices]
+
+
+def _method(name: str, iterations: int = 20) -> Callable[[], Dict[str, np.ndarray]]:
+    """Comparison method ``name`` built as ``compare`` builds it (its own rate and positive
+    bijector), stepped on fixed minibatches (a full-GP method: on 200 points, full batch)."""
+
+    def run() -> Dict[str, np.ndarray]:
+        data = load_dataset("satimage")
+        if name in baselines.BINARY_METHODS:
+            data = one_vs_rest(data, positive_class=0)
+        X, Y = data.X_train, data.Y_train
+        full_gp = name in baselines.FULL_GP_METHODS
+        if full_gp:
+            X, Y = X[:200], Y[:200]
+        tf.random.set_seed(0)  # softmax's expectation is Monte Carlo
+        with baselines.positive_parameters(baselines.method_positive_bijector(name)):
+            method = baselines.build_method(
+                name, ga.initial_kernel(X), ga.inducing_points(X, 50, seed=0), data.num_classes,
+                len(X), full_batch=full_gp, data=(X, Y) if full_gp else None)
+        elbos = [np.asarray(method.step(tf.constant(Xb), tf.constant(Yb)))
+                 for Xb, Yb in _batches(X, Y, iterations, len(X) if full_gp else 200)]
+        return _record(method.model, np.array(elbos))
+
+    return run
+
+
+def _gibbs(scan: str) -> Dict[str, np.ndarray]:
+    X, Y, C = _satimage()
+    X, Y = X[:300], Y[:300]
+    sampler = GibbsSampler((X, Y), ga.initial_kernel(X), C, ga.inducing_points(X, 20, seed=0),
+                           scan=scan)
+    samples = sampler.sample(5, num_chains=2, num_burnin=5, seed=0)
+    return {"whitened": np.asarray(samples.whitened)}
 
 
 def _binary(iterations: int) -> Dict[str, np.ndarray]:
@@ -67,16 +143,25 @@ def _record(model: gpflow.models.GPModel, elbo: np.ndarray) -> Dict[str, np.ndar
 
 CASES = {
     "exact-200": _multiclass(200),
-    "collapsed": _multiclass(60, scheme="collapsed"),
-    "paper": _multiclass(60, scheme="paper"),
-    "class-weights": _multiclass(60, scheme="collapsed", class_weights=True),
+    "collapsed": _multiclass(60, scheme="negative-multinomial"),
+    "paper": _multiclass(60, scheme="gamma-poisson"),
+    "class-weights": _multiclass(60, scheme="negative-multinomial", class_weights=True),
     "exact-class-weights": _multiclass(60, class_weights=True),
     "class-subsets": _multiclass(60, class_subset_size=3),
-    "collapsed-subsets": _multiclass(60, scheme="collapsed", class_subset_size=3),
+    "collapsed-subsets": _multiclass(60, scheme="negative-multinomial", class_subset_size=3),
     "mean-unwhitened": _multiclass(
         60, mean_function=gpflow.mean_functions.Constant(), whiten=False),
-    "collapsed-exact-hyper": _multiclass(60, scheme="collapsed", hyperparameter_bound="exact"),
+    "collapsed-exact-hyper": _multiclass(60, scheme="negative-multinomial",
+                                         hyperparameter_bound="exact"),
     "binary": lambda: _binary(60),
+    "fit-exact-full": _multiclass(20, batch_size=None),
+    "cavi-exact-mini": _cavi(30, warm_start_iterations=5, update_variance=None),
+    "cavi-exact-full": _cavi(10, batch_size=10**9, warm_start_iterations=5),
+    "cavi-nm": _cavi(20, scheme="negative-multinomial"),
+    "cavi-exact-subsets": _cavi(20, class_subset_size=3, seed=0),
+    **{f"method/{name}": _method(name) for name in baselines.METHODS},
+    "gibbs-blocked": lambda: _gibbs("blocked"),
+    "gibbs-systematic": lambda: _gibbs("systematic"),
 }
 
 
@@ -86,19 +171,21 @@ def main() -> int:
     action.add_argument("--save")
     action.add_argument("--compare")
     parser.add_argument("--tolerance", type=float, default=1e-12)
+    parser.add_argument("--cases", default="", help="only the cases whose name contains this")
     args = parser.parse_args()
     warnings.simplefilter("ignore", DeprecationWarning)
+    cases = {case: run for case, run in CASES.items() if args.cases in case}
     results = {}
-    for case, run in CASES.items():
+    for case, run in cases.items():
         for name, value in run().items():
             results[f"{case}/{name}"] = value
     if args.save:
         np.savez(args.save, **results)
-        print(f"saved {len(results)} arrays from {len(CASES)} cases to {args.save}")
+        print(f"saved {len(results)} arrays from {len(cases)} cases to {args.save}")
         return 0
     reference = dict(np.load(args.compare))
     worst = 0.0
-    for case in CASES:
+    for case in cases:
         keys = sorted(k for k in reference if k.startswith(case + "/"))
         new_keys = sorted(k for k in results if k.startswith(case + "/"))
         if keys != new_keys:
