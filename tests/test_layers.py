@@ -181,8 +181,7 @@ def test_a_moved_name_resolves_with_a_warning_and_a_wrong_one_fails():
 def test_the_exports_are_sorted_and_all_exist():
     exported = gpflow_augmented.__all__
     assert exported == sorted(exported)
-    for name in exported:
-        assert getattr(gpflow_augmented, name) is not None
+    assert [name for name in exported if not hasattr(gpflow_augmented, name)] == []
 
 
 @pytest.mark.allow_autograph_warnings
@@ -191,6 +190,5 @@ def test_the_autograph_guard_sees_a_function_autograph_cannot_convert(_no_autogr
 
     # Two lambdas on one line: AutoGraph cannot tell which source is which, warns, runs as-is.
     double, triple = (lambda x: x * 2), (lambda x: x * 3)  # noqa: E731
-    tf.function(triple)(tf.constant(3.0))
-    assert double(1) == 2
+    assert float(tf.function(triple)(tf.constant(3.0))) == 9.0  # it ran unconverted
     assert any("could not transform" in message for message in _no_autograph_warnings.messages)
