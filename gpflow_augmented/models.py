@@ -27,7 +27,6 @@ from gpflow.models.util import inducingpoint_wrapper
 from gpflow.utilities import triangular
 
 from ._deprecated import warn_moved
-from ._moved_model_methods import MovedModelMethods
 from .class_subsets import ClassSubset, as_class_subset, subset_classes, variational_parameters
 from .likelihoods import AugmentedLikelihood, LogisticSoftmax, MeanFieldGammaPoisson, NegativeMultinomial
 from .projection import (
@@ -94,7 +93,7 @@ def _checked_inducing_inputs(Z: object) -> np.ndarray:
     return Z
 
 
-class AugmentedSVGP(MovedModelMethods, GPModel, ExternalDataTrainingLossMixin):
+class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     r"""A sparse variational GP classifier whose q(u) :class:`~gpflow_augmented.CAVI` updates in
     closed form, shaped like GPflow's ``SVGP(kernel, likelihood, inducing_variable)``.
 

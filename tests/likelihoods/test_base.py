@@ -119,37 +119,11 @@ def test_one_model_class_serves_both_likelihoods_and_refuses_what_they_cannot_do
         AugmentedLikelihood(input_dim=None, latent_dim=1, observation_dim=None)
 
 
-def test_the_step_moved_to_cavi_and_the_old_model_methods_still_give_it_with_a_warning():
+def test_cavi_minimize_still_iterates_with_a_warning():
     X, Y, Z = _problem()
     model = ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), Z, 3, num_data=len(X))
     cavi = ga.CAVI(model, 0.5, compile=False)
     cavi.step((X, Y))  # away from the prior
-    proposed = cavi.proposal(X, Y, 0.7)
-    with pytest.warns(DeprecationWarning, match="CAVI.proposal"):
-        old = model.natural_update(X, Y, 0.7)
-    for new_value, old_value in zip(proposed, old):
-        np.testing.assert_array_equal(new_value.numpy(), old_value.numpy())
-    geometry = model.batch_geometry(tf.constant(X))
-    with pytest.warns(DeprecationWarning, match="updates.step_sites"):
-        old_sites = model.conjugate_terms(geometry.Fmu, geometry.Fvar, tf.constant(Y))
-    for new_value, old_value in zip(cavi.sites(geometry, tf.constant(Y)), old_sites):
-        np.testing.assert_array_equal(new_value.numpy(), old_value.numpy())
-    # Each point's local ELBO moved to the likelihood, N/B and the ELBO's assembly to updates.
-    Fmu, Fvar, labels = geometry.Fmu, geometry.Fvar, tf.constant(Y)
-    local_elbo, elbo = ga.updates.batch_bound(model.likelihood, geometry, labels, 2.0,
-                                              model.on_exact_bound)
-    with pytest.warns(DeprecationWarning, match="exact_local_elbo / augmented_local_elbo"):
-        np.testing.assert_array_equal(model.local_elbo(Fmu, Fvar, labels), local_elbo)
-    with pytest.warns(DeprecationWarning, match="likelihood.augmented_local_elbo"):
-        np.testing.assert_array_equal(model.augmented_local_elbo(Fmu, Fvar, labels),
-                                      model.likelihood.augmented_local_elbo(Fmu, Fvar, labels))
-    with pytest.warns(DeprecationWarning, match="likelihood.exact_local_elbo"):
-        np.testing.assert_array_equal(model.exact_local_elbo(Fmu, Fvar, labels),
-                                      model.likelihood.exact_local_elbo(Fmu, Fvar, labels))
-    with pytest.warns(DeprecationWarning, match="updates.batch_elbo"):
-        assert float(model.assemble_elbo(geometry, local_elbo, 2.0)) == float(elbo)
-    with pytest.warns(DeprecationWarning, match="updates.minibatch_scale"):
-        assert float(model.minibatch_scale(tf.constant(X[:10]))) == len(X) / 10
     twin = gpflow.utilities.deepcopy(model)
     twin_cavi = ga.CAVI(twin, 0.5, compile=False)
     twin_cavi.iteration.assign(cavi.iteration)
