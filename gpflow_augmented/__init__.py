@@ -18,7 +18,6 @@ with quiet_start_up():
     import gpflow  # noqa: F401
 
 from . import datasets, metrics, monitoring
-from ._deprecated import install_moved_module_finder, moved_attribute
 from .binary import BinaryLogisticSVGP
 from .cavi import CAVI
 from .certificate import BoundCertificate, bound_certificate
@@ -69,17 +68,15 @@ __all__ = [
 
 _LAYERS = ("comparison", "sampling")
 
-install_moved_module_finder()
-
 
 def __getattr__(name: str) -> Any:
-    # The layers above the library load on first use (``gpflow_augmented.comparison``), and
-    # names that moved resolve with a DeprecationWarning.
+    # The layers above the library load on first use (``gpflow_augmented.comparison``): importing
+    # the library alone must not pull in matplotlib or polyagamma.
     if name in _LAYERS:
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
-    return moved_attribute(__name__, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list:

@@ -2,8 +2,8 @@
 ``gpflow_augmented.sampling`` and ``gpflow_augmented.comparison``. The import graph is read from
 the source (every import statement, including those inside functions), checked for cycles and for
 imports that point up a layer; each check is also shown to catch a planted violation. Importing
-the library must not load the layers above it, polyagamma or matplotlib; names that moved keep
-working with a DeprecationWarning."""
+the library must not load the layers above it, polyagamma or matplotlib; the layers load on first
+use."""
 import ast
 import json
 import subprocess
@@ -151,31 +151,16 @@ def test_importing_the_library_loads_no_layer_above_it_nor_their_dependencies():
                     == unwanted.split(".")], unwanted
 
 
-@pytest.mark.parametrize("old, new", [
-    ("gpflow_augmented.gibbs", "gpflow_augmented.sampling.gibbs"),
-    ("gpflow_augmented.mcmc", "gpflow_augmented.sampling.nuts"),
-    ("gpflow_augmented.baselines", "gpflow_augmented.comparison.baselines"),
-    ("gpflow_augmented.cli", "gpflow_augmented.comparison.cli"),
-])
-def test_a_moved_module_imports_under_its_old_path_with_a_warning(old, new):
+def test_a_layer_loads_on_first_use_without_a_warning_and_an_unknown_name_fails():
     import importlib
 
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=f"{old} has moved to {new}"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
-
-
-def test_a_moved_name_resolves_with_a_warning_and_a_wrong_one_fails():
-    from gpflow_augmented.sampling import GibbsSampler
-
-    with pytest.warns(DeprecationWarning, match="gpflow_augmented.sampling.GibbsSampler"):
-        assert gpflow_augmented.GibbsSampler is GibbsSampler
-    with pytest.raises(AttributeError, match="no attribute 'GibsSampler'"):
-        gpflow_augmented.GibsSampler
+    with pytest.raises(AttributeError, match="no attribute 'GibbsSampler'"):
+        gpflow_augmented.GibbsSampler  # in gpflow_augmented.sampling, never at the top level
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("gpflow_augmented.gibbs")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert gpflow_augmented.comparison.compare is not None  # a layer, not a moved name
+        assert gpflow_augmented.comparison.__name__ == "gpflow_augmented.comparison"
 
 
 def test_the_exports_are_sorted_and_all_exist():
