@@ -50,7 +50,6 @@ import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 
-from ._deprecated import warn_moved
 
 __all__ = [
     "LocalParameters",
@@ -371,9 +370,3 @@ def collapsed_local_elbo(
     if log_weights is not None:
         observed += tf.reduce_sum(Y_onehot * log_weights, axis=-1)
     return weight * observed - log_sum_complement(Fmu, Fvar, num_classes, log_weights)[:, 0]
-
-
-def class_weight(per_class: tf.Tensor, num_classes: Optional[int]) -> Tuple[tf.Tensor, tf.Tensor]:
-    """Deprecated: :func:`classes_and_subset_scale` (the name was the likelihood's class weights')."""
-    warn_moved("augmentation.class_weight", "augmentation.classes_and_subset_scale")
-    return classes_and_subset_scale(per_class, num_classes)

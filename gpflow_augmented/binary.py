@@ -18,10 +18,10 @@ from check_shapes import check_shapes
 from gpflow.kernels import Kernel
 from gpflow.mean_functions import MeanFunction
 
-from .likelihoods import BinaryLogistic, binary_local_elbo
+from .likelihoods import BinaryLogistic
 from .models import AugmentedSVGP
 
-__all__ = ["BinaryLogisticSVGP", "binary_local_elbo"]
+__all__ = ["BinaryLogisticSVGP"]
 
 
 class BinaryLogisticSVGP(AugmentedSVGP):

@@ -15,7 +15,6 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 
-from ._deprecated import warn_moved
 from .class_subsets import (
     ClassSubset,
     ClassSubsetSampler,
@@ -164,11 +163,6 @@ class CAVI(tf.Module):
     def sample_subset(self) -> Optional[ClassSubset]:
         """This step's class subset K, or ``None`` when every class is updated."""
         return None if self.class_sampler is None else self.class_sampler(self.iteration)
-
-    def sample_classes(self) -> Optional[tf.Tensor]:
-        """Deprecated: :meth:`sample_subset` (a :class:`ClassSubset`)."""
-        warn_moved("CAVI.sample_classes", "CAVI.sample_subset")
-        return subset_classes(self.sample_subset())
 
     def update(
         self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
@@ -509,12 +503,6 @@ class CAVI(tf.Module):
         for _ in range(iterations):
             elbo = self.step(data)
         return elbo
-
-    def minimize(self, data: Tuple[tf.Tensor, tf.Tensor], iterations: int = 1) -> tf.Tensor:
-        """Deprecated: :meth:`iterate` (``minimize`` means ``minimize(loss, variables)`` in
-        GPflow's optimizers)."""
-        warn_moved("CAVI.minimize(data, iterations)", "CAVI.iterate(data, iterations)")
-        return self.iterate(data, iterations)
 
 
 def _all_finite(*tensors: tf.Tensor) -> tf.Tensor:

@@ -24,7 +24,6 @@ import tensorflow as tf
 from gpflow.base import Parameter
 from gpflow.config import default_float
 
-from ._deprecated import warn_moved
 
 __all__ = ["ClassSubset", "ClassSubsetSampler", "as_class_subset", "assign_variational_parameters",
            "sample_without_replacement", "subset_classes", "subset_scale",
@@ -106,16 +105,15 @@ def subset_scale(subset: Optional[ClassSubset]) -> tf.Tensor:
 
 def as_class_subset(subset: object, num_classes: int) -> Optional[ClassSubset]:
     """A :class:`ClassSubset` of a model with ``num_classes`` latent GPs, checked, or ``None`` for
-    all classes. Class indices given directly (the ``classes=`` of earlier releases) still work,
-    with a ``DeprecationWarning``.
+    all classes.
 
     The indices' values are checked where they are known (eagerly): a compiled gather would clamp
     an index out of range instead of failing."""
     if subset is None:
         return None
     if not isinstance(subset, ClassSubset):
-        warn_moved("passing class indices as classes", "ClassSubset(classes, num_classes)")
-        subset = ClassSubset(tf.convert_to_tensor(subset, tf.int32), int(num_classes))
+        raise TypeError(f"a class subset is a ClassSubset(classes, num_classes), got "
+                        f"{type(subset).__name__}")
     if subset.num_classes != num_classes:
         raise ValueError(f"the class subset is of {subset.num_classes} classes, the model has "
                          f"{num_classes}")

@@ -26,7 +26,6 @@ from gpflow.models.training_mixins import ExternalDataTrainingLossMixin
 from gpflow.models.util import inducingpoint_wrapper
 from gpflow.utilities import triangular
 
-from ._deprecated import warn_moved
 from .class_subsets import ClassSubset, as_class_subset, subset_classes, variational_parameters
 from .likelihoods import AugmentedLikelihood, LogisticSoftmax, MeanFieldGammaPoisson, NegativeMultinomial
 from .projection import (
@@ -60,7 +59,6 @@ BOUNDS = ("augmented", "exact")
 # likelihood's two variational families.
 AUGMENTED_SCHEMES = (NegativeMultinomial.name, MeanFieldGammaPoisson.name)
 SCHEMES = AUGMENTED_SCHEMES + ("exact",)
-RENAMED_SCHEMES = {"collapsed": NegativeMultinomial.name, "paper": MeanFieldGammaPoisson.name}
 
 
 
@@ -359,9 +357,6 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
     ) -> None:
         num_classes = check_num_classes(num_classes)
         inner_iterations = check_integer(inner_iterations, "inner_iterations")
-        if scheme in RENAMED_SCHEMES:
-            warn_moved(f"scheme={scheme!r}", f"scheme={RENAMED_SCHEMES[scheme]!r}")
-            scheme = RENAMED_SCHEMES[scheme]
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
         augmentation = (MeanFieldGammaPoisson(inner_iterations) if scheme == "gamma-poisson"

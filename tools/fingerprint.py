@@ -22,7 +22,6 @@ ELBO trace; ``--compare`` prints the largest absolute difference per case and ex
 import argparse
 import os
 import sys
-import warnings
 from typing import Callable, Dict
 
 import numpy as np
@@ -173,7 +172,6 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=1e-12)
     parser.add_argument("--cases", default="", help="only the cases whose name contains this")
     args = parser.parse_args()
-    warnings.simplefilter("ignore", DeprecationWarning)
     cases = {case: run for case, run in CASES.items() if args.cases in case}
     results = {}
     for case, run in cases.items():

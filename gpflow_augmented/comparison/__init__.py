@@ -6,7 +6,6 @@ validation split (:mod:`.tuning`), the benchmark table (:mod:`.benchmark`), step
 
 This layer uses the library and :mod:`gpflow_augmented.sampling`, never the reverse.
 """
-from ..metrics import Evaluator
 from .protocol import (
     ComparisonResult,
     MethodResult,
@@ -20,7 +19,6 @@ from .protocol import (
 
 __all__ = [
     "ComparisonResult",
-    "Evaluator",
     "MethodResult",
     "MinibatchStream",
     "best_nll",

@@ -80,7 +80,6 @@ __all__ = [
     "FULL_GP_METHODS",
     "MULTICLASS_METHODS",
     "PEER_LEARNING_RATES",
-    "RENAMED_METHODS",
     "default_methods",
     "Method",
     "AugmentedMethod",
@@ -120,10 +119,6 @@ METHODS: Dict[str, str] = {
     "xgpc": "binary logistic, Pólya-Gamma augmented (X-GPC): CAVI + Adam",
     "bernoulli": "SVGP + Bernoulli(sigmoid): NaturalGradient with γ warm-up + Adam",
 }
-# Names of earlier releases: "lsm" was the collapsed bound's method, and the exact-bound variants
-# were named after it.
-RENAMED_METHODS = {"lsm-exact-mean": "lsm", "lsm-exact": "lsm-zero-mean",
-                   "lsm-exact-weighted": "lsm-weighted"}
 BINARY_METHODS = ("xgpc", "bernoulli")
 MULTICLASS_METHODS = tuple(name for name in METHODS if name not in BINARY_METHODS)
 EXACT_BOUND_METHODS = ("lsm", "lsm-subsets", "lsm-zero-mean", "lsm-weighted")
@@ -540,8 +535,6 @@ def check_method_options(name: str, *, learning_rate: Optional[float] = None,
                          update_variance: Optional[bool] = None) -> float:
     """Refuse, naming the method, a method that does not exist or an option it does not take;
     returns the learning rate, checked (:func:`method_learning_rate` where none is given)."""
-    if name in RENAMED_METHODS:
-        raise ValueError(f"method {name!r} is now called {RENAMED_METHODS[name]!r}")
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
     if positive_bijector is not None and positive_bijector not in POSITIVE_BIJECTORS:

@@ -388,13 +388,9 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _check_options(args: argparse.Namespace) -> None:
-    from .baselines import METHODS, RENAMED_METHODS
+    from .baselines import METHODS
 
     if args.methods is not None:
-        renamed = [m for m in args.methods if m in RENAMED_METHODS]
-        if renamed:
-            raise ValueError(f"method {renamed[0]!r} is now called "
-                             f"{RENAMED_METHODS[renamed[0]]!r}")
         unknown = [m for m in args.methods if m not in METHODS]
         if unknown:
             raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")

@@ -219,8 +219,6 @@ def _finished_methods(output: Path, settings: Dict[str, Any],
                       args: argparse.Namespace) -> Dict[str, Any]:
     """The methods an interrupted run in ``output`` finished, after checking that it was the
     same run on the same data."""
-    import numpy as np
-
     from .protocol import MethodResult
 
     run_file = output / "run.json"

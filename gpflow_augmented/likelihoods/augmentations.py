@@ -2,9 +2,9 @@ r"""
 The two variational families of the logistic-softmax augmentation (the maths is in
 :mod:`~gpflow_augmented.augmentation`), named after the distributions of their auxiliary counts:
 
-* :class:`NegativeMultinomial` (formerly the ``"collapsed"`` scheme): λ integrated out exactly, so
+* :class:`NegativeMultinomial` (``scheme="negative-multinomial"``): λ integrated out exactly, so
   q(n_i) is negative-multinomial; closed form, no inner loop, the tighter of the two bounds.
-* :class:`MeanFieldGammaPoisson` (formerly ``"paper"``): the paper's mean-field q(λ_i) = Gamma,
+* :class:`MeanFieldGammaPoisson` (``scheme="gamma-poisson"``): the paper's mean-field q(λ_i) = Gamma,
   q(n_ic) = Poisson, the fixed point of γ and α found by Newton steps.
 
 Both leave q(ω | n) = PG(y + n, c). A :class:`~gpflow_augmented.LogisticSoftmax` likelihood owns one.

@@ -132,7 +132,7 @@ def _bad_npz(tmp_path, name, **arrays):
 @pytest.mark.parametrize("case", [
     "missing file", "unknown method", "label out of range", "negative label", "fractional label",
     "one class", "NaN feature", "no y array", "not an npz", "not libsvm", "empty method list",
-    "renamed method", "subset size without lsm-subsets", "subset size zero",
+    "subset size without lsm-subsets", "subset size zero",
     "alpha_epsilon without dirichlet", "alpha_epsilon zero", "alpha_epsilon and tune",
     "full GP on minibatches", "full GP with trained inducing points",
 ])
@@ -152,7 +152,6 @@ def test_bad_input_gives_one_error_line_and_exit_2(case, tmp_path, capsys):
         "not an npz": [str(tmp_path / "g.npz")],
         "not libsvm": [str(tmp_path / "h.txt")],
         "empty method list": ["vehicle", "--methods", ","],
-        "renamed method": ["vehicle", "--methods", "lsm-exact-mean"],
         "subset size without lsm-subsets": ["vehicle", "--methods", "lsm",
                                             "--class-subset-size", "2"],
         "subset size zero": ["vehicle", "--methods", "lsm-subsets", "--class-subset-size", "0"],
@@ -182,8 +181,6 @@ def test_error_messages_name_the_problem(tmp_path, capsys):
     assert "labels must be integers 0..C-1" in capsys.readouterr().err
     main(["vehicle", "--methods", "lsm,gibbs"])
     assert "unknown method 'gibbs'" in capsys.readouterr().err
-    main(["vehicle", "--methods", "lsm-exact-mean"])
-    assert "'lsm-exact-mean' is now called 'lsm'" in capsys.readouterr().err
     main(["vehicle", "--methods", "rm", "--class-subset-size", "2"])
     assert "--class-subset-size is an option of lsm-subsets" in capsys.readouterr().err
     main(["vehicle", "--methods", "lsm,rmgpc", "--batch-size", "100", "--output",

@@ -85,21 +85,21 @@ def test_the_equivalence_breaks_for_wrong_coefficients():
     assert np.max(np.abs(cavi_mu - natgrad_mu)) > 1e-2
 
 
-def test_the_likelihood_owns_the_scheme_and_old_names_still_work():
+def test_the_likelihood_owns_the_scheme_and_a_scheme_name_not_listed_is_refused():
     X, Y, Z = _problem()
     kernel = gpflow.kernels.SquaredExponential()
-    for old, new, family in [("collapsed", "negative-multinomial", NegativeMultinomial),
-                             ("paper", "gamma-poisson", MeanFieldGammaPoisson)]:
-        with pytest.warns(DeprecationWarning, match=f"scheme='{new}'"):
-            model = ga.LogisticSoftmaxSVGP(kernel, Z, 3, scheme=old)
-        assert model.scheme == new and not model.on_exact_bound
+    for scheme, family in [("negative-multinomial", NegativeMultinomial),
+                           ("gamma-poisson", MeanFieldGammaPoisson)]:
+        model = ga.LogisticSoftmaxSVGP(kernel, Z, 3, scheme=scheme)
+        assert model.scheme == scheme and not model.on_exact_bound
         assert isinstance(model.likelihood.augmentation, family)
+    for unknown in ("collapsed", "paper", "mean-field"):
+        with pytest.raises(ValueError, match="scheme must be one of"):
+            ga.LogisticSoftmaxSVGP(kernel, Z, 3, scheme=unknown)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         exact = ga.LogisticSoftmaxSVGP(kernel, Z, 3)
     assert exact.on_exact_bound and isinstance(exact.likelihood.augmentation, NegativeMultinomial)
-    with pytest.raises(ValueError, match="scheme must be one of"):
-        ga.LogisticSoftmaxSVGP(kernel, Z, 3, scheme="mean-field")
 
 
 def test_one_model_class_serves_both_likelihoods_and_refuses_what_they_cannot_do():
@@ -119,36 +119,14 @@ def test_one_model_class_serves_both_likelihoods_and_refuses_what_they_cannot_do
         AugmentedLikelihood(input_dim=None, latent_dim=1, observation_dim=None)
 
 
-def test_cavi_minimize_still_iterates_with_a_warning():
-    X, Y, Z = _problem()
-    model = ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), Z, 3, num_data=len(X))
-    cavi = ga.CAVI(model, 0.5, compile=False)
-    cavi.step((X, Y))  # away from the prior
-    twin = gpflow.utilities.deepcopy(model)
-    twin_cavi = ga.CAVI(twin, 0.5, compile=False)
-    twin_cavi.iteration.assign(cavi.iteration)
-    cavi.iterate((X, Y), 2)
-    with pytest.warns(DeprecationWarning, match=r"CAVI.iterate\(data, iterations\)"):
-        twin_cavi.minimize((X, Y), 2)
-    np.testing.assert_array_equal(model.q_mu.numpy(), twin.q_mu.numpy())
-
-
-def test_class_indices_given_directly_still_work_with_a_warning():
-    """A ClassSubset replaced the ``classes=`` threaded through the model and CAVI; indices given
-    the old way give the same values, with a warning."""
+def test_class_indices_given_directly_are_refused_by_name():
     X, Y, Z = _problem()
     model = ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), Z, 3, num_data=len(X))
     cavi = ga.CAVI(model, 0.5, class_subset_size=2, compile=False)
-    cavi.step((X, Y))  # away from the prior
+    cavi.step((X, Y))  # away from the prior, where a subset's estimate equals the whole ELBO
     subset = ClassSubset(tf.constant([2, 0], tf.int32), 3)
-    with pytest.warns(DeprecationWarning, match="ClassSubset"):
-        old_elbo = model.elbo((X, Y), tf.constant([2, 0], tf.int32))
-    assert float(old_elbo) == float(model.elbo((X, Y), subset))
     assert float(model.elbo((X, Y), subset)) != float(model.elbo((X, Y)))
-    with pytest.warns(DeprecationWarning, match="ClassSubset"):
-        old = cavi.proposal(X, Y, 0.7, [2, 0])
-    for new_value, old_value in zip(cavi.proposal(X, Y, 0.7, subset), old):
-        np.testing.assert_array_equal(new_value.numpy(), old_value.numpy())
-    with pytest.warns(DeprecationWarning, match="CAVI.sample_subset"):
-        drawn = cavi.sample_classes()
-    np.testing.assert_array_equal(drawn.numpy(), cavi.sample_subset().classes.numpy())
+    with pytest.raises(TypeError, match=r"ClassSubset\(classes, num_classes\)"):
+        model.elbo((X, Y), tf.constant([2, 0], tf.int32))
+    with pytest.raises(TypeError, match="ClassSubset"):
+        cavi.proposal(X, Y, 0.7, [2, 0])

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpflow_augmented as ga
-from gpflow_augmented.binary import BinaryLogisticSVGP, binary_local_elbo
+from gpflow_augmented.binary import BinaryLogisticSVGP
+from gpflow_augmented.likelihoods import binary_local_elbo
 from gpflow_augmented.likelihoods import BinaryLogistic
 
 from helpers import assert_monotone, binary_problem, cavi_trace, variational_gradient_norm
