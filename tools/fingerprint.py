@@ -22,7 +22,7 @@ ELBO trace; ``--compare`` prints the largest absolute difference per case and ex
 import argparse
 import os
 import sys
-from typing import Callable, Dict
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -66,8 +66,10 @@ def _multiclass(iterations: int, **options) -> Callable[[], Dict[str, np.ndarray
     return run
 
 
-def _cavi(iterations: int, batch_size: int = 200, **options) -> Callable[[], Dict[str, np.ndarray]]:
-    """``CAVI`` stepped directly, without ``Trainer``: q(u) (and σ² where it applies) only."""
+def _cavi(iterations: int, batch_size: Optional[int] = 200,
+          **options) -> Callable[[], Dict[str, np.ndarray]]:
+    """``CAVI`` stepped directly, without ``Trainer``: q(u) (and σ² where it applies) only;
+    ``batch_size=None``: the full batch, at ρ = 1."""
     scheme = options.pop("scheme", "exact")
 
     def run() -> Dict[str, np.ndarray]:
@@ -75,20 +77,19 @@ def _cavi(iterations: int, batch_size: int = 200, **options) -> Callable[[], Dic
         model = ga.LogisticSoftmaxSVGP(
             ga.initial_kernel(X), ga.inducing_points(X, 50, seed=0), C, num_data=len(X),
             scheme=scheme, mean_function=gpflow.mean_functions.Constant())
-        full_batch = batch_size >= len(X)
-        cavi = ga.CAVI(model, 1.0 if full_batch else ga.RobbinsMonro(), **options)
+        cavi = ga.CAVI(model, 1.0 if batch_size is None else ga.RobbinsMonro(), **options)
         elbos = [cavi.step(batch).numpy() for batch in _batches(X, Y, iterations, batch_size)]
         return _record(model, np.array(elbos))
 
     return run
 
 
-def _batches(X: np.ndarray, Y: np.ndarray, count: int, batch_size: int):
-    if batch_size >= len(X):
-        return [(X, Y)] * count
-    rng = np.random.default_rng(0)
-    indices = [rng.choice(len(X), batch_size, replace=False) for _ in range(count)]
-    return [(X[i], Y[i]) for i in indices]
+def _batches(X: np.ndarray, Y: np.ndarray, count: int,
+             batch_size: Optional[int]) -> List[Tuple[tf.Tensor, tf.Tensor]]:
+    """``count`` batches: the whole set each time (``None``), or ``fit``'s seeded minibatches."""
+    if batch_size is None:
+        return [(tf.constant(X), tf.constant(Y))] * count
+    return list(ga.minibatches(X, Y, batch_size, seed=0).take(count))
 
 
 def _method(name: str, iterations: int = 20) -> Callable[[], Dict[str, np.ndarray]]:
@@ -108,8 +109,8 @@ def _method(name: str, iterations: int = 20) -> Callable[[], Dict[str, np.ndarra
             method = baselines.build_method(
                 name, ga.initial_kernel(X), ga.inducing_points(X, 50, seed=0), data.num_classes,
                 len(X), full_batch=full_gp, data=(X, Y) if full_gp else None)
-        elbos = [np.asarray(method.step(tf.constant(Xb), tf.constant(Yb)))
-                 for Xb, Yb in _batches(X, Y, iterations, len(X) if full_gp else 200)]
+        elbos = [np.asarray(method.step(Xb, Yb))
+                 for Xb, Yb in _batches(X, Y, iterations, None if full_gp else 200)]
         return _record(method.model, np.array(elbos))
 
     return run
@@ -155,7 +156,7 @@ CASES = {
     "binary": lambda: _binary(60),
     "fit-exact-full": _multiclass(20, batch_size=None),
     "cavi-exact-mini": _cavi(30, warm_start_iterations=5, update_variance=None),
-    "cavi-exact-full": _cavi(10, batch_size=10**9, warm_start_iterations=5),
+    "cavi-exact-full": _cavi(10, batch_size=None, warm_start_iterations=5),
     "cavi-nm": _cavi(20, scheme="negative-multinomial"),
     "cavi-exact-subsets": _cavi(20, class_subset_size=3, seed=0),
     **{f"method/{name}": _method(name) for name in baselines.METHODS},
