@@ -442,3 +442,22 @@ def test_the_bound_certificate_reads_soft_rows_and_refuses_fractional_labels():
     with pytest.raises(ga.InvalidDataError, match=r"^Y must hold integer class labels 0\.\.C-1, "
                                                   r"found non-integer values"):
         ga.bound_certificate(model, (X, fractional))
+
+
+@pytest.mark.parametrize("scheme", ["exact", "gamma-poisson"])
+def test_the_certificate_of_soft_rows_is_the_mix_of_the_hard_labellings_certificates(scheme):
+    """Every bound is linear in the label rows, so rows 0.7 e_y + 0.3 e_(y+1) give 0.7 × the
+    certificate of labels y plus 0.3 × that of labels y + 1, at the same q(u); the quadrature
+    error, an absolute value of such a difference, is at most the same mix. The refined
+    quadrature used to read soft rows as one class with mixed marginals."""
+    model, (X, Y) = make_problem(40, 3, num_inducing=6, seed=3, scheme=scheme)
+    ga.CAVI(model).step((X, Y))
+    shifted = (Y + 1) % 3
+    soft = 0.7 * np.eye(3)[Y[:, 0]] + 0.3 * np.eye(3)[shifted[:, 0]]
+    mixed, first, second = (ga.bound_certificate(model, (X, labels))
+                            for labels in (soft, Y, shifted))
+    for field in ("augmented", "exact", "gap"):
+        expected = 0.7 * getattr(first, field) + 0.3 * getattr(second, field)
+        np.testing.assert_allclose(getattr(mixed, field), expected, rtol=1e-10, err_msg=field)
+    assert mixed.quadrature_error <= (0.7 * first.quadrature_error
+                                      + 0.3 * second.quadrature_error + 1e-12)
