@@ -25,8 +25,8 @@ from .class_subsets import (
 )
 from .distributed import replica_max_code, replica_sum, replicated_by_first
 from .kernel_variance import variance_parameters, variance_update
-from .models import AugmentedSVGP, BatchGeometry
-from .projection import marginals, whitened_q
+from .models import AugmentedSVGP
+from .projection import BatchGeometry, marginals, whitened_q
 from .schedules import ConstantStepSize, StepSizeSchedule
 from .updates import batch_bound, batch_size, minibatch_scale, natural_step, step_sites
 from .validation import (

@@ -9,7 +9,7 @@ They are shaped like :class:`gpflow.models.SVGP` (``q_mu`` [M, C], ``q_sqrt`` [C
 checkpoints, monitoring, the same predictions) works on it. The model only computes; the CAVI
 optimizer is the one place that assigns to ``q_mu`` and ``q_sqrt``.
 """
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -29,6 +29,7 @@ from gpflow.utilities import triangular
 from .class_subsets import ClassSubset, as_class_subset, subset_classes, variational_parameters
 from .likelihoods import AugmentedLikelihood, LogisticSoftmax, MeanFieldGammaPoisson, NegativeMultinomial
 from .projection import (
+    BatchGeometry,
     canonical_kernel_and_inducing,
     inducing_inputs,
     kuu_cholesky,
@@ -49,8 +50,7 @@ from .validation import (
     is_soft,
 )
 
-__all__ = ["AUGMENTED_SCHEMES", "AugmentedSVGP", "BOUNDS", "BatchGeometry", "LogisticSoftmaxSVGP",
-           "SCHEMES"]
+__all__ = ["AUGMENTED_SCHEMES", "AugmentedSVGP", "BOUNDS", "LogisticSoftmaxSVGP", "SCHEMES"]
 
 # What CAVI steps on: an augmented bound (exact coordinate ascent, conjugate given the local
 # parameters), or the exact ELBO (closed-form natural-gradient steps from the exact sites).
@@ -60,22 +60,6 @@ BOUNDS = ("augmented", "exact")
 AUGMENTED_SCHEMES = (NegativeMultinomial.name, MeanFieldGammaPoisson.name)
 SCHEMES = AUGMENTED_SCHEMES + ("exact",)
 
-
-
-class BatchGeometry(NamedTuple):
-    """A batch's sparse-GP quantities (:meth:`AugmentedSVGP.batch_geometry`)."""
-
-    L: tf.Tensor  # Cholesky factor of K_mm + jitter [P, M, M], P = 1 if the classes share it
-    q_mu: tf.Tensor  # whitened q(v) mean [M, K]
-    q_sqrt: tf.Tensor  # whitened q(v) square root [K, M, M]
-    Fmu: tf.Tensor  # marginal means of q(f) [N, K]
-    Fvar: tf.Tensor  # marginal variances of q(f) [N, K]
-    A: tf.Tensor  # whitened projection L⁻¹ K_mn [P, M, N]
-    prior_mean: tf.Tensor  # the mean function at the batch [N, 1] (shared) or [N, K], in Fmu
-    residual: tf.Tensor  # diag(K_nn - Aᵀ A) [N, P], the variance of f that q(u) does not explain
-    # The class subset the quantities are of (None: all classes); given the labels, it carries
-    # each point's observed class's marginals, which the exact bound's subset estimate keeps exact.
-    subset: Optional[ClassSubset] = None
 
 
 def _checked_inducing_inputs(Z: object) -> np.ndarray:
@@ -205,7 +189,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     )
     def batch_geometry(
         self, X: tf.Tensor, subset: Optional[ClassSubset] = None, Y: Optional[tf.Tensor] = None
-    ) -> "BatchGeometry":
+    ) -> BatchGeometry:
         """The batch's sparse-GP quantities, for all classes or a :class:`ClassSubset`: the
         Cholesky factor L of K_mm, whitened q(v), the marginals q(f) (the prior mean included),
         the whitened projection A and the prior mean; on a subset, given the labels ``Y``, the

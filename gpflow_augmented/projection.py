@@ -6,7 +6,7 @@ With L Lᵀ = K_zz + jitter and v = L⁻¹u ~ N(0, I), the latent values at inpu
 f = Aᵀv + r with A = L⁻¹K_zx and r ~ N(0, diag(K_xx - AᵀA)) independent of v. Taking Z = X gives
 the full GP (A = Lᵀ up to the jitter, r ≈ 0).
 """
-from typing import Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 from check_shapes import check_shapes
@@ -21,7 +21,10 @@ from gpflow.inducing_variables import (
 )
 from gpflow.kernels import Kernel, MultioutputKernel, SeparateIndependent, SharedIndependent
 
+from .class_subsets import ClassSubset
+
 __all__ = [
+    "BatchGeometry",
     "canonical_kernel_and_inducing",
     "inducing_inputs",
     "kuu_cholesky",
@@ -31,6 +34,22 @@ __all__ = [
     "whitened_projection",
     "whitened_q",
 ]
+
+
+class BatchGeometry(NamedTuple):
+    """A batch's sparse-GP quantities (:meth:`~gpflow_augmented.AugmentedSVGP.batch_geometry`)."""
+
+    L: tf.Tensor  # Cholesky factor of K_mm + jitter [P, M, M], P = 1 if the classes share it
+    q_mu: tf.Tensor  # whitened q(v) mean [M, K]
+    q_sqrt: tf.Tensor  # whitened q(v) square root [K, M, M]
+    Fmu: tf.Tensor  # marginal means of q(f) [N, K]
+    Fvar: tf.Tensor  # marginal variances of q(f) [N, K]
+    A: tf.Tensor  # whitened projection L⁻¹ K_mn [P, M, N]
+    prior_mean: tf.Tensor  # the mean function at the batch [N, 1] (shared) or [N, K], in Fmu
+    residual: tf.Tensor  # diag(K_nn - Aᵀ A) [N, P], the variance of f that q(u) does not explain
+    # The class subset the quantities are of (None: all classes); given the labels, it carries
+    # each point's observed class's marginals, which the exact bound's subset estimate keeps exact.
+    subset: Optional[ClassSubset] = None
 
 
 def kuu_cholesky(kernel: Kernel, inducing_variable: InducingVariables) -> tf.Tensor:

@@ -26,7 +26,7 @@ minibatch step against, so a minibatch step with negative sites also halves ρ u
 all θ ≥ 0 cannot run away (Λ̂ ⪰ I, so Λ_new ⪰ (1 - ρ) Λ) and are not tested; the full batch has
 the line search; Λ_new = Λ at a fixed point, so the fixed points are again unchanged.
 """
-from typing import Any, Optional, Tuple
+from typing import Optional, Tuple
 
 import tensorflow as tf
 from check_shapes import check_shapes
@@ -36,7 +36,7 @@ from gpflow.kullback_leiblers import gauss_kl
 from .class_subsets import ClassSubset, subset_scale
 from .distributed import replica_sum
 from .likelihoods import AugmentedLikelihood
-from .projection import unwhitened_q
+from .projection import BatchGeometry, unwhitened_q
 
 __all__ = [
     "batch_bound",
@@ -222,7 +222,7 @@ def minibatch_scale(num_data: Optional[int], batch_size: tf.Tensor) -> tf.Tensor
     return tf.cast(num_data, default_float()) / batch_size
 
 
-def batch_elbo(geometry: Any, local_sum: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
+def batch_elbo(geometry: BatchGeometry, local_sum: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
     """The ELBO from a batch's summed local terms: ``local_sum`` times ``scale`` (N / B), minus
     the KL (C/|K| times on the geometry's class subset)."""
     return local_sum * scale - subset_scale(geometry.subset) * gauss_kl(geometry.q_mu,
@@ -236,7 +236,7 @@ def batch_size(X: tf.Tensor) -> tf.Tensor:
 
 
 def batch_bound(
-    likelihood: AugmentedLikelihood, geometry: Any, Y: tf.Tensor, scale: tf.Tensor,
+    likelihood: AugmentedLikelihood, geometry: BatchGeometry, Y: tf.Tensor, scale: tf.Tensor,
     exact_bound: bool,
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """(each point's local ELBO [N], the batch ELBO []) of the bound a model is on: the exact
@@ -304,7 +304,7 @@ def warm_start_sites(
     "return[2]: []",
 )
 def natural_step(
-    geometry: Any,
+    geometry: BatchGeometry,
     local_elbo: tf.Tensor,
     linear: tf.Tensor,
     quadratic: tf.Tensor,
@@ -317,7 +317,7 @@ def natural_step(
     before it. Under a ``tf.distribute`` strategy the sums over the batch (the statistics and the
     local ELBO) are all-reduced first, so every replica returns the same.
 
-    ``geometry`` is the batch's :class:`~gpflow_augmented.models.BatchGeometry` (its class
+    ``geometry`` is the batch's :class:`~gpflow_augmented.projection.BatchGeometry` (its class
     subset weighs the KL by C/|K|); ``scale`` is N / B, B the global batch size. The sites are coefficients of f, and
     q(u) is over f minus the prior mean μ:
     linear·f - quadratic·f²/2 = (linear - quadratic·μ)·(f - μ) - quadratic·(f - μ)²/2 + const."""
