@@ -18,7 +18,6 @@ with quiet_start_up():
     import gpflow  # noqa: F401
 
 from . import datasets, metrics, monitoring
-from .binary import BinaryLogisticSVGP
 from .cavi import CAVI
 from .certificate import BoundCertificate, bound_certificate
 from .checkpoints import CheckpointError, restore_checkpoint
@@ -26,7 +25,7 @@ from .convergence import GlobalParameterConvergence
 from .export import export_model, load_model
 from .initialisation import inducing_points, initial_kernel, median_lengthscale
 from .likelihoods import LogisticSoftmax
-from .models import AugmentedSVGP, LogisticSoftmaxSVGP
+from .models import AugmentedSVGP, BinaryLogisticSVGP, LogisticSoftmaxSVGP
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from .training import EXACT_LEARNING_RATE, EXACT_WARM_START, FitResult, Trainer, fit, minibatches
 from .validation import InvalidDataError, NumericalError

@@ -1,8 +1,9 @@
 """
 Sparse variational GP classifiers whose q(u) is updated in closed form by
 :class:`~gpflow_augmented.CAVI`: :class:`AugmentedSVGP` with any augmented likelihood
-(:mod:`~gpflow_augmented.likelihoods`), as GPflow's ``SVGP(kernel, likelihood, Z)``, and
-:class:`LogisticSoftmaxSVGP`, the multi-class model with the logistic-softmax likelihood.
+(:mod:`~gpflow_augmented.likelihoods`), as GPflow's ``SVGP(kernel, likelihood, Z)``;
+:class:`LogisticSoftmaxSVGP`, the multi-class model with the logistic-softmax likelihood; and
+:class:`BinaryLogisticSVGP`, binary classification with the logistic likelihood (X-GPC).
 
 They are shaped like :class:`gpflow.models.SVGP` (``q_mu`` [M, C], ``q_sqrt`` [C, M, M], ``kernel``,
 ``inducing_variable``, ``num_data``, ``whiten``) so that everything written for SVGP (print_summary,
@@ -27,7 +28,13 @@ from gpflow.models.util import inducingpoint_wrapper
 from gpflow.utilities import triangular
 
 from .class_subsets import ClassSubset, as_class_subset, subset_classes, variational_parameters
-from .likelihoods import AugmentedLikelihood, LogisticSoftmax, MeanFieldGammaPoisson, NegativeMultinomial
+from .likelihoods import (
+    AugmentedLikelihood,
+    BinaryLogistic,
+    LogisticSoftmax,
+    MeanFieldGammaPoisson,
+    NegativeMultinomial,
+)
 from .projection import (
     BatchGeometry,
     canonical_kernel_and_inducing,
@@ -50,7 +57,14 @@ from .validation import (
     is_soft,
 )
 
-__all__ = ["AUGMENTED_SCHEMES", "AugmentedSVGP", "BOUNDS", "LogisticSoftmaxSVGP", "SCHEMES"]
+__all__ = [
+    "AUGMENTED_SCHEMES",
+    "AugmentedSVGP",
+    "BOUNDS",
+    "BinaryLogisticSVGP",
+    "LogisticSoftmaxSVGP",
+    "SCHEMES",
+]
 
 # What CAVI steps on: an augmented bound (exact coordinate ascent, conjugate given the local
 # parameters), or the exact ELBO (closed-form natural-gradient steps from the exact sites).
@@ -236,7 +250,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         exact bound.
 
         With a :class:`ClassSubset` K it is the class-subsampled estimate: per-class sums and the
-        KL count C/|K| times (see :mod:`~gpflow_augmented.augmentation`). It means the same in any
+        KL count C/|K| times (see :mod:`~gpflow_augmented.likelihoods.augmentations`). It means the same in any
         context, a ``tf.distribute`` replica included: the estimate from the data it is given.
         Combining replicas is the training loop's work (:class:`~gpflow_augmented.Trainer`).
         """
@@ -357,3 +371,46 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         )
         self.scheme = scheme
         self.inner_iterations = inner_iterations
+
+
+class BinaryLogisticSVGP(AugmentedSVGP):
+    """Binary GP classification with the logistic link σ(y'f), made conjugate by one Pólya-Gamma
+    variable per point (X-GPC, Wenzel et al. 2019) and trained by closed-form CAVI:
+    ``AugmentedSVGP(kernel, BinaryLogistic(), inducing_variable, ...)``.
+
+    This is not :class:`LogisticSoftmaxSVGP` with C = 2. That model has two independent latent GPs
+    and p(y = 1 | f) = σ(f₁) / (σ(f₀) + σ(f₁)); this one has a single GP and p(y = 1 | f) = σ(f),
+    the likelihood of GPflow's ``Bernoulli(invlink=tf.sigmoid)``. The two put different priors on
+    the class probability (at f = 0 draws, σ(f₁)/(σ(f₀) + σ(f₁)) is far more concentrated around ½
+    than σ(f)), so their posteriors differ.
+
+    :param kernel: the GP's kernel.
+    :param inducing_variable: inducing inputs Z [M, D] (array or ``InducingPoints``).
+    :param num_data: the training-set size N, which scales minibatch ELBOs and updates.
+    :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
+    :param mean_function: the prior mean of f, as in GPflow's SVGP (default zero).
+
+    Labels are ``Y`` [N, 1] in {0, 1}. ``q_mu`` is [M, 1] and ``q_sqrt`` [1, M, M], as in a
+    single-output GPflow ``SVGP``. Predictions are those of ``Bernoulli(invlink=tf.sigmoid)``,
+    whose expectations over the Gaussian marginal of f are exact 1-D Gauss–Hermite quadrature.
+    """
+
+    @check_shapes(
+        "q_mu: [M, 1] if q_mu is not None",
+        "q_sqrt: [1, M, M] if q_sqrt is not None",
+    )
+    def __init__(
+        self,
+        kernel: Kernel,
+        inducing_variable: object,
+        num_data: Optional[int] = None,
+        *,
+        whiten: bool = True,
+        q_mu: Optional[np.ndarray] = None,
+        q_sqrt: Optional[np.ndarray] = None,
+        mean_function: Optional[MeanFunction] = None,
+    ) -> None:
+        super().__init__(
+            kernel, BinaryLogistic(), inducing_variable, num_data=num_data, whiten=whiten,
+            q_mu=q_mu, q_sqrt=q_sqrt, mean_function=mean_function,
+        )

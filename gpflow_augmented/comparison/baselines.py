@@ -55,8 +55,7 @@ from gpflow.optimizers import NaturalGradient
 from gpflow.utilities import set_trainable
 
 from ..likelihoods import LogisticSoftmax
-from ..binary import BinaryLogisticSVGP
-from ..models import AugmentedSVGP, LogisticSoftmaxSVGP
+from ..models import AugmentedSVGP, BinaryLogisticSVGP, LogisticSoftmaxSVGP
 from ..projection import inducing_inputs
 from ..schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from ..training import EXACT_WARM_START, Trainer, adam_step_if_finite, default_learning_rate

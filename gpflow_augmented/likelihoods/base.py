@@ -28,7 +28,7 @@ import tensorflow as tf
 from check_shapes import check_shapes
 from gpflow.likelihoods import Likelihood
 
-from ..augmentation import LocalParameters
+from .polya_gamma import LocalParameters
 from ..class_subsets import ClassSubset
 
 __all__ = ["AugmentedLikelihood"]

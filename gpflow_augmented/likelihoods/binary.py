@@ -19,7 +19,7 @@ from gpflow.base import TensorType
 from gpflow.config import default_float
 from gpflow.likelihoods import Bernoulli
 
-from ..augmentation import LocalParameters, log_cosh_half, polya_gamma_mean, tilt
+from .polya_gamma import LocalParameters, log_cosh_half, polya_gamma_mean, tilt
 from ..class_subsets import ClassSubset
 from ..expectations import expected_log_sigmoid
 from ..validation import checked_labels

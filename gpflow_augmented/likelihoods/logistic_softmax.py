@@ -23,7 +23,7 @@ from gpflow.base import MeanAndVariance, Parameter, TensorType
 from gpflow.config import default_float
 from gpflow.utilities import positive
 
-from ..augmentation import LocalParameters
+from .polya_gamma import LocalParameters
 from ..class_subsets import ClassSubset
 from ..expectations import (
     DEFAULT_NUM_HERMITE,

@@ -46,7 +46,7 @@ from gpflow.kernels import Kernel
 from polyagamma import random_polyagamma
 from tqdm.auto import tqdm
 
-from ..augmentation import LocalParameters, polya_gamma_mean, polya_gamma_variance
+from ..likelihoods.polya_gamma import LocalParameters, polya_gamma_mean, polya_gamma_variance
 from ..likelihoods import LogisticSoftmax
 from .posterior import LatentSampler, PosteriorSamples, check_counts
 from ..validation import check_integer
@@ -80,8 +80,8 @@ def sample_polya_gamma(b: np.ndarray, c: np.ndarray, rng: np.random.Generator) -
 
 
 def polya_gamma_moments(b: np.ndarray, c: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Mean and variance of PG(b, c) (:func:`~gpflow_augmented.augmentation.polya_gamma_mean`,
-    :func:`~gpflow_augmented.augmentation.polya_gamma_variance`), as NumPy arrays."""
+    """Mean and variance of PG(b, c) (:func:`~gpflow_augmented.likelihoods.polya_gamma.polya_gamma_mean`,
+    :func:`~gpflow_augmented.likelihoods.polya_gamma.polya_gamma_variance`), as NumPy arrays."""
     b, c = np.broadcast_arrays(np.asarray(b, dtype=np.float64), np.asarray(c, dtype=np.float64))
     return polya_gamma_mean(b, c).numpy(), polya_gamma_variance(b, c).numpy()
 

@@ -1,4 +1,5 @@
-"""At any fixed q(u): paper ELBO ≤ collapsed ELBO ≤ non-augmented ELBO ≤ log p(y), on problems small
+"""The two families' closed forms against independent computations, and at any fixed q(u):
+Gamma–Poisson ELBO ≤ negative-multinomial ELBO ≤ non-augmented ELBO ≤ log p(y), on problems small
 enough (N·C ≤ 6) for tensor-product Gauss–Hermite quadrature to give the integrals exactly."""
 import itertools
 
@@ -7,8 +8,13 @@ import pytest
 import tensorflow as tf
 from gpflow.config import default_jitter
 from gpflow.kullback_leiblers import gauss_kl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import digamma, xlogy
 
 import gpflow_augmented as ga
+from gpflow_augmented.likelihoods import augmentations as aug
+from gpflow_augmented.likelihoods import polya_gamma as pg
 from gpflow_augmented.models import AUGMENTED_SCHEMES
 from helpers import make_problem
 
@@ -58,19 +64,19 @@ def test_bound_ordering(num_data, num_classes, seed):
     for model in models.values():
         model.q_mu.assign(q_mu)
         model.q_sqrt.assign(q_sqrt)
-    paper = float(models["gamma-poisson"].elbo((X, Y)))
-    collapsed = float(models["negative-multinomial"].elbo((X, Y)))
+    gamma_poisson = float(models["gamma-poisson"].elbo((X, Y)))
+    negative_multinomial = float(models["negative-multinomial"].elbo((X, Y)))
     vi = vi_elbo(models["negative-multinomial"], X, Y[:, 0])
     K = models["negative-multinomial"].kernel(X).numpy() + default_jitter() * np.eye(num_data)
     log_py = log_marginal_likelihood(K, Y[:, 0], num_classes, 11)
     quadrature_error = abs(log_py - log_marginal_likelihood(K, Y[:, 0], num_classes, 8))
     assert quadrature_error < 1e-4
     # each gap must exceed the quadrature's own error, or the ordering would prove nothing
-    gaps = np.diff([paper, collapsed, vi, log_py])
-    assert np.all(gaps > 10 * quadrature_error), (paper, collapsed, vi, log_py)
+    gaps = np.diff([gamma_poisson, negative_multinomial, vi, log_py])
+    assert np.all(gaps > 10 * quadrature_error), (gamma_poisson, negative_multinomial, vi, log_py)
 
     # The certificate users see: its exact ELBO is the quadrature's, its augmented bound the
-    # collapsed one, and so augmented ≤ exact ≤ log p(y), for both kinds of model.
+    # negative-multinomial one, and so augmented ≤ exact ≤ log p(y), for both kinds of model.
     exact_model, _ = make_problem(num_data, num_classes, seed=seed, variance=2.0, scheme="exact")
     exact_model.q_mu.assign(q_mu)
     exact_model.q_sqrt.assign(q_sqrt)
@@ -81,6 +87,128 @@ def test_bound_ordering(num_data, num_classes, seed):
         true_error = abs(certificate.exact - vi)
         assert true_error < 1e-4 * num_data
         assert true_error < 1.5 * certificate.quadrature_error + 1e-9
-        np.testing.assert_allclose(certificate.augmented, collapsed, rtol=1e-9)
+        np.testing.assert_allclose(certificate.augmented, negative_multinomial, rtol=1e-9)
         assert certificate.augmented < certificate.exact < log_py
         np.testing.assert_allclose(float(model.exact_elbo((X, Y))), certificate.exact, rtol=1e-12)
+
+
+def random_marginals(seed, N=6, C=4, scale=3.0):
+    rng = np.random.default_rng(seed)
+    Fmu = rng.normal(scale=scale, size=(N, C))
+    Fvar = rng.uniform(0.01, 2.0, size=(N, C))
+    Y = np.eye(C)[rng.integers(0, C, N)]
+    return Fmu, Fvar, Y
+
+
+def negative_multinomial_count_terms(local):
+    """E[log π(n) - log q(n)] for q(n_i) = NM(1, p) against the improper negative-multinomial prior,
+    in NumPy, with p recovered from γ (p_c = γ_c p_0, p_0 = 1 / (1 + Σγ)): valid at any γ, so
+    that the closed form can be compared with the bound away from its optimum too."""
+    gamma = np.asarray(local.gamma)
+    log_C = np.log(gamma.shape[-1])
+    log_p0 = -np.log1p(gamma.sum(-1))
+    return -log_C - log_p0 - (xlogy(gamma, gamma).sum(-1) + gamma.sum(-1) * (log_C + log_p0))
+
+
+@given(m=st.floats(-1e3, 1e3), v=st.floats(1e-12, 1e3))
+@settings(max_examples=200, deadline=None, derandomize=True)
+def test_log_one_minus_sigma_tilde_is_exact(m, v):
+    got = aug.log_one_minus_sigma_tilde(tf.constant(m, tf.float64), tf.constant(v, tf.float64)).numpy()
+    # mpmath-free reference: 1 - σ̃ = (2cosh(c/2) - e^{-m/2}) / (2cosh(c/2)), in long double
+    # where it is representable, else via the identity log(1-σ̃) ≈ log(e^{-c} + δ) for tiny values.
+    mm = np.longdouble(m)
+    cc = np.sqrt(mm**2 + np.longdouble(v))
+    with np.errstate(over="ignore"):
+        num = np.exp(cc / 2) + np.exp(-cc / 2) - np.exp(-mm / 2)
+        den = np.exp(cc / 2) + np.exp(-cc / 2)
+    # The subtraction loses log10(1/ratio) of long double's 19 digits: trust it only while that
+    # leaves better than 1e-10 relative accuracy.
+    if np.isfinite(den) and num > 0 and num / den > 1e-8:
+        np.testing.assert_allclose(got, float(np.log(num / den)), rtol=1e-9, atol=1e-12)
+    elif m < -1 and v < 1e-6 * m**2:
+        # expanding c = |m| + v/(2|m|) + O(v²/|m|³): 1 - σ̃ = (e^m + v/(4|m|)) / (1 + e^m) · (1 + O(v/m²))
+        expected = np.logaddexp(m, np.log(v / (4 * abs(m)))) - np.log1p(np.exp(m))
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert np.isfinite(got) and got <= 0
+
+
+def test_negative_multinomial_closed_form_equals_augmented_elbo_at_optimum():
+    Fmu, Fvar, Y = random_marginals(0)
+    local = aug.negative_multinomial_local_parameters(Fmu, Fvar, Y)
+    augmented = aug.polya_gamma_terms(Fmu, Fvar, Y, local) + negative_multinomial_count_terms(local)
+    np.testing.assert_allclose(augmented, aug.negative_multinomial_local_elbo(Fmu, Fvar, Y), rtol=1e-12)
+
+
+def test_negative_multinomial_local_parameters_are_the_optimum():
+    # The augmented ELBO must be stationary in log γ (and maximal) at the negative-multinomial update.
+    Fmu, Fvar, Y = random_marginals(1)
+    local = aug.negative_multinomial_local_parameters(Fmu, Fvar, Y)
+    log_gamma = tf.Variable(np.log(local.gamma.numpy()))
+    with tf.GradientTape() as tape:
+        gamma = tf.exp(log_gamma)
+        perturbed = pg.LocalParameters(
+            gamma=gamma, theta=pg.polya_gamma_mean(Y + gamma, local.c), c=local.c
+        )
+        value = tf.reduce_sum(
+            aug.polya_gamma_terms(Fmu, Fvar, Y, perturbed) + negative_multinomial_count_terms(perturbed)
+        )
+    np.testing.assert_allclose(tape.gradient(value, log_gamma), 0.0, atol=1e-10)
+    for shift in (-0.3, 0.3):
+        g = local.gamma * np.exp(shift)
+        other = pg.LocalParameters(g, pg.polya_gamma_mean(Y + g, local.c), local.c)
+        worse = aug.polya_gamma_terms(Fmu, Fvar, Y, other) + negative_multinomial_count_terms(other)
+        assert np.all(worse.numpy() < aug.negative_multinomial_local_elbo(Fmu, Fvar, Y).numpy())
+
+
+def test_gamma_poisson_fixed_point_solves_the_corrected_equations():
+    """γ = exp(ψ(α) - log C) e^{-m/2} / (2 cosh(c/2)) (with the ½ the printed eq. 12 drops) and
+    α = 1 + Σγ (eq. 13); the printed γ without ½ is not a fixed point."""
+    Fmu, Fvar, Y = random_marginals(2)
+    C = Fmu.shape[1]
+    local = aug.gamma_poisson_local_parameters(Fmu, Fvar, Y, inner_iterations=5)
+    gamma, alpha, c = local.gamma.numpy(), local.alpha.numpy(), local.c.numpy()
+    corrected = np.exp(digamma(alpha) - np.log(C))[:, None] * np.exp(-Fmu / 2) / (2 * np.cosh(c / 2))
+    np.testing.assert_allclose(gamma, corrected, rtol=1e-12)
+    np.testing.assert_allclose(alpha, 1 + gamma.sum(1), rtol=1e-12)
+    printed = 2 * corrected
+    assert np.max(np.abs(printed - gamma) / gamma) > 0.5
+
+
+def test_gamma_poisson_alternation_converges_to_the_newton_fixed_point():
+    """The paper's plain γ ↔ α alternation, run long enough, lands on the same fixed point, and each
+    alternation raises the ELBO (it is coordinate ascent)."""
+    Fmu, Fvar, Y = random_marginals(3, C=8)
+    C = Fmu.shape[1]
+    newton = aug.gamma_poisson_local_parameters(Fmu, Fvar, Y, inner_iterations=5)
+    c = pg.tilt(Fmu, Fvar)
+    log_st = aug.log_sigma_tilde(Fmu, c).numpy()
+    alpha = np.full(len(Fmu), float(C))
+    previous = -np.inf
+    for _ in range(2000):
+        gamma = np.exp(digamma(alpha) - np.log(C))[:, None] * np.exp(log_st)
+        alpha = 1 + gamma.sum(1)
+        state = pg.LocalParameters(gamma, pg.polya_gamma_mean(Y + gamma, c), c, alpha)
+        value = float(np.sum(aug.polya_gamma_terms(Fmu, Fvar, Y, state) + aug.gamma_poisson_count_terms(state)))
+        assert value >= previous - 1e-9 * abs(value)
+        previous = value
+    np.testing.assert_allclose(alpha, newton.alpha.numpy(), rtol=1e-8)
+
+
+def test_gamma_poisson_bound_is_below_negative_multinomial_bound():
+    Fmu, Fvar, Y = random_marginals(4)
+    local = aug.gamma_poisson_local_parameters(Fmu, Fvar, Y, 5)
+    elbo = aug.polya_gamma_terms(Fmu, Fvar, Y, local) + aug.gamma_poisson_count_terms(local)
+    assert np.all(elbo.numpy() < aug.negative_multinomial_local_elbo(Fmu, Fvar, Y).numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_local_updates_finite_at_extreme_latents(dtype):
+    Fmu = np.array([[1e3, -1e3, 0.0], [-1e3, -1e3, -1e3], [1e3, 1e3, 1e3]], dtype=dtype)
+    Fvar = np.array([[1e-6, 1e-6, 1e-6], [1e-3, 1.0, 1e3], [0.0, 1e-8, 1.0]], dtype=dtype)
+    Y = np.eye(3, dtype=dtype)
+    for local in (aug.negative_multinomial_local_parameters(Fmu, Fvar, Y),
+                  aug.gamma_poisson_local_parameters(Fmu, Fvar, Y, 5)):
+        for value in local:
+            if value is not None:
+                assert np.all(np.isfinite(value.numpy()))
+    assert np.all(np.isfinite(aug.negative_multinomial_local_elbo(Fmu, Fvar, Y).numpy()))

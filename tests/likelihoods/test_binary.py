@@ -7,9 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpflow_augmented as ga
-from gpflow_augmented.binary import BinaryLogisticSVGP
-from gpflow_augmented.likelihoods import binary_local_elbo
-from gpflow_augmented.likelihoods import BinaryLogistic
+from gpflow_augmented.likelihoods import BinaryLogistic, binary_local_elbo, polya_gamma
+from gpflow_augmented.models import BinaryLogisticSVGP
 
 from helpers import assert_monotone, binary_problem, cavi_trace, variational_gradient_norm
 
@@ -59,8 +58,8 @@ class ThetaTimesMeanLogistic(BinaryLogistic):
 
     def augmented_local_elbo(self, Fmu, Fvar, Y, subset=None, local=None):
         local_elbo = super().augmented_local_elbo(Fmu, Fvar, Y, subset, local)
-        c = tf.stop_gradient(ga.augmentation.tilt(Fmu, Fvar))
-        theta = ga.augmentation.polya_gamma_mean(tf.ones_like(c), c)
+        c = tf.stop_gradient(polya_gamma.tilt(Fmu, Fvar))
+        theta = polya_gamma.polya_gamma_mean(tf.ones_like(c), c)
         right = theta * (tf.square(Fmu) + Fvar) / 2
         wrong = theta * Fmu / 2
         return local_elbo + tf.reduce_sum(right - wrong, axis=-1)

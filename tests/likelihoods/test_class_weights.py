@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from gpflow_augmented import augmentation
+from gpflow_augmented.likelihoods import augmentations
 from gpflow_augmented.expectations import expected_log_logistic_softmax
 from helpers import make_problem, variational_gradient_norm, weighted_problem
 
@@ -37,17 +37,17 @@ def test_weighted_expectation_equals_tensor_product_quadrature():
     assert np.max(np.abs(ours - unweighted.numpy())) > 0.1  # the weights do enter
 
 
-def test_weighted_collapsed_bound_is_below_the_weighted_expectation():
+def test_weighted_negative_multinomial_bound_is_below_the_weighted_expectation():
     rng = np.random.default_rng(1)
     Fmu = tf.constant(rng.normal(-1.0, 3.0, size=(200, 3)))
     Fvar = tf.constant(rng.uniform(0.01, 4.0, size=(200, 3)))
     Y = tf.constant(np.eye(3)[rng.integers(0, 3, 200)])
     log_weights = tf.constant(LOG_WEIGHTS)
     exact = expected_log_logistic_softmax(Fmu, Fvar, Y, log_weights=log_weights).numpy()
-    bound = augmentation.collapsed_local_elbo(Fmu, Fvar, Y, log_weights=log_weights).numpy()
+    bound = augmentations.negative_multinomial_local_elbo(Fmu, Fvar, Y, log_weights=log_weights).numpy()
     assert np.all(bound <= exact + 1e-4)  # 1e-4: the quadrature's stated error
     # Forgetting θ in the normaliser (but not in the numerator) breaks the ordering somewhere.
-    broken = (augmentation.collapsed_local_elbo(Fmu, Fvar, Y)
+    broken = (augmentations.negative_multinomial_local_elbo(Fmu, Fvar, Y)
               + tf.reduce_sum(Y * log_weights, axis=-1)).numpy()
     assert np.any(broken > exact + 1e-3)
 
