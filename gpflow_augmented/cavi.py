@@ -362,8 +362,9 @@ class CAVI(tf.Module):
         shared = len(self.variances) == 1
         if shared:
             moment, sums = tf.reduce_sum(moment, keepdims=True), tf.reduce_sum(sums, -1, True)
+        residual_precision, alignment, curvature = tf.unstack(sums)
         new, ratio, scaling = variance_update(
-            old, moment, *tf.unstack(sums), tf.shape(mean)[0],
+            old, moment, residual_precision, alignment, curvature, tf.shape(mean)[0],
             model.num_latent_gps if shared else 1, step_size)
         # Whitened, q(v) follows u = α u_q at σ = α √w; unwhitened, u itself scales.
         factor = tf.sqrt(old / ratio) if model.whiten else scaling
@@ -449,6 +450,8 @@ class CAVI(tf.Module):
         sums are SVI statistics averaged with step ρ, as q(u)'s natural parameters are:
         b ← (1-ρ) b + ρ N/B e, a ← (1-ρ) θ b + ρ N/B n, θ ← a / b. Refused steps assign nothing."""
         weights = self.model.likelihood.class_weights
+        # Only a likelihood that learns class weights gets here, and CAVI made their exposure.
+        assert weights is not None and self.class_weight_exposure is not None
         counts, exposure = self.model.likelihood.class_weight_statistics(Y, log_weight_gradient)
         rho = tf.cast(step_size, exposure.dtype)
         old_exposure = self.class_weight_exposure

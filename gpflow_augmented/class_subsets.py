@@ -138,6 +138,7 @@ def variational_parameters(
         return tf.convert_to_tensor(q_mu), tf.convert_to_tensor(q_sqrt)
     subset_mu = tf.gather(q_mu.unconstrained_variable, classes, axis=1)
     packed_sqrt = tf.gather(q_sqrt.unconstrained_variable, classes)
+    assert q_sqrt.transform is not None  # q_sqrt is always a triangular Parameter
     return subset_mu, q_sqrt.transform.forward(packed_sqrt)
 
 
@@ -156,6 +157,7 @@ def assign_variational_parameters(
         tf.transpose(tf.tensor_scatter_nd_update(tf.transpose(q_mu), columns,
                                                  tf.transpose(new_mu)))
     )
+    assert q_sqrt.transform is not None
     q_sqrt.unconstrained_variable.scatter_update(
         tf.IndexedSlices(q_sqrt.transform.inverse(new_sqrt), classes)
     )

@@ -7,7 +7,7 @@ The global parameters are q(u)'s ``q_mu`` and ``q_sqrt``; the relative change of
 step, which is why it is an option of :func:`~gpflow_augmented.fit` and not part of the step.
 """
 from collections import deque
-from typing import Deque, Optional
+from typing import Any, Deque, Optional
 
 import numpy as np
 
@@ -39,12 +39,12 @@ class GlobalParameterConvergence:
             return float("inf")
         return float(np.mean(self._changes))
 
-    def update(self, model: object) -> bool:
+    def update(self, model: Any) -> bool:
         """Record the model's current q(u); return whether the rule says stop."""
         current = np.concatenate([np.ravel(model.q_mu.numpy()), np.ravel(model.q_sqrt.numpy())])
         if self._previous is not None:
             scale = np.linalg.norm(self._previous)
             change = np.linalg.norm(current - self._previous)
-            self._changes.append(change / scale if scale > 0 else float("inf"))
+            self._changes.append(float(change / scale) if scale > 0 else float("inf"))
         self._previous = current
         return self.average_change < self.threshold

@@ -120,7 +120,7 @@ class ReliabilityCurve(NamedTuple):
     """Per-bin statistics of a top-label reliability diagram (empty bins have count 0 and NaN)."""
 
     edges: np.ndarray  # [B + 1]
-    count: np.ndarray  # [B]
+    count: np.ndarray  # type: ignore[assignment]  # [B]; a field named as tuple's method
     accuracy: np.ndarray  # [B]
     confidence: np.ndarray  # [B]
 
@@ -144,7 +144,7 @@ class Evaluator:
     chunks (memory stays bounded for Monte Carlo predictive densities on large test sets)."""
 
     def __init__(self, X: np.ndarray, Y: np.ndarray, chunk_size: int = 1000) -> None:
-        self.X = np.asarray(X, dtype=default_float())
+        self.X: np.ndarray = np.asarray(X, dtype=default_float())
         self.Y = np.asarray(Y).reshape(-1, 1).astype(np.int64)
         if len(self.X) == 0 or len(self.X) != len(self.Y):
             raise ValueError(f"Evaluator needs one label per test point and at least one point, "

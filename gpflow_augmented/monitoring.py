@@ -15,7 +15,7 @@ callable returning the step size.
 """
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union, cast
 
 import numpy as np
 import tensorflow as tf
@@ -125,11 +125,12 @@ class ReliabilityDiagramToTensorBoard(ImageToTensorBoard):
 
     def _plot(self, figure: Any, axes: Any) -> None:
         task = self.metrics_task
-        if task.latest_probabilities is None:
+        if task.latest_probabilities is None or task.latest_labels is None:
             task.evaluator(task.model)
             task.latest_probabilities = task.evaluator.latest_probabilities
             task.latest_labels = task.evaluator.Y
-        plot_reliability_diagram(axes, task.latest_probabilities, task.latest_labels, self.num_bins)
+        plot_reliability_diagram(axes, cast(np.ndarray, task.latest_probabilities),
+                                 task.latest_labels, self.num_bins)
 
 
 def plot_reliability_diagram(ax: Any, probabilities: np.ndarray, y: np.ndarray,
@@ -227,7 +228,7 @@ def tensorboard_monitor(
     groups = [MonitorTaskGroup(tasks.every_step, period=period)]
     if tasks.certificate is not None:
         groups.append(MonitorTaskGroup(tasks.certificate, period=certificate_period))
-    if tasks.test_metrics is not None:
+    if tasks.test_metrics is not None and tasks.reliability is not None:
         groups.append(MonitorTaskGroup(tasks.test_metrics, period=test_period))
         groups.append(MonitorTaskGroup(tasks.reliability, period=image_period))
     return Monitor(*groups)

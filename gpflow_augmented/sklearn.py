@@ -53,6 +53,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     :param progress: show a progress bar while fitting.
     """
 
+    # Set by fit: the classes in column order, the trained model.
+    classes_: np.ndarray
+    model_: LogisticSoftmaxSVGP
+
     def __init__(self, num_inducing: int = 100, kernel: Optional[Kernel] = None,
                  iterations: int = 1000, batch_size: Optional[int] = 200,
                  learning_rate: float = EXACT_LEARNING_RATE, seed: int = 0,

@@ -8,7 +8,7 @@ points), a progress bar and a monitoring callback.
 :func:`fit` is the loop.
 """
 import contextlib
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import tensorflow as tf
@@ -208,7 +208,7 @@ class Trainer(tf.Module):
     def _iteration_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         strategy = self.strategy or tf.distribute.get_strategy()
 
-        def first(value: object) -> object:
+        def first(value: Any) -> Any:
             # Every replica computed the same value from all-reduced sums.
             return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], value)
 
@@ -354,7 +354,7 @@ class FitResult(NamedTuple):
     certificate: Optional[BoundCertificate] = None
 
 
-def raised_by_interrupt(error: BaseException) -> bool:
+def raised_by_interrupt(error: Optional[BaseException]) -> bool:
     """Whether ``error`` is Ctrl-C, or what Ctrl-C became on its way out.
 
     A ``KeyboardInterrupt`` that lands while TensorFlow traces a function can leave its internal
@@ -467,7 +467,7 @@ def fit(
         if full_batch:
             batches = tf.data.Dataset.from_tensors((X, Y)).repeat()
         else:
-            batches = minibatches(X, Y, batch_size, seed)
+            batches = minibatches(X, Y, cast(int, batch_size), seed)
     set_trainable(model.inducing_variable, train_inducing_points)
     if trainer is None:
         if step_size is None:

@@ -11,7 +11,7 @@ the step assigns nothing unless the status is ``OK``, and its Python wrapper rai
 """
 import math
 import numbers
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -57,12 +57,12 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def check_integer(value: object, name: str, minimum: int = 1) -> int:
+def check_integer(value: Any, name: str, minimum: int = 1) -> int:
     """``value`` as an int if it is a whole number ≥ ``minimum`` (2.0 passes, 2.7, NaN, None,
     True and "3" do not); otherwise a ValueError naming ``name``."""
     whole = (
         isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-        and math.isfinite(value) and value == int(value)
+        and math.isfinite(value) and value == math.trunc(value)
     )
     if not whole or int(value) < minimum:
         raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
@@ -70,7 +70,7 @@ def check_integer(value: object, name: str, minimum: int = 1) -> int:
 
 
 def check_positive_number(
-    value: object, name: str, maximum: Optional[float] = None, allow_zero: bool = False
+    value: Any, name: str, maximum: Optional[float] = None, allow_zero: bool = False
 ) -> float:
     """``value`` as a float if it is finite and > 0 (≥ 0 with ``allow_zero``; and ≤ ``maximum``);
     otherwise a ValueError naming ``name``."""
@@ -92,14 +92,14 @@ SOFT_LABEL_TOLERANCE = 1e-6
 SOFT_LABEL_MESSAGE = "soft labels must be rows of C probabilities (≥ 0, each row summing to 1)"
 
 
-def is_soft(Y: object, num_classes: int) -> bool:
+def is_soft(Y: Any, num_classes: int) -> bool:
     """Whether labels of this (static) shape are rows [N, C] of class probabilities (one-hot or
     soft) rather than a column [N, 1] of class indices."""
     shape = np.shape(Y) if not isinstance(Y, tf.Tensor) else tuple(Y.shape)
     return len(shape) == 2 and num_classes > 1 and shape[1] == num_classes
 
 
-def _shape(value: object) -> Tuple[Optional[int], ...]:
+def _shape(value: Any) -> Tuple[Optional[int], ...]:
     """The (static) shape of an array or a tensor; ``None`` for a dimension not known yet."""
     if isinstance(value, (tf.Tensor, tf.Variable)):
         return tuple(value.shape)

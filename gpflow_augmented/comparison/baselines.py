@@ -42,7 +42,7 @@ unless the caller gives one rate to all.
 import abc
 import contextlib
 import dataclasses
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import gpflow
 import numpy as np
@@ -217,7 +217,7 @@ class AugmentedMethod(Method):
     """This package's model trained by :class:`~gpflow_augmented.Trainer` (CAVI, then Adam)."""
 
     def __init__(self, name: str, model: AugmentedSVGP, learning_rate: float,
-                 step_size: Union[float, StepSizeSchedule], **trainer_options: object) -> None:
+                 step_size: Union[float, StepSizeSchedule], **trainer_options: Any) -> None:
         self.name, self.model = name, model
         self.trainer = Trainer(model, step_size, learning_rate, **trainer_options)
 
@@ -476,7 +476,7 @@ def build_method(
     rho: Union[float, StepSizeSchedule] = 1.0 if full_batch else schedule
     if name in BINARY_METHODS and num_classes != 2:
         raise ValueError(f"method {name!r} is for binary labels (C = 2), not C = {num_classes}")
-    Z = np.array(inducing_points, dtype=default_float())
+    Z: np.ndarray = np.array(inducing_points, dtype=default_float())
     variance_option = {} if update_variance is None else {"update_variance": update_variance}
     if name == "xgpc":
         model = BinaryLogisticSVGP(kernel, Z, num_data=num_data)

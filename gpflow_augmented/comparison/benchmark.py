@@ -10,9 +10,10 @@ is written to ``<output>/benchmark.md`` (and per-dataset ``results.json`` and fi
 """
 import argparse
 import datetime
+import functools
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import tensorflow as tf
@@ -30,16 +31,18 @@ def step_times(batch_size: int, num_inducing: int, num_classes: int, input_dim: 
                repeats: int = 30, seed: int = 0) -> Dict[str, float]:
     """Median seconds of compiled steps at (B, M, C) on random data: ``cavi`` and ``natgrad``
     alone, and ``cavi+adam`` (this package's iteration) and ``natgrad+adam`` (RM's)."""
-    from .baselines import build_method
+    from .baselines import AugmentedMethod, NaturalGradientMethod, build_method
     from ..initialisation import initial_kernel
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((batch_size, input_dim))
     Y = rng.integers(0, num_classes, (batch_size, 1))
     Z = rng.standard_normal((num_inducing, input_dim))
-    lsm = build_method("lsm", initial_kernel(X), Z, num_classes, 10 * batch_size)
+    lsm = cast(AugmentedMethod, build_method("lsm", initial_kernel(X), Z, num_classes,
+                                             10 * batch_size))
     lsm.trainer.cavi.iteration.assign(lsm.trainer.cavi.warm_start_iterations)  # the exact steps
-    rm = build_method("rm", initial_kernel(X), Z, num_classes, 10 * batch_size)
+    rm = cast(NaturalGradientMethod,
+              build_method("rm", initial_kernel(X), Z, num_classes, 10 * batch_size))
     Xt, Yt = tf.constant(X), tf.constant(Y)
     steps = {
         "cavi": lambda: lsm.trainer.cavi.step((Xt, Yt)),
@@ -176,7 +179,7 @@ def _benchmark_output(args: argparse.Namespace, names: Sequence[str]) -> Path:
 
 def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path,
                  describe: Callable[[Any], str], label: str,
-                 failed: List[Tuple[str, str]]) -> Optional[Tuple[str, List[Dict[str, Any]]]]:
+                 failed: List[Tuple[str, str]]) -> Optional[Tuple[str, Dict[str, Any]]]:
     """Run one dataset's comparison into ``output``/<its name> (or, re-reading or resuming, read
     it); returns its name and its methods' results. One unusable dataset is reported, added to
     ``failed`` under ``label`` with the reason, and skipped, so it cannot sink the benchmark."""
@@ -190,7 +193,8 @@ def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path
     try:
         dataset = load()
     except (FileNotFoundError, InvalidDataError, ValueError) as error:
-        return not_run(str(error))
+        not_run(str(error))
+        return None
     folder = output / dataset.name
     resumed = getattr(args, "resume", False) and (folder / "results.json").exists()
     if resumed:
@@ -207,10 +211,12 @@ def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path
             finally:
                 release_output(folder)
         except (InvalidDataError, NumericalError, ValueError) as error:
-            return not_run(str(error))
+            not_run(str(error))
+            return None
     results_file = folder / "results.json"
     if not results_file.exists():
-        return not_run(f"no results in {folder}")
+        not_run(f"no results in {folder}")
+        return None
     return dataset.name, read_json(results_file)
 
 
@@ -231,11 +237,15 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
 
     output = _benchmark_output(args, args.datasets)
     started = time.perf_counter()
-    rows, speedups, targets, failed, payloads = [], [], [], [], []
+    rows: List[str] = []
+    speedups: List[str] = []
+    targets: List[str] = []
+    failed: List[Tuple[str, str]] = []
+    payloads: List[Dict[str, Any]] = []
     for name in args.datasets:
         ran = _run_dataset(
-            lambda name=name: load_dataset(name, args.data_dir, test_fraction=args.test_fraction,
-                                           seed=args.seed),
+            functools.partial(load_dataset, name, args.data_dir,
+                              test_fraction=args.test_fraction, seed=args.seed),
             args, output,
             lambda dataset: (f"{dataset.name}: {len(dataset.X_train)} train / "
                              f"{len(dataset.X_test)} test, C={dataset.num_classes}"),
@@ -377,8 +387,9 @@ def _binary_row(name: str, methods: List[Dict[str, Any]]) -> str:
         return [f"{target:.4f}", f"{t_baseline:.2f}",
                 "never" if t_xgpc is None else f"{t_xgpc:.2f}", ratio]
 
-    target = best_nll(baseline["trace"])
-    common = 1.05 * max(target, best_nll(xgpc["trace"]))
+    # Every trace here has at least one evaluation: a best NLL exists.
+    target = cast(float, best_nll(baseline["trace"]))
+    common = 1.05 * max(target, cast(float, best_nll(xgpc["trace"])))
     cells = times(target) + times(common)
     for m in (xgpc, baseline):
         final = m["final"]

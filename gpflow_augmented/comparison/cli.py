@@ -14,7 +14,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any, List, NoReturn, Optional, Sequence
+from typing import Any, List, NoReturn, Optional, Sequence, Tuple
 
 from ..training import raised_by_interrupt
 from .ci_utils import DATA_DIR_VARIABLE
@@ -267,7 +267,7 @@ def _export_hlo(args: argparse.Namespace) -> int:
     from .baselines import FULL_GP_METHODS, MULTICLASS_METHODS
     from .hlo_export import DEFAULT_METHODS, DEFAULT_SIZES, export_steps
 
-    sizes = DEFAULT_SIZES
+    sizes: Tuple[Tuple[int, ...], ...] = DEFAULT_SIZES
     if args.sizes is not None:
         try:
             sizes = tuple(tuple(int(n) for n in text.split(",")) for text in args.sizes)

@@ -27,7 +27,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -123,7 +123,7 @@ def export_iteration(name: str, size: Sequence[int], dtype: str, folder: Path,
         raise ValueError(f"reference_steps must be at least 2, got {reference_steps}")
     folder = Path(folder)
     key = module_key(name, size, dtype)
-    config = dataclasses.replace(gpflow.config.config(), float=np.dtype(dtype))
+    config = dataclasses.replace(gpflow.config.config(), float=np.dtype(dtype).type)
     with gpflow.config.as_context(config):
         method, args, seed, Z = _build(name, size, dtype)
         iteration = method.iteration_function()
@@ -170,11 +170,12 @@ def export_iteration(name: str, size: Sequence[int], dtype: str, folder: Path,
         returned = [np.asarray(r) for r in tf.nest.flatten(returned)]
         after = [None if v is None else v.numpy() for v in captured]
         rng = np.random.default_rng(0)
-        references = [_reference(f"ret_{k}", r, arrays, rng) for k, r in enumerate(returned)]
+        references: List[Optional[dict]] = [
+            _reference(f"ret_{k}", r, arrays, rng) for k, r in enumerate(returned)]
         references += [None if a is None else _reference(f"var_{j}", a, arrays, rng)
                        for j, a in enumerate(after)]
         changed = [parameters[len(args) + j]["name"] for j, (b, a) in enumerate(zip(before, after))
-                   if b is not None and not np.array_equal(b, a)]
+                   if b is not None and a is not None and not np.array_equal(b, a)]
         for variable, value in zip(captured, before):
             if variable is not None:
                 variable.assign(value)

@@ -10,7 +10,18 @@ evenly spaced points on the log-time axis of the paper's Figure 7.
 """
 import hashlib
 import time
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    cast,
+)
 
 import numpy as np
 import tensorflow as tf
@@ -48,7 +59,7 @@ class MinibatchStream:
         self.num_data, self.seed = int(num_data), int(seed)
         self.batch_size = min(int(batch_size), self.num_data)
         self.batches_per_epoch = self.num_data // self.batch_size
-        self._epoch, self._permutation = -1, None
+        self._epoch, self._permutation = -1, np.arange(0)
 
     @property
     def full_batch(self) -> bool:
@@ -140,7 +151,8 @@ def time_to_common_nll(
 ) -> Tuple[float, Optional[float], Optional[float]]:
     """The common target of two methods, the worse of their best test NLLs + ``tolerance``, and
     the training time at which each trace first reached it: ``(target, t(trace), t(other))``."""
-    target = max(best_nll(trace), best_nll(other)) + tolerance
+    # Both traces have at least one evaluation, so both have a best NLL.
+    target = max(cast(float, best_nll(trace)), cast(float, best_nll(other))) + tolerance
     return target, time_to_reach(trace, target), time_to_reach(other, target)
 
 
@@ -232,7 +244,7 @@ def compare(
                             learning_rate=learning_rate, positive_bijector=positive_bijector,
                             method_options=method_options,
                             train_inducing_points=train_inducing_points)
-    X = np.asarray(dataset.X_train, dtype=default_float())
+    X: np.ndarray = np.asarray(dataset.X_train, dtype=default_float())
     Y = np.asarray(dataset.Y_train).reshape(-1, 1).astype(np.int64)
     stream = MinibatchStream(len(X), batch_size, seed)
     num_inducing = min(num_inducing, len(X))
@@ -376,4 +388,4 @@ def _run(method: Method, stream: MinibatchStream, X: tf.Tensor, Y: tf.Tensor,
     final_metrics = {**trace[-1], **final_evaluator(method.model)}
     return MethodResult(method.name, METHODS[method.name], trace, final_metrics, compile_seconds,
                         iteration, method.failed_steps, initial, digest.hexdigest(), method,
-                        final_evaluator.latest_probabilities)
+                        cast(np.ndarray, final_evaluator.latest_probabilities))

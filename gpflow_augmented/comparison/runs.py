@@ -355,6 +355,7 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
         if method.name not in monitors:
             tasks = tensorboard_tasks(str(output / "tensorboard" / method.name), method.model,
                                       method, test_data=(dataset.X_test, dataset.Y_test))
+            assert tasks.test_metrics is not None and tasks.reliability is not None  # test data
             monitors[method.name] = (
                 Monitor(MonitorTaskGroup([*tasks.every_step, tasks.test_metrics])),
                 Monitor(MonitorTaskGroup(tasks.reliability)),

@@ -134,7 +134,8 @@ class ExpectationPropagationModel(GPModel):
         """(Λ̃ [C, M, M], η̃ [M, C]): the sites' product in the whitened coordinates of L."""
         raise NotImplementedError
 
-    def ep_state(self, data: RegressionData) -> EPState:
+    def ep_state(self, data: Optional[RegressionData] = None) -> EPState:
+        """The EP computation on ``data``, or on the model's own data (full-GP EP) if ``None``."""
         raise NotImplementedError
 
     def _input_dim(self) -> int:
@@ -242,9 +243,11 @@ class HeavisideSEP(ExpectationPropagationModel, ExternalDataTrainingLossMixin):
                                               transpose_a=True))
         return precision, shift
 
-    def ep_state(self, data: RegressionData) -> EPState:
+    def ep_state(self, data: Optional[RegressionData] = None) -> EPState:
         """The batch's EP computation at the current hyperparameters: the estimate of log p(y)
         with the sites fixed (differentiable in the hyperparameters) and the sites' target."""
+        if data is None:
+            raise ValueError("sparse EP needs a batch of data")
         X, Y = data
         X = tf.convert_to_tensor(X, dtype=default_float())
         labels, valid = checked_labels(Y, self.num_classes)

@@ -10,7 +10,7 @@ tool.
 """
 import csv
 from pathlib import Path
-from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -138,7 +138,7 @@ def from_arrays(
                    class_names)
 
 
-def _class_keys(labels: Sequence[str]) -> list:
+def _class_keys(labels: Union[Sequence[str], np.ndarray]) -> list:
     """What identifies each label's class: its value when every label is a finite number (so "1"
     and "1.0" are one class), else its text."""
     try:
@@ -148,7 +148,9 @@ def _class_keys(labels: Sequence[str]) -> list:
     return values if all(np.isfinite(values)) else list(labels)
 
 
-def _names_to_indices(labels: Sequence[str]) -> Tuple[Tuple[str, ...], np.ndarray]:
+def _names_to_indices(
+    labels: Union[Sequence[str], np.ndarray]
+) -> Tuple[Tuple[str, ...], np.ndarray]:
     """Class names in sorted order (numerically if every name is a number) and each label's
     index among them. Numeric labels are one class per value, named by their first spelling."""
     keys = _class_keys(labels)
@@ -442,10 +444,11 @@ def load_file(
                               test_fraction=test_fraction, seed=seed)
         return dataset._replace(description="; ".join(read))
     if path.suffix == ".npz":
-        X, y, is_test = _read_npz(path)
+        X, npz_labels, is_test = _read_npz(path)
+        y = cast(np.ndarray, npz_labels)  # labels are required: _read_npz refused a file without
         if test_path is not None:
-            X_test, y_test, _ = _read_npz(Path(test_path))
-            X, y, is_test = _stack(X, y, X_test, y_test, name)
+            X_test, test_labels, _ = _read_npz(Path(test_path))
+            X, y, is_test = _stack(X, y, X_test, cast(np.ndarray, test_labels), name)
         return from_arrays(name, X, y, is_test, test_fraction=test_fraction, seed=seed)
 
     X, y = _read_libsvm(path, zero_based)

@@ -16,7 +16,7 @@ Each is summarised at the test inputs by the predictive probabilities p, and the
 variances σ², and compared entry by entry with the Gibbs values.
 """
 from dataclasses import dataclass, field
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import gpflow
 import numpy as np
@@ -55,7 +55,7 @@ class PosteriorSummary(NamedTuple):
     latent_variance: np.ndarray
 
 
-def summarise(posterior: object, Xnew: np.ndarray) -> PosteriorSummary:
+def summarise(posterior: Any, Xnew: np.ndarray) -> PosteriorSummary:
     """Summarise a :class:`PosteriorSamples` or any GPflow model with ``predict_f``/``predict_y``."""
     mean, variance = posterior.predict_f(Xnew)
     probabilities, _ = posterior.predict_y(Xnew)
@@ -183,7 +183,7 @@ def compare_with_gibbs(
     """
     dataset = dataset or load_dataset("wine", seed=0)
     kernel = kernel or initial_kernel(dataset.X_train)
-    data = (
+    data: Tuple[np.ndarray, np.ndarray] = (
         np.asarray(dataset.X_train, default_float()),
         np.asarray(dataset.Y_train, np.int64),
     )
