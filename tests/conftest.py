@@ -72,19 +72,22 @@ def _seed():
 
 def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true",
-                     help="also run the tests marked slow (benchmark-style runs and the notebooks); "
-                          "CI runs them")
+                     help="run every test: also the integration tier and the tests marked slow "
+                          "(CI's test command)")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Without ``--slow`` (or an explicit ``-m``) the slow tests are deselected, not skipped: the
-    default run is the fast selection, and it holds every correctness test."""
+    """The default run is the unit tier: the tests marked ``integration`` (whole programs: the
+    command line, subprocesses, servers, the samplers against each other, scikit-learn's
+    estimator checks) or ``slow`` (benchmark-style runs, the notebooks) are deselected, not
+    skipped. ``--slow`` runs everything; ``-m`` picks a tier (``-m integration``)."""
     if config.getoption("--slow") or config.getoption("markexpr"):
         return
-    slow = [item for item in items if item.get_closest_marker("slow") is not None]
-    if slow:
-        config.hook.pytest_deselected(items=slow)
-        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+    tiers = ("integration", "slow")
+    later = [item for item in items if any(item.get_closest_marker(t) for t in tiers)]
+    if later:
+        config.hook.pytest_deselected(items=later)
+        items[:] = [item for item in items if not any(item.get_closest_marker(t) for t in tiers)]
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from helpers import (
     seed=st.integers(0, 10_000),
 )
 @settings(max_examples=8, deadline=None, derandomize=True)
+@pytest.mark.slow
 def test_elbo_never_decreases_random_problems(scheme, num_data, num_classes, lengthscale, variance,
                                               whiten, seed):
     model, data = make_problem(num_data, num_classes, num_inducing=max(2, num_data // 2), seed=seed,
@@ -84,6 +85,7 @@ def test_step_is_a_natural_gradient_step_of_size_rho():
 
 
 @pytest.mark.parametrize("kind", MODEL_KINDS)
+@pytest.mark.slow
 def test_compiled_and_xla_steps_equal_eager(kind, shapes_checked_while_tracing):
     """Five steps (ρ = 0.5, so each mixes old and new natural parameters) give the same ELBOs and
     parameters, class weights included, eagerly, compiled and XLA-compiled. XLA draws other random
@@ -118,6 +120,7 @@ def test_compiled_and_xla_steps_equal_eager(kind, shapes_checked_while_tracing):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.slow
 def test_extreme_latent_means_give_finite_updates(dtype, scheme):
     with as_context(Config(float=dtype, jitter=1e-4 if dtype == np.float32 else 1e-6)):
         model, data = make_problem(12, 3, num_inducing=6, seed=4, scheme=scheme)
@@ -143,6 +146,7 @@ def test_float32_matches_float64():
     np.testing.assert_allclose(results[1], results[0], atol=2e-3)
 
 
+@pytest.mark.slow
 def test_minibatch_svi_reaches_full_batch_fixed_point():
     model, (X, Y) = make_problem(200, 3, num_inducing=15, seed=6, lengthscale=2.0)
     ga.CAVI(model).iterate((X, Y), iterations=100)
@@ -157,6 +161,7 @@ def test_minibatch_svi_reaches_full_batch_fixed_point():
 
 @pytest.mark.parametrize("separate_kernels", [False, True])
 @pytest.mark.parametrize("separate_inducing", [False, True])
+@pytest.mark.slow
 def test_separate_kernels_and_inducing_points(separate_kernels, separate_inducing):
     C, M = 3, 6
     rng = np.random.default_rng(7)
@@ -208,6 +213,7 @@ def test_natural_step_equals_gpflow_natural_parameter_conversions():
     assert np.allclose(np.triu(sqrt.numpy(), 1), 0.0)
 
 
+@pytest.mark.slow
 def test_the_default_model_is_on_the_exact_bound_with_a_warm_start():
     model, (X, Y) = make_problem(60, 3, num_inducing=6, seed=8, scheme="exact")
     default = ga.LogisticSoftmaxSVGP(model.kernel, model.inducing_variable.Z.numpy(), 3,

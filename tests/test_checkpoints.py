@@ -16,6 +16,7 @@ def build(kind):
 
 
 @pytest.mark.parametrize("kind", MODEL_KINDS)
+@pytest.mark.slow
 def test_resumed_training_equals_uninterrupted(tmp_path, kind):
     """15 + 15 minibatch iterations with a checkpoint in between equal 30 without: q(u), the
     hyperparameters, Adam's slots, ρ's counter, the minibatch stream, the class subsets drawn and
@@ -82,6 +83,7 @@ def test_restore_checkpoint_of_another_class_count_changes_nothing(tmp_path):
     assert any(not np.array_equal(a, b) for a, b in zip(before, damaged) if a.shape == b.shape)
 
 
+@pytest.mark.slow
 def test_restore_checkpoint_round_trips_and_reads_a_folder(tmp_path):
     model, trainer, data = build("exact")
     ga.fit(model, data, iterations=3, batch_size=30, trainer=trainer, progress=False)

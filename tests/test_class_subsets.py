@@ -51,6 +51,7 @@ def _natural(q_mu, q_sqrt):
 
 @pytest.mark.parametrize("scheme", ["exact", "negative-multinomial", "gamma-poisson"])
 @pytest.mark.parametrize("whiten", [True, False])
+@pytest.mark.slow
 def test_subset_update_is_unbiased_given_the_class_coupling(scheme, whiten):
     """With every q(u^c) equal, the class coupling S_i is the same on every subset, so the estimator
     must be exactly unbiased: averaged over all subsets, the natural parameters after a subset step
@@ -141,6 +142,7 @@ def test_compiled_draws_are_valid_subsets():
 
 
 @pytest.mark.parametrize("scheme", ["exact", "negative-multinomial"])
+@pytest.mark.slow
 def test_subset_training_approaches_the_full_fixed_point(scheme):
     """Full-batch CAVI with |K| = 4 of C = 8 classes and a decaying ρ ends near the full CAVI
     fixed point: the coupling's O(1/|K|) bias moves predictions by little. On the exact bound
@@ -197,6 +199,7 @@ def test_label_marginals_are_the_observed_class_column_of_the_full_marginals(sep
     np.testing.assert_allclose(label_var, full.Fvar.numpy()[rows, Y[:, 0]], rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_fused_exact_iteration_takes_the_same_subset_step_as_cavi():
     """On the exact bound the fused Trainer iteration takes its sites from the gradient of the
     subset ELBO and CAVI from the subset expectation: both must divide out the number of classes

@@ -7,13 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# The integration tier (two logical devices in a subprocess): run by --slow or -m integration.
+pytestmark = pytest.mark.integration
+
 # Each config costs two traces of the training step (most of this test's time), so none repeats
 # another's path: minibatches (RobbinsMonro ρ, the N/B scale) run in the first and the last, and
 # all classes with the kernel variance in closed form in the full-batch one, whose statistics are
 # the same replica sums (a separate minibatch run of all classes added no path of its own).
 CONFIGS = [
-    # minibatches, class subsets (the scatter of q(u) into mirrored variables), the paper scheme,
-    # Adam on the kernel
+    # minibatches, class subsets (the scatter of q(u) into mirrored variables), the Gamma–Poisson
+    # family, Adam on the kernel
     {"steps": 6, "batch_size": 40, "class_subset_size": 3, "scheme": "gamma-poisson"},
     # full-batch CAVI (ρ = 1) split over the replicas, all classes, the kernel variance in closed
     # form

@@ -28,6 +28,7 @@ def sobol_reference(mu, var, replicates=8, log2_points=15):
 
 
 @pytest.mark.parametrize("num_classes", [3, 10])
+@pytest.mark.slow
 def test_expected_log_normaliser_matches_sobol_reference(num_classes):
     rng = np.random.default_rng(num_classes)
     mu = rng.normal(-2.0, 2.5, (60, num_classes))
@@ -136,6 +137,7 @@ def fixed_point(model, data):
 
 
 @pytest.mark.parametrize("name", ["wine full GP", "sparse"])
+@pytest.mark.slow
 def test_fixed_point_is_the_exact_vi_optimum(name, optima, capsys):
     model, data, X_test = exact_problems()[name]
     start_gradient = fixed_point(model, data)
@@ -150,6 +152,7 @@ def test_fixed_point_is_the_exact_vi_optimum(name, optima, capsys):
     assert start_gradient > 1.0 and gradient < 1e-6 * start_gradient
 
 
+@pytest.mark.slow
 def test_wrong_curvature_misses_the_optimum(optima, monkeypatch):
     """Price's factor 2 dropped: the step still converges, but to another point."""
     true_sites = expectations.exact_sites
@@ -175,6 +178,7 @@ def test_wrong_curvature_misses_the_optimum(optima, monkeypatch):
     seed=st.integers(0, 10_000),
 )
 @settings(max_examples=15, deadline=None, derandomize=True)
+@pytest.mark.slow
 def test_exact_steps_never_fail(num_data, num_classes, lengthscale, variance, whiten, minibatch,
                                 seed):
     """ρ = 1 from the prior, no warm start, kernel variance up to 1e3: every step is taken and
@@ -207,6 +211,7 @@ def full_batch_elbos(steps=120, jit_compile=False):
     return np.array([float(optimizer.step(data)) for _ in range(50 + steps)])[50:]
 
 
+@pytest.mark.slow
 def test_full_batch_steps_never_lower_the_elbo_and_reach_its_optimum(monkeypatch):
     """The exact bound's sites make its ρ = 1 step a Newton step, which overshoots where E_q log
     p(y | f) is far from quadratic; on the full batch the step halves ρ until the ELBO does not
@@ -223,6 +228,7 @@ def test_full_batch_steps_never_lower_the_elbo_and_reach_its_optimum(monkeypatch
     assert np.diff(unsearched).min() < -1.0, np.diff(unsearched).min()
 
 
+@pytest.mark.slow
 def test_the_search_is_traced_only_where_the_batch_can_be_the_full_data(monkeypatch):
     """N / B = 1 is the search's run-time condition; a static batch size that rules it out (every
     minibatch of fit) leaves the search out of the traced step, and the full batch keeps it."""
@@ -242,6 +248,7 @@ def test_the_search_is_traced_only_where_the_batch_can_be_the_full_data(monkeypa
     assert traced == [30]
 
 
+@pytest.mark.slow
 def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     # The sites below are deliberately wrong, so the full-batch line search would rightly keep
     # q(u) where it is; this is about the factorisation's backoff, which comes before it.
@@ -321,6 +328,7 @@ def test_a_minibatch_step_with_negative_sites_keeps_the_covariance_within_a_fact
     assert largest_covariance_growth(q_sqrt, sqrt)[0] > 1e3
 
 
+@pytest.mark.slow
 def test_fit_returns_the_certificate_and_trains_hyperparameters_on_the_exact_bound():
     model, data = make_problem(60, 3, num_inducing=10, seed=9, scheme="negative-multinomial")
     twin, _ = make_problem(60, 3, num_inducing=10, seed=9, scheme="negative-multinomial")
@@ -345,6 +353,7 @@ def test_fit_returns_the_certificate_and_trains_hyperparameters_on_the_exact_bou
         ga.Trainer(model, hyperparameter_bound="augmented-ish")
 
 
+@pytest.mark.slow
 def test_the_default_learning_rate_is_the_one_chosen_for_the_models_bound():
     exact, data = make_problem(30, 3, num_inducing=5, seed=0, scheme="exact")
     augmented, _ = make_problem(30, 3, num_inducing=5, seed=0, scheme="negative-multinomial")
@@ -381,6 +390,7 @@ def manual_exact_iteration(model, cavi, adam, batch, gradient_after_step=False):
 
 
 @pytest.mark.parametrize("whiten", [True, False])
+@pytest.mark.slow
 def test_fused_exact_iteration_equals_gradient_before_the_step_then_cavi(whiten):
     # Minibatches, ρ < 1, a learned constant prior mean and one warm-start step: the fused
     # iteration takes the collapsed sites first, then the sites from its own backward pass.

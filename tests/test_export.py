@@ -25,6 +25,7 @@ def trained(tmp_path_factory):
     return model, d, raw, path
 
 
+@pytest.mark.integration
 def test_a_fresh_process_reloads_the_export_with_tensorflow_alone(trained, tmp_path):
     model, d, raw, path = trained
     expected = model.predict_y(d.X_test)[0].numpy()
@@ -47,6 +48,7 @@ def test_a_fresh_process_reloads_the_export_with_tensorflow_alone(trained, tmp_p
         "barolo", "grignolino", "barbera"]
 
 
+@pytest.mark.integration
 def test_predict_command_writes_probabilities_as_csv(trained, tmp_path):
     model, d, raw, path = trained
     table = tmp_path / "rows.csv"

@@ -45,6 +45,7 @@ def stationary_problem(scheme):
 
 
 @pytest.mark.parametrize("scheme", ["exact", "negative-multinomial"])
+@pytest.mark.slow
 def test_the_fixed_point_is_a_stationary_point_of_the_elbo(scheme):
     """Full-batch steps (ρ = 1) with the variance updated until nothing moves: ∂ELBO/∂log σ² of
     the model's bound is zero there, while at the same q(u) a variance 10 % off has a gradient
@@ -128,6 +129,7 @@ def learned_variances(iterations, **options):
     return np.array(variances)
 
 
+@pytest.mark.slow
 def test_the_variance_reaches_the_lbfgs_optimum_in_few_steps_where_adam_and_em_do_not(
         monkeypatch):
     """Separable classes, C = 5, lengthscales fixed: a full-batch L-BFGS fit of the same ELBO over
@@ -147,6 +149,7 @@ def test_the_variance_reaches_the_lbfgs_optimum_in_few_steps_where_adam_and_em_d
     assert learned_variances(300)[-1] < 0.85 * optimum
 
 
+@pytest.mark.slow
 def test_adam_leaves_the_variance_to_cavi_and_fixed_hyperparameters_stay_fixed():
     model, data = make_problem(40, 3, num_inducing=8, seed=0, scheme="exact")
     trainer = ga.Trainer(model, learning_rate=0.01)
@@ -173,6 +176,7 @@ def test_a_kernel_without_a_single_variance_is_refused_by_name_when_asked_for():
 
 
 @pytest.mark.parametrize("scheme", ["exact", "negative-multinomial"])
+@pytest.mark.slow
 def test_compiled_and_xla_steps_with_the_variance_update_equal_eager(scheme):
     """Five steps with the variance update (ρ = 0.5, so its scaling step is damped too) give the
     same ELBOs, q(u) and σ² eagerly, compiled and XLA-compiled; tolerance as in test_cavi's
@@ -191,6 +195,7 @@ def test_compiled_and_xla_steps_with_the_variance_update_equal_eager(scheme):
             np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.slow
 def test_minibatch_training_on_sharp_class_boundaries_does_not_run_away():
     # Shuttle's failure in small: classes that meet at sharp boundaries (intervals of one input),
     # N / B = 200, so the ELBO wants a large variance and the latents grow until the exact sites

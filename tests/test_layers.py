@@ -131,6 +131,7 @@ def test_the_checks_catch_a_planted_cycle_and_an_upward_import(tmp_path):
         "gpflow_augmented.monitoring -> gpflow_augmented.comparison.protocol"]
 
 
+@pytest.mark.integration
 def test_importing_the_library_loads_no_layer_above_it_nor_their_dependencies():
     # TensorFlow 2.21 itself loads matplotlib (keras.src.visualization imports pyplot when it is
     # installed), so what counts is what importing the package adds to what TF and GPflow load.

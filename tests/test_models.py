@@ -24,6 +24,7 @@ def trained():
     return model, X, Y
 
 
+@pytest.mark.slow
 def test_scipy_on_the_training_loss_closure_lowers_the_loss(trained):
     model, X, Y = trained
     model = gpflow.utilities.deepcopy(model)
@@ -66,6 +67,7 @@ def with_constant_mean(scheme, c=-2.5, whiten=True):
                         mean_function=gpflow.mean_functions.Constant(np.array([c])))
 
 
+@pytest.mark.slow
 def test_exact_elbo_and_predictions_equal_stock_svgp_with_the_same_mean():
     model, data = with_constant_mean("exact")
     ga.CAVI(model, 0.7, warm_start_iterations=3).iterate(data, 5)  # a q(u) that is not the prior
@@ -91,6 +93,7 @@ class ForgetsTheMean(ga.CAVI):
 
 
 @pytest.mark.parametrize("scheme,whiten", [("exact", True), ("negative-multinomial", True), ("exact", False)])
+@pytest.mark.slow
 def test_fixed_point_with_a_mean_has_zero_gradient_and_forgetting_it_does_not(scheme, whiten):
     warm_start = 10 if scheme == "exact" else 0
     model, data = with_constant_mean(scheme, whiten=whiten)

@@ -42,6 +42,7 @@ def monitored_run(tmp_path_factory):
     return log_dir, recorded, final_metrics
 
 
+@pytest.mark.slow
 def test_event_files_hold_the_logged_values(monitored_run):
     log_dir, recorded, final_metrics = monitored_run
     scalars, images = read_event_files(log_dir)
@@ -75,6 +76,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.integration
 def test_tensorboard_server_serves_the_same_scalars(monitored_run):
     log_dir, recorded, final_metrics = monitored_run
     port = _free_port()

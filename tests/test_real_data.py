@@ -7,6 +7,9 @@ import gpflow_augmented as ga
 from gpflow_augmented.models import SCHEMES
 from helpers import wine
 
+# The integration tier (training on real datasets): run by --slow or -m integration.
+pytestmark = pytest.mark.integration
+
 
 def test_collapsed_matches_gradient_trained_svgp_on_wine(capsys):
     d = wine()

@@ -27,6 +27,7 @@ def trained():
 
 
 @pytest.mark.parametrize("case", ["label 7", "label -1", "label 1.7"])
+@pytest.mark.slow
 def test_predict_log_density_refuses_bad_labels_eagerly_and_compiled(trained, case):
     model, (X, Y) = trained
     bad = _bad_label_columns(Y)[case]
@@ -39,6 +40,7 @@ def test_predict_log_density_refuses_bad_labels_eagerly_and_compiled(trained, ca
     assert np.all(np.isfinite(compiled((tf.constant(X), tf.constant(Y, tf.float64))).numpy()))
 
 
+@pytest.mark.slow
 def test_under_xla_a_bad_label_gives_nan_not_a_perfect_score(trained):
     """XLA drops assertions; the only signal left is a NaN where the wrong label is."""
     model, (X, Y) = trained
@@ -77,6 +79,7 @@ def test_logistic_softmax_in_a_stock_svgp_refuses_bad_labels():
 
 
 @pytest.mark.parametrize("label", [5, -1, 0.5])
+@pytest.mark.slow
 def test_binary_model_refuses_labels_outside_0_and_1(label):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(12, 2))
@@ -149,6 +152,7 @@ def test_bad_learning_rates_are_refused_before_anything_runs(learning_rate):
 
 
 @pytest.mark.parametrize("scheme", ["exact", "negative-multinomial"])
+@pytest.mark.slow
 def test_adam_writing_a_non_finite_value_is_rolled_back(scheme):
     """The gradients are finite, but a learning rate made NaN after construction would write NaN:
     the guard checks what was written and restores the parameters and Adam's state."""
@@ -215,6 +219,7 @@ class _Overshooting(ga.schedules.StepSizeSchedule):
 
 @pytest.mark.parametrize("value", [2.0, 0.0, np.nan])
 @pytest.mark.parametrize("scheme", ["exact", "negative-multinomial"])
+@pytest.mark.slow
 def test_a_schedule_giving_rho_outside_0_1_is_refused_in_the_compiled_step(value, scheme):
     model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0, scheme=scheme)
     before = model_variables(model)
@@ -293,6 +298,7 @@ def test_fit_names_bad_loop_options(options, message):
         ga.fit(model, (X, Y), progress=False, **options)
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_fit_hands_back_what_was_trained():
     model, (X, Y) = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
 
@@ -382,6 +388,7 @@ def test_bad_inducing_points_are_named(Z, message):
         ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), Z, 3)
 
 
+@pytest.mark.slow
 def test_inputs_whose_square_overflows_are_refused_not_trained_on():
     """1e200 passes a finiteness check, but every squared distance is inf: the step used to be
     taken (with K_nm = 0) without a word."""
@@ -429,6 +436,7 @@ def test_fit_with_another_models_trainer_names_the_trainer():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_the_bound_certificate_reads_soft_rows_and_refuses_fractional_labels():
     """It used to cast every label to int64: soft rows became class 0 and 1.9 became 1."""
     model, (X, Y) = make_problem(30, 3, num_inducing=6, seed=2, scheme="exact")

@@ -10,6 +10,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import gpflow_augmented as ga
 from gpflow_augmented.sklearn import GPClassifier
 
+# The integration tier (scikit-learn's estimator checks train the estimator dozens of times): run by --slow or -m integration.
+pytestmark = pytest.mark.integration
+
 # Small and quick for the 55 checks, each fitting on tens of points, where ten steps already
 # classify them (the accuracy checks pass); a fit's cost is mostly tracing its step. Minibatches of
 # a fixed size give the step's quadrature one shape for every check's data, so XLA compiles it once

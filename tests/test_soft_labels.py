@@ -19,6 +19,7 @@ def one_hot(Y, C):
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.slow
 def test_one_hot_rows_are_the_integer_labels(scheme):
     models = []
     for rows in (False, True):
@@ -56,6 +57,7 @@ def test_the_bound_is_linear_in_the_label_rows(scheme):
                                per_point(other), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_full_batch_steps_reach_a_stationary_point_of_the_exact_bound_with_soft_labels():
     model, (X, Y) = make_problem(40, 3, num_inducing=8, seed=6, scheme="exact")
     soft = 0.7 * one_hot(Y, 3) + 0.1  # rows sum to 1
@@ -99,6 +101,7 @@ def refusing():
 
 
 @pytest.mark.parametrize("case", list(BAD_ROWS))
+@pytest.mark.slow
 def test_rows_that_are_not_probabilities_are_refused_and_change_nothing(case, refusing):
     model, X, Y, cavi, trainer = refusing
     bad = BAD_ROWS[case](one_hot(Y, 3))

@@ -24,6 +24,7 @@ def bad_batches(X, Y):
 
 
 @pytest.mark.parametrize("case", list(bad_batches(np.zeros((5, 2)), np.zeros((5, 1), int))))
+@pytest.mark.slow
 def test_bad_batch_raises_and_changes_nothing(case):
     model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0)
     optimizer = ga.CAVI(model)
@@ -75,6 +76,7 @@ def test_bad_constructor_arguments():
         ga.CAVI(ga.LogisticSoftmaxSVGP(k, Z, 3, scheme="exact"), warm_start_iterations=-1)
 
 
+@pytest.mark.slow
 def test_failed_cholesky_is_a_clear_error_and_keeps_parameters():
     model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0)
     optimizer = ga.CAVI(model)

@@ -109,6 +109,7 @@ def _assert_same_start(start, reference, name):
         np.testing.assert_allclose(start[key], values, rtol=1e-14, atol=0, err_msg=f"{name} {key}")
 
 
+@pytest.mark.slow
 def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny, shared_runs):
     result, consumed = _minibatch_run(tiny, shared_runs)
     assert [m.name for m in result.methods] == SPARSE_METHODS
@@ -137,6 +138,7 @@ def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny, sha
         assert all(np.isfinite(e["nll"]) for e in m.trace)
 
 
+@pytest.mark.slow
 def test_on_the_full_batch_every_method_a_full_gp_included_sees_the_same_data_and_start(
         tiny, shared_runs):
     """The fairness contract without shared inducing points: a full GP holds the training set, so
@@ -196,6 +198,7 @@ def test_every_method_trains_at_its_own_learning_rate_unless_one_is_given_for_al
     assert method_learning_rate("lsm-paper") == method_learning_rate("xgpc") == 0.01
 
 
+@pytest.mark.slow
 def test_the_positive_bijector_reaches_every_method_and_an_unknown_one_is_refused(tiny):
     """compare(..., positive_bijector="exp") builds every method's kernel with GPflow's exp
     transform (the unconstrained variable is log σ²); a method's own option overrides the shared
@@ -222,6 +225,7 @@ def test_the_positive_bijector_reaches_every_method_and_an_unknown_one_is_refuse
         compare(tiny, ["lsm"], positive_bijector="log", **options)
 
 
+@pytest.mark.slow
 def test_every_method_keeps_its_own_positive_bijector_unless_one_is_given_for_all(tiny, monkeypatch):
     """With no bijector given, each method gets its own (the table chosen on validation splits,
     GPflow's softplus where not measured), recorded in its options and used to build its kernel;
@@ -299,6 +303,7 @@ def test_time_to_converge():
     assert time_to_converge(trace, tolerance=0.0) == 4
 
 
+@pytest.mark.slow
 def test_trace_on_a_test_subset_and_final_metrics_on_the_whole_test_set(tiny):
     from gpflow_augmented.metrics import Evaluator
 
@@ -318,6 +323,7 @@ def test_trace_on_a_test_subset_and_final_metrics_on_the_whole_test_set(tiny):
         assert m.trace[-1]["nll"] != pytest.approx(m.final()["nll"], rel=1e-6)
 
 
+@pytest.mark.slow
 def test_warm_up_step_is_undone_exactly(tiny, shared_runs):
     """The untimed warm-up step must leave no trace: the compared run equals a fresh method
     trained on the same batches without one (Adam's moments and the step-size counters too)."""
@@ -340,6 +346,7 @@ def test_warm_up_step_is_undone_exactly(tiny, shared_runs):
         assert compared.compile_seconds > 0
 
 
+@pytest.mark.slow
 def test_a_full_gps_warm_up_step_is_undone_exactly(tiny, shared_runs):
     """The same for rmgpc on the full batch: its sites, the outlier rate, the kernel, the EP step
     count and Adam's state."""
@@ -356,6 +363,7 @@ def test_a_full_gps_warm_up_step_is_undone_exactly(tiny, shared_runs):
         np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_ctrl_c_anywhere_in_undoing_the_warm_up_leaves_nothing_for_tensorflow_to_warn_about(tiny):
     """Ctrl-C during the warm-up's undo once left a half-read ``tf.train.Checkpoint``, whose
     deletion at exit logged a dozen 'unrestored values' warnings under the interruption's one
@@ -413,6 +421,7 @@ def test_ctrl_c_anywhere_in_undoing_the_warm_up_leaves_nothing_for_tensorflow_to
     assert "unrestored" not in logged.getvalue() and "could not be found" not in logged.getvalue()
 
 
+@pytest.mark.slow
 def test_binary_methods_share_batches_hyperparameters_and_predict_two_columns(tiny):
     binary = ga.datasets.one_vs_rest(tiny, 0)
     assert binary.name == "vehicle-0-vs-rest" and set(np.unique(binary.Y_train)) == {0, 1}

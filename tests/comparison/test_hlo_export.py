@@ -20,6 +20,9 @@ from gpflow_augmented import expectations
 from gpflow_augmented.comparison.cli import main
 from gpflow_augmented.comparison.hlo_export import _check_module, export_steps, module_key, synthetic_batch
 
+# The integration tier (the exported step, run by another XLA client in a subprocess): run by --slow or -m integration.
+pytestmark = pytest.mark.integration
+
 SIZE = (24, 6, 3, 2)  # B, M, C, D
 METHODS = ("lsm", "lsm-collapsed", "softmax", "rm")
 RUN_HLO = Path(os.environ.get(

@@ -54,6 +54,7 @@ def _problem(N, C, seed, flip=0.0):
     return X, y_observed[:, None], flipped
 
 
+@pytest.mark.slow
 def test_fixed_point_matches_every_factors_tilted_moments():
     X, Y, _ = _problem(12, 3, seed=0, flip=0.2)
     model = RobustMulticlassEP((X, Y), gpflow.kernels.SquaredExponential(lengthscales=1.5), 3)
@@ -115,6 +116,7 @@ TINY_PROBLEMS = {
 
 
 @pytest.mark.parametrize("problem", TINY_PROBLEMS)
+@pytest.mark.slow
 def test_close_to_the_exact_posterior_of_a_tiny_problem(problem):
     """N = 3, C = 3: the 2³ outlier indicators are enumerated, ρ integrated in closed form
     (Beta–Bernoulli) and the latents by 10⁶ prior draws (Monte Carlo error below 0.005 in each
@@ -181,6 +183,7 @@ def test_gradient_with_the_sites_fixed_is_the_derivative_of_converged_ep():
     np.testing.assert_allclose(gradient, (up - down) / (2 * h), rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_the_flipped_labels_are_the_likely_outliers():
     X, Y, flipped = _problem(60, 3, seed=3, flip=0.2)
     model = RobustMulticlassEP((X, Y), gpflow.kernels.SquaredExponential(lengthscales=1.5), 3)
@@ -271,6 +274,7 @@ def test_the_rmgpc_method_refuses_any_batch_but_its_training_set_and_changes_not
     assert method.ep.iteration.numpy() == 1 and method.failed_steps == 0
 
 
+@pytest.mark.slow
 def test_the_rmgpc_method_moves_the_kernel_up_the_ep_estimate_of_the_evidence():
     """Adam on minus the EP estimate of log p(y): the kernel it reaches gives settled EP a higher
     estimate than the kernel it started from. A sign error, or Adam on another objective, fails

@@ -8,6 +8,9 @@ import pytest
 from gpflow_augmented.comparison.cli import main
 from gpflow_augmented.comparison.runs import LOCK_FILE, prepare_output, release_output
 
+# The integration tier (output folders written by concurrent processes): run by --slow or -m integration.
+pytestmark = pytest.mark.integration
+
 
 def _write_table(path, seed):
     rng = np.random.default_rng(seed)

@@ -9,6 +9,9 @@ import tensorflow as tf
 import gpflow_augmented as ga
 from gpflow_augmented.comparison.scaling import run_scaling, scaling_report, streamed_fit_memory, synthetic_model
 
+# The integration tier (the scaling runs): run by --slow or -m integration.
+pytestmark = pytest.mark.integration
+
 
 def test_compiled_step_holds_no_tensor_of_size_n():
     N, B, D, C, M = 10**6, 64, 5, 4, 12

@@ -203,6 +203,7 @@ def test_tied_ep_fixed_point_is_the_average_of_the_tilted_projections():
 
 
 @pytest.mark.parametrize("seed", range(3))
+@pytest.mark.slow
 def test_untied_ep_is_close_to_the_exact_posterior_of_a_tiny_full_gp(seed):
     """N = 3 points, C = 3 classes, inducing points at the data (a full GP): the exact log p(y)
     and posterior means of the paper's model (7), by importance sampling from the prior with 10⁶
@@ -298,6 +299,7 @@ def _sep_trace(dtype, jit_compile, steps=5):
         return np.array(values), method.model.site_shift.numpy()
 
 
+@pytest.mark.slow
 def test_the_step_compiles_with_xla_and_float32_follows_float64():
     """The whole step (EP and Adam) under jit_compile=True, as on a GPU: the same values as the
     compiled graph to rounding; in float32, the float64 values to float32's precision."""

@@ -9,6 +9,9 @@ from gpflow_augmented.comparison import compare
 from gpflow_augmented.comparison.baselines import (STEP_SIZE_SCHEDULES, method_learning_rate,
                                                    method_positive_bijector)
 
+# The integration tier (whole tuning and comparison runs): run by --slow or -m integration.
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def tiny():

@@ -27,6 +27,7 @@ def wine_one_vs_rest():
     seed=st.integers(0, 10_000),
 )
 @settings(max_examples=10, deadline=None, derandomize=True)
+@pytest.mark.slow
 def test_elbo_never_decreases_random_problems(num_data, lengthscale, variance, whiten, seed):
     model, data = binary_problem(num_data, max(2, num_data // 2), seed, lengthscale, variance,
                                  whiten)

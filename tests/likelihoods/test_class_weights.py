@@ -70,6 +70,7 @@ class ForgetsTheWeight(ga.LogisticSoftmax):
 
 
 @pytest.mark.parametrize("scheme", ["exact", "negative-multinomial"])
+@pytest.mark.slow
 def test_class_weight_update_reaches_a_stationary_point_and_a_wrong_update_does_not(scheme):
     warm_start = 5 if scheme == "exact" else 0
     model, data = weighted_problem(scheme)
@@ -95,6 +96,7 @@ def test_class_weight_update_reaches_a_stationary_point_and_a_wrong_update_does_
     assert np.max(np.abs(log_weight_gradient(broken, data))) > 1e-2 * start
 
 
+@pytest.mark.slow
 def test_fused_trainer_step_updates_the_weights_as_the_cavi_step_does():
     fused, data = weighted_problem("exact")
     plain, _ = weighted_problem("exact")
@@ -106,6 +108,7 @@ def test_fused_trainer_step_updates_the_weights_as_the_cavi_step_does():
     assert not np.allclose(fused.likelihood.class_weights.numpy(), 1.0)
 
 
+@pytest.mark.slow
 def test_a_warm_start_step_carries_the_weights_in_the_fused_and_in_the_cavi_step():
     """A warm-start step takes the collapsed bound's sites, which carry θ, and both kinds of step
     update θ: the fused Trainer iteration (which once dropped θ from those sites) and the CAVI

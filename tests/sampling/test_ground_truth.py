@@ -17,6 +17,9 @@ from gpflow_augmented.sampling.posterior import monte_carlo_standard_error
 
 from helpers import Z_TOLERANCE, PrintedRateGibbs
 
+# The integration tier (the samplers against each other and against the variational methods): run by --slow or -m integration.
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def wine_comparison():
