@@ -9,6 +9,7 @@ training, monitoring, metrics and datasets. Two layers build on it and load only
 :mod:`gpflow_augmented.comparison` (GPflow's classifiers side by side, the benchmark and the
 ``gpflow-augmented`` command).
 """
+
 from typing import Any
 
 from ._quiet import quiet_start_up

@@ -6,6 +6,7 @@ messages. The command-line tool raises TensorFlow's C++ log level (unless the us
 ``TF_CPP_MIN_LOG_LEVEL``) and sends file descriptor 2 to the null device while TensorFlow loads,
 unless ``--verbose`` is given. Importing the library from Python changes nothing.
 """
+
 import contextlib
 import os
 import sys

@@ -8,6 +8,7 @@ Like :class:`gpflow.optimizers.NaturalGradient` it owns the step and assigns to 
 ``jit_compile=True``, which is how it runs unchanged on a GPU) and validates its batch on the device:
 on bad data or a numerical failure it assigns nothing and the Python wrapper raises.
 """
+
 import contextlib
 from typing import Callable, Iterator, Optional, Tuple, Union
 
@@ -103,8 +104,10 @@ class CAVI(tf.Module):
                 f"warm_start_iterations must be an integer ≥ 0, got {warm_start_iterations!r}"
             )
         if warm_start_iterations and not model.on_exact_bound:
-            raise ValueError("warm_start_iterations is for a model on the exact bound "
-                             "(LogisticSoftmaxSVGP(..., scheme='exact'))")
+            raise ValueError(
+                "warm_start_iterations is for a model on the exact bound "
+                "(LogisticSoftmaxSVGP(..., scheme='exact'))"
+            )
         self.warm_start_iterations = int(warm_start_iterations)
         self.model = model
         self.step_size = step_size
@@ -114,19 +117,24 @@ class CAVI(tf.Module):
         self.class_weight_exposure: Optional[tf.Variable] = None
         if model.learns_class_weights:
             if class_subset_size is not None:
-                raise ValueError("class weights are updated from every class's statistics; they "
-                                 "cannot be learned with class_subset_size")
+                raise ValueError(
+                    "class weights are updated from every class's statistics; they "
+                    "cannot be learned with class_subset_size"
+                )
             # SVI state of the class weights: the running exposure (0 until the first step).
             self.class_weight_exposure = tf.Variable(
-                tf.zeros([model.num_classes], default_float()), trainable=False,
+                tf.zeros([model.num_classes], default_float()),
+                trainable=False,
                 name="class_weight_exposure",
             )
         if class_subset_size is not None:
             if model.num_latent_gps < 2:
                 raise ValueError("class subsets need a multi-class model (one latent GP per class)")
             if model.on_exact_bound and class_subset_size == 1:
-                raise ValueError("class_subset_size must be at least 2 on the exact bound: its "
-                                 "estimate needs a class besides each point's own")
+                raise ValueError(
+                    "class_subset_size must be at least 2 on the exact bound: its "
+                    "estimate needs a class besides each point's own"
+                )
             self.class_sampler = ClassSubsetSampler(model.num_latent_gps, class_subset_size, seed)
         self.variances = self._updated_variances(update_variance)
         self._step_fn: Callable = self.update
@@ -139,8 +147,13 @@ class CAVI(tf.Module):
     def _updated_variances(self, update_variance: Optional[bool]) -> list:
         variances = variance_parameters(self.model.kernel)
         if update_variance is None:
-            return (variances if variances is not None and self.class_sampler is None
-                    and all(v.trainable for v in variances) else [])
+            return (
+                variances
+                if variances is not None
+                and self.class_sampler is None
+                and all(v.trainable for v in variances)
+                else []
+            )
         if not update_variance:
             return []
         if variances is None:
@@ -148,10 +161,13 @@ class CAVI(tf.Module):
                 "update_variance=True needs a kernel K = σ² K̃ whose variance σ² has no prior: a "
                 "gpflow.kernels.Stationary kernel, shared or one per class (SeparateIndependent); "
                 f"got {type(self.model.kernel).__name__}. Leave update_variance=None to let Adam "
-                "train the variance")
+                "train the variance"
+            )
         if self.class_sampler is not None:
-            raise ValueError("update_variance=True cannot be combined with class_subset_size: the "
-                             "variance's update needs every class's q(u)")
+            raise ValueError(
+                "update_variance=True cannot be combined with class_subset_size: the "
+                "variance's update needs every class's q(u)"
+            )
         return variances
 
     @property
@@ -195,11 +211,16 @@ class CAVI(tf.Module):
             local_elbo, linear, quadratic = self.sites(geometry, Y)
             local_sum = tf.reduce_sum(local_elbo)
         new_mu, new_sqrt, new_variance, elbo, step_size = self.step_from_sites(
-            geometry, Y, local_elbo, linear, quadratic, scale, step_size)
+            geometry, Y, local_elbo, linear, quadratic, scale, step_size
+        )
         status = self.accept(new_mu, new_sqrt, status, geometry.subset, new_variance)
         if log_weights:
             self.update_class_weights(
-                Y, tape.gradient(local_sum, log_weights[0]), scale, step_size, status == OK,
+                Y,
+                tape.gradient(local_sum, log_weights[0]),
+                scale,
+                step_size,
+                status == OK,
             )
         return elbo, status
 
@@ -221,9 +242,11 @@ class CAVI(tf.Module):
         new_mu, new_sqrt, elbo = self.natural_step(geometry, *sites, step_size, scale)
         if self.searches_line(geometry):
             new_mu, new_sqrt, step_size = self.line_search(
-                geometry, Y, sites, scale, step_size, (new_mu, new_sqrt, elbo))
-        new_mu, new_sqrt, new_variance = self.variance_step(geometry, new_mu, new_sqrt, linear,
-                                                            quadratic, scale, step_size)
+                geometry, Y, sites, scale, step_size, (new_mu, new_sqrt, elbo)
+            )
+        new_mu, new_sqrt, new_variance = self.variance_step(
+            geometry, new_mu, new_sqrt, linear, quadratic, scale, step_size
+        )
         return new_mu, new_sqrt, new_variance, elbo, step_size
 
     def searches_line(self, geometry: BatchGeometry) -> bool:
@@ -233,8 +256,11 @@ class CAVI(tf.Module):
         warm start is over. A batch size that rules the full data out (every minibatch of ``fit``)
         leaves the search out of the trace (about a third of the default step's tracing) and out of
         the compiled step."""
-        if not (self.model.on_exact_bound and geometry.subset is None
-                and not tf.distribute.has_strategy()):
+        if not (
+            self.model.on_exact_bound
+            and geometry.subset is None
+            and not tf.distribute.has_strategy()
+        ):
             return False
         points, num_data = geometry.Fmu.shape[0], self.model.num_data
         if points is None or num_data is None:
@@ -244,8 +270,13 @@ class CAVI(tf.Module):
         return bool(np.asarray(num_data, dtype) / np.asarray(points, dtype) == 1)
 
     def line_search(
-        self, geometry: BatchGeometry, Y: tf.Tensor, sites: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],
-        scale: tf.Tensor, step_size: tf.Tensor, proposal: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],
+        self,
+        geometry: BatchGeometry,
+        Y: tf.Tensor,
+        sites: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],
+        scale: tf.Tensor,
+        step_size: tf.Tensor,
+        proposal: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(q_mu, q_sqrt as stored, ρ taken) from ``proposal`` = (q_mu, q_sqrt, the ELBO before
         the step), the natural step of size ``step_size`` from ``sites`` (local ELBO, linear,
@@ -272,19 +303,24 @@ class CAVI(tf.Module):
             # The step's projection at the proposed q(v): marginals, no new M³ work.
             q_mu, q_sqrt = whitened_q(geometry.L, mu, sqrt, model.whiten)
             Fmu, Fvar = marginals(geometry.A, geometry.residual, q_mu, q_sqrt)
-            proposed = geometry._replace(q_mu=q_mu, q_sqrt=q_sqrt, Fmu=Fmu + geometry.prior_mean,
-                                         Fvar=Fvar)
+            proposed = geometry._replace(
+                q_mu=q_mu, q_sqrt=q_sqrt, Fmu=Fmu + geometry.prior_mean, Fvar=Fvar
+            )
             _, trial = batch_bound(model.likelihood, proposed, Y, scale, exact_bound=True)
             return ~(trial >= elbo - tolerance)
 
         def worse(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
             # A proposal that is not finite is worse, and is not evaluated.
-            return tf.cond(_all_finite(mu, sqrt), lambda: lower_elbo(mu, sqrt),
-                           lambda: tf.constant(True))
+            return tf.cond(
+                _all_finite(mu, sqrt), lambda: lower_elbo(mu, sqrt), lambda: tf.constant(True)
+            )
 
         def searching(halvings, rho, mu, sqrt):  # type: ignore[no-untyped-def]
-            return tf.cond(search & (halvings <= MAX_LINE_SEARCH_HALVINGS),
-                           lambda: worse(mu, sqrt), lambda: tf.constant(False))
+            return tf.cond(
+                search & (halvings <= MAX_LINE_SEARCH_HALVINGS),
+                lambda: worse(mu, sqrt),
+                lambda: tf.constant(False),
+            )
 
         def halve(halvings, rho, mu, sqrt):  # type: ignore[no-untyped-def]
             rho = rho / 2.0
@@ -293,7 +329,8 @@ class CAVI(tf.Module):
 
         rho = tf.cast(step_size, dtype)
         halvings, rho, mu, sqrt = tf.while_loop(
-            searching, halve, (tf.constant(0), rho, new_mu, new_sqrt))
+            searching, halve, (tf.constant(0), rho, new_mu, new_sqrt)
+        )
         # No halving raised the ELBO: keep q(u), unless no proposal was even finite, which
         # :meth:`accept` then refuses as a numerical failure (not a silent step of size 0).
         keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & _all_finite(mu, sqrt)
@@ -301,14 +338,23 @@ class CAVI(tf.Module):
         sqrt = tf.where(keep, tf.convert_to_tensor(model.q_sqrt), sqrt)
         return mu, sqrt, tf.where(keep, tf.zeros_like(rho), rho)
 
-    def sites(self, geometry: BatchGeometry, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    def sites(
+        self, geometry: BatchGeometry, Y: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(local ELBO [N], linear [N, K], quadratic [N, K]) of this step, of the geometry's class
         subset: the likelihood's augmented coefficients, or on the exact bound its exact sites
         (the augmented ones during the warm start); see
         :func:`~gpflow_augmented.updates.step_sites`."""
         model = self.model
-        return step_sites(model.likelihood, geometry.Fmu, geometry.Fvar, Y, geometry.subset,
-                          model.on_exact_bound, self.augmented_sites())
+        return step_sites(
+            model.likelihood,
+            geometry.Fmu,
+            geometry.Fvar,
+            Y,
+            geometry.subset,
+            model.on_exact_bound,
+            self.augmented_sites(),
+        )
 
     def batch_scale(self, X: tf.Tensor) -> tf.Tensor:
         """N / B, B the global batch size: the points in ``X``, summed over the replicas under a
@@ -327,8 +373,15 @@ class CAVI(tf.Module):
         """(q_mu, q_sqrt) after a step of size ρ from the batch's sites, and the global batch's
         ELBO before it (:func:`~gpflow_augmented.updates.natural_step`; ``scale`` is
         :meth:`batch_scale`); nothing is assigned."""
-        return natural_step(geometry, local_elbo, linear, quadratic, scale=scale,
-                            step_size=step_size, whiten=self.model.whiten)
+        return natural_step(
+            geometry,
+            local_elbo,
+            linear,
+            quadratic,
+            scale=scale,
+            step_size=step_size,
+            whiten=self.model.whiten,
+        )
 
     def variance_step(
         self,
@@ -354,18 +407,32 @@ class CAVI(tf.Module):
         unit_residual = residual / old
         centred = geometry.Fmu - geometry.prior_mean
         centred_linear = linear - quadratic * geometry.prior_mean
-        sums = replica_sum(scale * tf.stack([
-            tf.reduce_sum(quadratic * unit_residual, axis=0),
-            tf.reduce_sum(centred_linear * centred, axis=0),
-            tf.reduce_sum(quadratic * (tf.square(centred) + geometry.Fvar - residual), axis=0),
-        ]))  # [3, C]
+        sums = replica_sum(
+            scale
+            * tf.stack(
+                [
+                    tf.reduce_sum(quadratic * unit_residual, axis=0),
+                    tf.reduce_sum(centred_linear * centred, axis=0),
+                    tf.reduce_sum(
+                        quadratic * (tf.square(centred) + geometry.Fvar - residual), axis=0
+                    ),
+                ]
+            )
+        )  # [3, C]
         shared = len(self.variances) == 1
         if shared:
             moment, sums = tf.reduce_sum(moment, keepdims=True), tf.reduce_sum(sums, -1, True)
         residual_precision, alignment, curvature = tf.unstack(sums)
         new, ratio, scaling = variance_update(
-            old, moment, residual_precision, alignment, curvature, tf.shape(mean)[0],
-            model.num_latent_gps if shared else 1, step_size)
+            old,
+            moment,
+            residual_precision,
+            alignment,
+            curvature,
+            tf.shape(mean)[0],
+            model.num_latent_gps if shared else 1,
+            step_size,
+        )
         # Whitened, q(v) follows u = α u_q at σ = α √w; unwhitened, u itself scales.
         factor = tf.sqrt(old / ratio) if model.whiten else scaling
         factor = tf.broadcast_to(factor, [model.num_latent_gps])
@@ -383,8 +450,7 @@ class CAVI(tf.Module):
         assigning anything."""
         X = tf.convert_to_tensor(X, dtype=default_float())
         geometry = self.model.batch_geometry(X, as_class_subset(subset, self.model.num_classes), Y)
-        return self.natural_step(geometry, *self.sites(geometry, Y), step_size,
-                                 self.batch_scale(X))
+        return self.natural_step(geometry, *self.sites(geometry, Y), step_size, self.batch_scale(X))
 
     def batch_status(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """The batch's validation status, the same on every replica (they accept or refuse
@@ -423,8 +489,11 @@ class CAVI(tf.Module):
         accept = status == OK
         old_mu, old_sqrt = variational_parameters(model.q_mu, model.q_sqrt, classes)
         assign_variational_parameters(
-            model.q_mu, model.q_sqrt, tf.where(accept, new_mu, old_mu),
-            tf.where(accept, new_sqrt, old_sqrt), classes,
+            model.q_mu,
+            model.q_sqrt,
+            tf.where(accept, new_mu, old_mu),
+            tf.where(accept, new_sqrt, old_sqrt),
+            classes,
         )
         if new_variance is not None:
             for index, variance in enumerate(self.variances):
@@ -492,11 +561,13 @@ class CAVI(tf.Module):
         X = tf.convert_to_tensor(data[0], dtype=default_float())
         Y = tf.convert_to_tensor(data[1])
         model = self.model
-        check_data(X, Y, model.num_classes, model.input_dim, model.accepts_soft_labels,
-                   check_values=False)
+        check_data(
+            X, Y, model.num_classes, model.input_dim, model.accepts_soft_labels, check_values=False
+        )
         if self.class_sampler is not None and Y.shape.rank == 2 and Y.shape[1] != 1:
-            raise InvalidDataError("class subsets need integer labels [N, 1], not rows of class "
-                                   "probabilities")
+            raise InvalidDataError(
+                "class subsets need integer labels [N, 1], not rows of class probabilities"
+            )
         return X, Y
 
     def iterate(self, data: Tuple[tf.Tensor, tf.Tensor], iterations: int = 1) -> tf.Tensor:

@@ -7,6 +7,7 @@ exact ELBO's expectation is a quadrature (:mod:`~gpflow_augmented.expectations`)
 estimated by the likelihood's ``refined_exact_local_elbo`` (for the logistic-softmax, twice the
 Hermite nodes and half the grid step).
 """
+
 from typing import NamedTuple, Tuple
 
 import numpy as np

@@ -7,6 +7,7 @@ has overwritten whatever it matched first, e.g. the inducing points and the kern
 truncated file fails half-way with an ``IndexError``. :func:`restore_checkpoint` keeps the
 values of every variable it may touch and puts them back if anything fails.
 """
+
 from typing import Any, Callable, List
 
 import numpy as np

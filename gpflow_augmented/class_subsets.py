@@ -17,6 +17,7 @@ What it estimates, and how (see :mod:`~gpflow_augmented.likelihoods.augmentation
 * The hyperparameter gradient uses the same K: the ELBO's per-class sums and the KL are C/|K|
   times their sums over K.
 """
+
 from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -25,9 +26,16 @@ from gpflow.base import Parameter
 from gpflow.config import default_float
 
 
-__all__ = ["ClassSubset", "ClassSubsetSampler", "as_class_subset", "assign_variational_parameters",
-           "sample_without_replacement", "subset_classes", "subset_scale",
-           "variational_parameters"]
+__all__ = [
+    "ClassSubset",
+    "ClassSubsetSampler",
+    "as_class_subset",
+    "assign_variational_parameters",
+    "sample_without_replacement",
+    "subset_classes",
+    "subset_scale",
+    "variational_parameters",
+]
 
 
 def sample_without_replacement(seed: tf.Tensor, population: int, size: int) -> tf.Tensor:
@@ -69,8 +77,9 @@ class ClassSubsetSampler:
 
     def __call__(self, iteration: tf.Tensor) -> "ClassSubset":
         seed = tf.stack([tf.constant(self.seed, tf.int64), tf.cast(iteration, tf.int64)])
-        return ClassSubset(sample_without_replacement(seed, self.num_classes, self.subset_size),
-                           self.num_classes)
+        return ClassSubset(
+            sample_without_replacement(seed, self.num_classes, self.subset_size), self.num_classes
+        )
 
 
 class ClassSubset(NamedTuple):
@@ -112,18 +121,27 @@ def as_class_subset(subset: object, num_classes: int) -> Optional[ClassSubset]:
     if subset is None:
         return None
     if not isinstance(subset, ClassSubset):
-        raise TypeError(f"a class subset is a ClassSubset(classes, num_classes), got "
-                        f"{type(subset).__name__}")
+        raise TypeError(
+            f"a class subset is a ClassSubset(classes, num_classes), got {type(subset).__name__}"
+        )
     if subset.num_classes != num_classes:
-        raise ValueError(f"the class subset is of {subset.num_classes} classes, the model has "
-                         f"{num_classes}")
+        raise ValueError(
+            f"the class subset is of {subset.num_classes} classes, the model has {num_classes}"
+        )
     if tf.executing_eagerly():
         classes = np.asarray(subset.classes)
-        if (classes.ndim != 1 or classes.size == 0 or not np.issubdtype(classes.dtype, np.integer)
-                or classes.min() < 0 or classes.max() >= num_classes
-                or len(np.unique(classes)) != classes.size):
-            raise ValueError(f"a class subset must be distinct integers in 0..{num_classes - 1}, "
-                             f"got {classes.tolist()}")
+        if (
+            classes.ndim != 1
+            or classes.size == 0
+            or not np.issubdtype(classes.dtype, np.integer)
+            or classes.min() < 0
+            or classes.max() >= num_classes
+            or len(np.unique(classes)) != classes.size
+        ):
+            raise ValueError(
+                f"a class subset must be distinct integers in 0..{num_classes - 1}, "
+                f"got {classes.tolist()}"
+            )
     return subset
 
 
@@ -143,7 +161,10 @@ def variational_parameters(
 
 
 def assign_variational_parameters(
-    q_mu: Parameter, q_sqrt: Parameter, new_mu: tf.Tensor, new_sqrt: tf.Tensor,
+    q_mu: Parameter,
+    q_sqrt: Parameter,
+    new_mu: tf.Tensor,
+    new_sqrt: tf.Tensor,
     classes: Optional[tf.Tensor] = None,
 ) -> None:
     """Store q(u) of all latent GPs, or scatter that of the ``classes`` given in place."""
@@ -154,8 +175,7 @@ def assign_variational_parameters(
     # q_mu is M·C numbers, a negligible copy; the [C, M(M+1)/2] q_sqrt is scattered in place.
     columns = tf.cast(classes, tf.int32)[:, None]
     q_mu.assign(
-        tf.transpose(tf.tensor_scatter_nd_update(tf.transpose(q_mu), columns,
-                                                 tf.transpose(new_mu)))
+        tf.transpose(tf.tensor_scatter_nd_update(tf.transpose(q_mu), columns, tf.transpose(new_mu)))
     )
     assert q_sqrt.transform is not None
     q_sqrt.unconstrained_variable.scatter_update(

@@ -6,6 +6,7 @@ The global parameters are q(u)'s ``q_mu`` and ``q_sqrt``; the relative change of
 ‖θ_t - θ_{t-1}‖ / ‖θ_{t-1}‖ over both together. Checking it reads q(u) back to the host once per
 step, which is why it is an option of :func:`~gpflow_augmented.fit` and not part of the step.
 """
+
 from collections import deque
 from typing import Any, Deque, Optional
 

@@ -18,6 +18,7 @@ given. The training loop combines the replicas: each replica's loss is its estim
 B_r / B of the global batch (:func:`replica_share`), and the losses and gradients are summed over
 the replicas, which gives the global batch's: Σ_r (B_r/B)(N/B_r S_r - KL) = N/B Σ_r S_r - KL.
 """
+
 import contextlib
 from typing import Iterator
 

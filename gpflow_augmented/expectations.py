@@ -35,6 +35,7 @@ stationary point of that very objective. ``quadratic`` can be negative (log Z is
 f_c where σ(f_c) < ½); the step then backs off its size until the new precision is positive
 definite (:mod:`~gpflow_augmented.updates`), which leaves the fixed point where it is.
 """
+
 from typing import Optional, Tuple
 
 import numpy as np
@@ -71,9 +72,7 @@ def _safe_std(Fvar: tf.Tensor) -> tf.Tensor:
 
 
 @check_shapes("Fmu: [batch...]", "Fvar: [batch...]", "return: [batch...]")
-def expected_log_sigmoid(
-    Fmu: tf.Tensor, Fvar: tf.Tensor, num_hermite: int = 40
-) -> tf.Tensor:
+def expected_log_sigmoid(Fmu: tf.Tensor, Fvar: tf.Tensor, num_hermite: int = 40) -> tf.Tensor:
     """E log σ(f) for f ~ N(Fmu, Fvar), by Gauss–Hermite."""
     z, w = _hermite(num_hermite, Fmu.dtype)
     f = Fmu[..., None] + _safe_std(Fvar)[..., None] * z
@@ -102,7 +101,10 @@ def expected_log_normaliser(
     ``column_weights`` [N, K] make column c of point n stand for that many classes: the class sums
     inside (κ and Σ_c log φ_c) weigh it so. A class subset's estimate is built from them
     (:func:`expected_log_logistic_softmax`)."""
-    if tf.executing_eagerly() and _grid_size(Fmu.shape, num_hermite, grid_step) <= EAGER_UNFUSED_LIMIT:
+    if (
+        tf.executing_eagerly()
+        and _grid_size(Fmu.shape, num_hermite, grid_step) <= EAGER_UNFUSED_LIMIT
+    ):
         return _log_normaliser(Fmu, Fvar, column_weights, num_hermite, grid_step, log_weights)
     return _fused_log_normaliser(Fmu, Fvar, column_weights, num_hermite, grid_step, log_weights)
 
@@ -253,8 +255,11 @@ def _label_anchored_columns(
     v_y = tf.where(in_subset, tf.reduce_sum(Y_onehot * Fvar, axis=-1), label_var)
     others = (1 - Y_onehot) * _other_columns_weight(Y_onehot, num_classes)[:, None]
     ones = tf.ones_like(m_y)[:, None]
-    return (tf.concat([Fmu, m_y[:, None]], axis=-1), tf.concat([Fvar, v_y[:, None]], axis=-1),
-            tf.concat([others, ones], axis=-1))
+    return (
+        tf.concat([Fmu, m_y[:, None]], axis=-1),
+        tf.concat([Fvar, v_y[:, None]], axis=-1),
+        tf.concat([others, ones], axis=-1),
+    )
 
 
 @check_shapes("Y_onehot: [N, K]", "return: [N, K]")
@@ -299,8 +304,14 @@ def exact_sites(
     with tf.GradientTape(watch_accessed_variables=False) as tape:
         tape.watch([Fmu, Fvar])
         expected = expected_log_logistic_softmax(
-            Fmu, Fvar, Y_onehot, num_classes, num_hermite, log_weights=log_weights,
-            label_marginals=label_marginals, soft_labels=soft_labels,
+            Fmu,
+            Fvar,
+            Y_onehot,
+            num_classes,
+            num_hermite,
+            log_weights=log_weights,
+            label_marginals=label_marginals,
+            soft_labels=soft_labels,
         )
         # Points are independent, so the gradient of the sum holds each point's own derivatives.
         total = tf.reduce_sum(expected)

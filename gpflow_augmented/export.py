@@ -8,6 +8,7 @@ The features a model was trained on are usually standardised; pass the training 
 (e.g. from :func:`~gpflow_augmented.datasets.from_arrays`' statistics) and the exported functions
 take raw rows.
 """
+
 import json
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
@@ -65,24 +66,35 @@ def export_model(
     mean = np.zeros(input_dim) if feature_mean is None else np.asarray(feature_mean, np.float64)
     scale = np.ones(input_dim) if feature_scale is None else np.asarray(feature_scale, np.float64)
     if mean.shape != (input_dim,) or scale.shape != (input_dim,):
-        raise ValueError(f"feature_mean and feature_scale must have one entry per feature "
-                         f"({input_dim}), got shapes {mean.shape} and {scale.shape}")
+        raise ValueError(
+            f"feature_mean and feature_scale must have one entry per feature "
+            f"({input_dim}), got shapes {mean.shape} and {scale.shape}"
+        )
     if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale)) and np.all(scale > 0)):
         raise ValueError("feature_mean must be finite and feature_scale finite and > 0")
     path = Path(path)
     predictor = _Predictor(model, mean, scale)
-    tf.saved_model.save(predictor, str(path), signatures={
-        "predict_f": predictor.predict_f.get_concrete_function(),
-        "predict_y": predictor.predict_y.get_concrete_function(),
-    })
-    num_outputs = int(predictor.predict_y(tf.zeros([1, input_dim], default_float()))["mean"]
-                      .shape[-1])
+    tf.saved_model.save(
+        predictor,
+        str(path),
+        signatures={
+            "predict_f": predictor.predict_f.get_concrete_function(),
+            "predict_y": predictor.predict_y.get_concrete_function(),
+        },
+    )
+    num_outputs = int(
+        predictor.predict_y(tf.zeros([1, input_dim], default_float()))["mean"].shape[-1]
+    )
     names = list(class_names) if class_names is not None else None
     if names is not None and len(names) != max(num_outputs, 2):
-        raise ValueError(f"class_names has {len(names)} names, the model predicts "
-                         f"{max(num_outputs, 2)} classes")
-    (path / METADATA).write_text(json.dumps(
-        {"input_dim": input_dim, "class_names": names, "model": type(model).__name__}, indent=1))
+        raise ValueError(
+            f"class_names has {len(names)} names, the model predicts {max(num_outputs, 2)} classes"
+        )
+    (path / METADATA).write_text(
+        json.dumps(
+            {"input_dim": input_dim, "class_names": names, "model": type(model).__name__}, indent=1
+        )
+    )
     return path
 
 
@@ -97,15 +109,23 @@ def read_metadata(path: Union[str, Path]) -> dict:
     try:
         metadata = json.loads(file.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InvalidDataError(f"{file}: not readable JSON ({error}); export the model again") from None
+        raise InvalidDataError(
+            f"{file}: not readable JSON ({error}); export the model again"
+        ) from None
     if not isinstance(metadata, dict):
-        raise InvalidDataError(f"{file}: holds a {type(metadata).__name__}, not export_model's "
-                               "object; export the model again")
+        raise InvalidDataError(
+            f"{file}: holds a {type(metadata).__name__}, not export_model's "
+            "object; export the model again"
+        )
     input_dim, names = metadata.get("input_dim"), metadata.get("class_names")
     if isinstance(input_dim, bool) or not isinstance(input_dim, int) or input_dim < 1:
         raise InvalidDataError(f"{file}: input_dim must be a positive integer, got {input_dim!r}")
-    if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-        raise InvalidDataError(f"{file}: class_names must be null or a list of names, got {names!r}")
+    if names is not None and not (
+        isinstance(names, list) and all(isinstance(n, str) for n in names)
+    ):
+        raise InvalidDataError(
+            f"{file}: class_names must be null or a list of names, got {names!r}"
+        )
     return metadata
 
 
@@ -123,11 +143,14 @@ def load_model(path: Union[str, Path]) -> Any:
         try:
             takes = model.signatures["predict_y"].structured_input_signature[1]["X"].shape[-1]
         except (KeyError, AttributeError, IndexError, TypeError):
-            raise InvalidDataError(f"{path}: the saved model has no predict_y(X) signature, "
-                                   f"though {METADATA} says export_model wrote it") from None
+            raise InvalidDataError(
+                f"{path}: the saved model has no predict_y(X) signature, "
+                f"though {METADATA} says export_model wrote it"
+            ) from None
         if takes != metadata["input_dim"]:
             raise InvalidDataError(
                 f"{path}: {METADATA} says input_dim {metadata['input_dim']}, but the saved model "
                 f"takes {takes} features; the folder's files do not belong together (export the "
-                "model again)")
+                "model again)"
+            )
     return model

@@ -1,6 +1,7 @@
 """The paper's initial state (§5), shared by this package's model and every baseline so that
 comparisons start from the same place: an SE-ARD kernel with variance 1 and lengthscales at the
 median pairwise distance, and inducing points from k-means++."""
+
 from typing import Optional
 
 import numpy as np
@@ -31,7 +32,9 @@ def median_lengthscale(X: np.ndarray, max_points: int = 2000, seed: int = 0) -> 
     return float(np.median(distances)) if distances.size else 1.0
 
 
-def initial_kernel(X: np.ndarray, fallback_lengthscale: Optional[float] = None) -> SquaredExponential:
+def initial_kernel(
+    X: np.ndarray, fallback_lengthscale: Optional[float] = None
+) -> SquaredExponential:
     """SE-ARD kernel with variance 1 and every lengthscale at the median pairwise distance; where
     that is 0 (mostly repeated rows), at ``fallback_lengthscale`` if given, else refused."""
     X = np.asarray(X)

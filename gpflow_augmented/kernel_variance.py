@@ -32,6 +32,7 @@ to K_mm is not scaled by σ²; the update treats it as part of σ² K̃, which i
 against σ² times K̃'s smallest eigenvalue and approximate in the directions it dominates (which the
 data do not inform).
 """
+
 from typing import List, Optional, Tuple
 
 import tensorflow as tf

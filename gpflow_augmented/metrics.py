@@ -13,6 +13,7 @@ Bins are right-closed, (k/B, (k+1)/B], with 0 put in the first bin.
 :class:`Evaluator` computes them all for any GPflow classifier on a test set, from its
 ``predict_y`` and ``predict_log_density``.
 """
+
 from typing import Any, Callable, Dict, NamedTuple, Optional
 
 import numpy as np
@@ -40,9 +41,7 @@ def _labels(y: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
     y = np.asarray(y)
     probabilities = np.asarray(probabilities)
     if probabilities.ndim != 2:
-        raise InvalidDataError(
-            f"probabilities must be [N, C], got shape {probabilities.shape}"
-        )
+        raise InvalidDataError(f"probabilities must be [N, C], got shape {probabilities.shape}")
     num_points, num_classes = probabilities.shape
     if y.ndim > 2 or (y.ndim == 2 and y.shape[1] != 1) or y.size != num_points:
         raise InvalidDataError(
@@ -51,7 +50,9 @@ def _labels(y: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
         )
     y = y.reshape(-1)
     numeric = np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)
-    if not numeric or not np.all(np.isfinite(y) & (y == np.round(y)) & (y >= 0) & (y < num_classes)):
+    if not numeric or not np.all(
+        np.isfinite(y) & (y == np.round(y)) & (y >= 0) & (y < num_classes)
+    ):
         raise InvalidDataError(
             f"labels must be integers in 0..{num_classes - 1} (the probabilities' C = "
             f"{num_classes})"
@@ -79,9 +80,7 @@ def brier_score(probabilities: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.sum((probabilities - one_hot) ** 2, axis=1)))
 
 
-def _calibration_gap(
-    predicted: np.ndarray, observed: np.ndarray, num_bins: int
-) -> float:
+def _calibration_gap(predicted: np.ndarray, observed: np.ndarray, num_bins: int) -> float:
     """Σ_b (n_b / N) |mean(observed)_b − mean(predicted)_b| over equal-width bins of ``predicted``."""
     bins = _bin_index(predicted, num_bins)
     predicted_sum = np.bincount(bins, weights=predicted, minlength=num_bins)
@@ -147,8 +146,10 @@ class Evaluator:
         self.X: np.ndarray = np.asarray(X, dtype=default_float())
         self.Y = np.asarray(Y).reshape(-1, 1).astype(np.int64)
         if len(self.X) == 0 or len(self.X) != len(self.Y):
-            raise ValueError(f"Evaluator needs one label per test point and at least one point, "
-                             f"got {len(self.X)} points and {len(self.Y)} labels")
+            raise ValueError(
+                f"Evaluator needs one label per test point and at least one point, "
+                f"got {len(self.X)} points and {len(self.Y)} labels"
+            )
         self.chunk_size = chunk_size
         self._compiled: Dict[int, Callable] = {}
         self.latest_probabilities: Optional[np.ndarray] = None
@@ -159,8 +160,9 @@ class Evaluator:
             # A model whose two predictions share a costly part gives both from one evaluation.
             both = getattr(model, "predict_y_and_log_density", None)
             self._compiled[key] = tf.function(
-                both if both is not None else
-                lambda X, Y: (model.predict_y(X)[0], model.predict_log_density((X, Y))),
+                both
+                if both is not None
+                else lambda X, Y: (model.predict_y(X)[0], model.predict_log_density((X, Y))),
                 autograph=False,
             )
         predict = self._compiled[key]
@@ -172,15 +174,19 @@ class Evaluator:
         for start in range(0, len(self.X), size):
             rows = min(size, len(self.X) - start)
             padding = np.arange(size - rows)
-            p, lp = predict(np.concatenate([self.X[start : start + rows], self.X[padding]]),
-                            np.concatenate([self.Y[start : start + rows], self.Y[padding]]))
+            p, lp = predict(
+                np.concatenate([self.X[start : start + rows], self.X[padding]]),
+                np.concatenate([self.Y[start : start + rows], self.Y[padding]]),
+            )
             p, lp = p.numpy()[:rows], lp.numpy()[:rows]
             if p.shape[1] == 1:  # a binary model predicts p(y = 1) only
                 p = np.hstack([1.0 - p, p])
             probabilities.append(p)
             log_density.append(np.reshape(lp, -1))
-        return {"probabilities": np.concatenate(probabilities),
-                "log_density": np.concatenate(log_density)}
+        return {
+            "probabilities": np.concatenate(probabilities),
+            "log_density": np.concatenate(log_density),
+        }
 
     def __call__(self, model: Any) -> Dict[str, float]:
         predictions = self.predictions(model)

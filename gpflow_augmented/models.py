@@ -10,6 +10,7 @@ They are shaped like :class:`gpflow.models.SVGP` (``q_mu`` [M, C], ``q_sqrt`` [C
 checkpoints, monitoring, the same predictions) works on it. The model only computes; the CAVI
 optimizer is the one place that assigns to ``q_mu`` and ``q_sqrt``.
 """
+
 from typing import Optional
 
 import numpy as np
@@ -75,17 +76,16 @@ AUGMENTED_SCHEMES = (NegativeMultinomial.name, MeanFieldGammaPoisson.name)
 SCHEMES = AUGMENTED_SCHEMES + ("exact",)
 
 
-
 def _checked_inducing_inputs(Z: object) -> np.ndarray:
     """Inducing inputs given as an array: [M, D] finite numbers with M ≥ 1 (GPflow would fail
     later, inside a transform or a slice, with a message that does not say which argument)."""
     Z = np.asarray(Z)
     if Z.ndim != 2 or Z.shape[0] < 1 or Z.shape[1] < 1:
-        raise ValueError(f"inducing points Z must be a 2-D array [M, D] with M ≥ 1, got shape "
-                         f"{Z.shape}")
+        raise ValueError(
+            f"inducing points Z must be a 2-D array [M, D] with M ≥ 1, got shape {Z.shape}"
+        )
     if not np.issubdtype(Z.dtype, np.number) or not np.all(np.isfinite(Z)):
-        raise ValueError("inducing points Z must be finite numbers (found NaN, inf or "
-                         "non-numbers)")
+        raise ValueError("inducing points Z must be finite numbers (found NaN, inf or non-numbers)")
     return Z
 
 
@@ -134,8 +134,9 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         if bound not in BOUNDS:
             raise ValueError(f"bound must be one of {BOUNDS}, got {bound!r}")
         if bound == "exact" and not likelihood.has_exact_sites:
-            raise ValueError(f"{type(likelihood).__name__} has no exact-bound step; use "
-                             "bound='augmented'")
+            raise ValueError(
+                f"{type(likelihood).__name__} has no exact-bound step; use bound='augmented'"
+            )
         if num_data is not None:
             num_data = check_integer(num_data, "num_data")
         if not isinstance(inducing_variable, InducingVariables):
@@ -217,22 +218,32 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         if subset is not None and Y is not None:
             labels = tf.cast(Y[:, 0], tf.int32)
             mean, variance = label_marginals(
-                L, A, residual, *variational_parameters(self.q_mu, self.q_sqrt, labels), labels,
-                self.whiten)
-            own_prior_mean = (prior_mean[:, 0] if prior_mean.shape[-1] == 1
-                              else tf.gather(prior_mean, labels[:, None], batch_dims=1)[:, 0])
+                L,
+                A,
+                residual,
+                *variational_parameters(self.q_mu, self.q_sqrt, labels),
+                labels,
+                self.whiten,
+            )
+            own_prior_mean = (
+                prior_mean[:, 0]
+                if prior_mean.shape[-1] == 1
+                else tf.gather(prior_mean, labels[:, None], batch_dims=1)[:, 0]
+            )
             subset = subset._replace(label_marginals=(mean + own_prior_mean, variance))
         if classes is not None and L.shape[0] != 1:
             # One prior per class: gather the subset's (the projection itself still costs C).
             L, A = tf.gather(L, classes), tf.gather(A, classes)
             residual = tf.gather(residual, classes, axis=1)
-        q_mu, q_sqrt = whitened_q(L, *variational_parameters(self.q_mu, self.q_sqrt, classes),
-                                  self.whiten)
+        q_mu, q_sqrt = whitened_q(
+            L, *variational_parameters(self.q_mu, self.q_sqrt, classes), self.whiten
+        )
         Fmu, Fvar = marginals(A, residual, q_mu, q_sqrt)
         if classes is not None and prior_mean.shape[-1] != 1:
             prior_mean = tf.gather(prior_mean, classes, axis=1)
-        return BatchGeometry(L, q_mu, q_sqrt, Fmu + prior_mean, Fvar, A, prior_mean, residual,
-                             subset)
+        return BatchGeometry(
+            L, q_mu, q_sqrt, Fmu + prior_mean, Fvar, A, prior_mean, residual, subset
+        )
 
     @check_shapes("return: []")
     def prior_kl(self) -> tf.Tensor:
@@ -279,8 +290,13 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             else:
                 all_valid = tf.reduce_all(checked_labels(Y, self.num_classes)[1])
             X = check_finite_inputs(X)
-        _, elbo = batch_bound(self.likelihood, self.batch_geometry(X, subset, Y), Y,
-                              minibatch_scale(self.num_data, batch_size(X)), exact_bound)
+        _, elbo = batch_bound(
+            self.likelihood,
+            self.batch_geometry(X, subset, Y),
+            Y,
+            minibatch_scale(self.num_data, batch_size(X)),
+            exact_bound,
+        )
         # Under XLA, which drops the assertion, a bad label makes the bound NaN, not a number.
         return tf.where(all_valid, elbo, tf.constant(np.nan, elbo.dtype))
 
@@ -357,17 +373,26 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         inner_iterations = check_integer(inner_iterations, "inner_iterations")
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
-        augmentation = (MeanFieldGammaPoisson(inner_iterations) if scheme == "gamma-poisson"
-                        else NegativeMultinomial())
+        augmentation = (
+            MeanFieldGammaPoisson(inner_iterations)
+            if scheme == "gamma-poisson"
+            else NegativeMultinomial()
+        )
         if likelihood is None:
             likelihood = LogisticSoftmax(num_classes)
         if not isinstance(likelihood, LogisticSoftmax) or likelihood.num_classes != num_classes:
             raise ValueError(f"likelihood must be a LogisticSoftmax({num_classes})")
         likelihood.augmentation = augmentation
         super().__init__(
-            kernel, likelihood, inducing_variable, num_data=num_data,
-            bound="exact" if scheme == "exact" else "augmented", whiten=whiten, q_mu=q_mu,
-            q_sqrt=q_sqrt, mean_function=mean_function,
+            kernel,
+            likelihood,
+            inducing_variable,
+            num_data=num_data,
+            bound="exact" if scheme == "exact" else "augmented",
+            whiten=whiten,
+            q_mu=q_mu,
+            q_sqrt=q_sqrt,
+            mean_function=mean_function,
         )
         self.scheme = scheme
         self.inner_iterations = inner_iterations
@@ -411,6 +436,12 @@ class BinaryLogisticSVGP(AugmentedSVGP):
         mean_function: Optional[MeanFunction] = None,
     ) -> None:
         super().__init__(
-            kernel, BinaryLogistic(), inducing_variable, num_data=num_data, whiten=whiten,
-            q_mu=q_mu, q_sqrt=q_sqrt, mean_function=mean_function,
+            kernel,
+            BinaryLogistic(),
+            inducing_variable,
+            num_data=num_data,
+            whiten=whiten,
+            q_mu=q_mu,
+            q_sqrt=q_sqrt,
+            mean_function=mean_function,
         )

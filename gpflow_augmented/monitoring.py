@@ -13,6 +13,7 @@ SVGP baselines too); ``optimizer`` may be a :class:`~gpflow_augmented.Trainer`,
 :class:`~gpflow_augmented.CAVI`, a comparison :class:`~gpflow_augmented.comparison.baselines.Method`, or a
 callable returning the step size.
 """
+
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union, cast
@@ -100,9 +101,13 @@ class TestMetricsToTensorBoard(ToTensorBoard):
         self.latest_probabilities: Optional[np.ndarray] = None
         self.latest_labels: Optional[np.ndarray] = None
 
-    def run(self, metrics: Optional[Dict[str, float]] = None,
-            probabilities: Optional[np.ndarray] = None, labels: Optional[np.ndarray] = None,
-            **unused_kwargs: Any) -> None:
+    def run(
+        self,
+        metrics: Optional[Dict[str, float]] = None,
+        probabilities: Optional[np.ndarray] = None,
+        labels: Optional[np.ndarray] = None,
+        **unused_kwargs: Any,
+    ) -> None:
         if metrics is None:
             metrics = self.evaluator(self.model)
             probabilities, labels = self.evaluator.latest_probabilities, self.evaluator.Y
@@ -117,8 +122,9 @@ class TestMetricsToTensorBoard(ToTensorBoard):
 class ReliabilityDiagramToTensorBoard(ImageToTensorBoard):
     """The reliability diagram of the latest test predictions as the image ``reliability``."""
 
-    def __init__(self, log_dir: str, metrics_task: TestMetricsToTensorBoard,
-                 num_bins: int = 15) -> None:
+    def __init__(
+        self, log_dir: str, metrics_task: TestMetricsToTensorBoard, num_bins: int = 15
+    ) -> None:
         self.metrics_task = metrics_task
         self.num_bins = num_bins
         super().__init__(log_dir, self._plot, "reliability", fig_kw={"figsize": (4, 4)})
@@ -129,22 +135,39 @@ class ReliabilityDiagramToTensorBoard(ImageToTensorBoard):
             task.evaluator(task.model)
             task.latest_probabilities = task.evaluator.latest_probabilities
             task.latest_labels = task.evaluator.Y
-        plot_reliability_diagram(axes, cast(np.ndarray, task.latest_probabilities),
-                                 task.latest_labels, self.num_bins)
+        plot_reliability_diagram(
+            axes, cast(np.ndarray, task.latest_probabilities), task.latest_labels, self.num_bins
+        )
 
 
-def plot_reliability_diagram(ax: Any, probabilities: np.ndarray, y: np.ndarray,
-                             num_bins: int = 15, title: str = "") -> None:
+def plot_reliability_diagram(
+    ax: Any, probabilities: np.ndarray, y: np.ndarray, num_bins: int = 15, title: str = ""
+) -> None:
     """Accuracy against confidence per bin; the gap to the diagonal is the miscalibration."""
     curve = reliability_curve(probabilities, y, num_bins)
     centres = 0.5 * (curve.edges[:-1] + curve.edges[1:])
     width = 1.0 / num_bins
     filled = curve.count > 0
-    ax.bar(centres[filled], curve.accuracy[filled], width=width, color="tab:blue",
-           edgecolor="black", linewidth=0.5, label="accuracy")
-    ax.bar(centres[filled], (curve.confidence - curve.accuracy)[filled],
-           bottom=curve.accuracy[filled], width=width, color="tab:red", alpha=0.3,
-           edgecolor="tab:red", linewidth=0.5, label="gap")
+    ax.bar(
+        centres[filled],
+        curve.accuracy[filled],
+        width=width,
+        color="tab:blue",
+        edgecolor="black",
+        linewidth=0.5,
+        label="accuracy",
+    )
+    ax.bar(
+        centres[filled],
+        (curve.confidence - curve.accuracy)[filled],
+        bottom=curve.accuracy[filled],
+        width=width,
+        color="tab:red",
+        alpha=0.3,
+        edgecolor="tab:red",
+        linewidth=0.5,
+        label="gap",
+    )
     ax.plot([0, 1], [0, 1], "k--", linewidth=1)
     ece = expected_calibration_error(probabilities, y, num_bins)
     ax.text(0.04, 0.92, f"ECE {ece:.3f}", transform=ax.transAxes)
@@ -191,7 +214,8 @@ def tensorboard_tasks(
         if isinstance(model, AugmentedSVGP):
             certificate = BoundCertificateToTensorBoard(log_dir, model, train_data)
     every_step: List[MonitorTask] = [
-        ElboToTensorBoard(log_dir), ModelToTensorBoard(log_dir, model, max_size=max_size)
+        ElboToTensorBoard(log_dir),
+        ModelToTensorBoard(log_dir, model, max_size=max_size),
     ]
     step_size = _step_size_callable(optimizer)
     if step_size is not None:
@@ -200,7 +224,9 @@ def tensorboard_tasks(
         return TensorBoardTasks(every_step, None, None, certificate)
     metrics_task = TestMetricsToTensorBoard(log_dir, model, test_data)
     return TensorBoardTasks(
-        every_step, metrics_task, ReliabilityDiagramToTensorBoard(log_dir, metrics_task),
+        every_step,
+        metrics_task,
+        ReliabilityDiagramToTensorBoard(log_dir, metrics_task),
         certificate,
     )
 
@@ -223,8 +249,9 @@ def tensorboard_monitor(
     calls; test metrics every ``test_period`` and the reliability diagram every ``image_period``
     (both only with ``test_data``); the bound certificate every ``certificate_period`` (only with
     ``train_data``, for this package's models)."""
-    tasks = tensorboard_tasks(log_dir, model, optimizer, test_data=test_data,
-                              train_data=train_data, max_size=max_size)
+    tasks = tensorboard_tasks(
+        log_dir, model, optimizer, test_data=test_data, train_data=train_data, max_size=max_size
+    )
     groups = [MonitorTaskGroup(tasks.every_step, period=period)]
     if tasks.certificate is not None:
         groups.append(MonitorTaskGroup(tasks.certificate, period=certificate_period))

@@ -6,6 +6,7 @@ With L Lᵀ = K_zz + jitter and v = L⁻¹u ~ N(0, I), the latent values at inpu
 f = Aᵀv + r with A = L⁻¹K_zx and r ~ N(0, diag(K_xx - AᵀA)) independent of v. Taking Z = X gives
 the full GP (A = Lᵀ up to the jitter, r ≈ 0).
 """
+
 from typing import NamedTuple, Optional, Tuple
 
 import tensorflow as tf
@@ -201,8 +202,13 @@ def marginals(
     "return[1]: [N]",
 )
 def label_marginals(
-    L: tf.Tensor, A: tf.Tensor, residual: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor,
-    labels: tf.Tensor, whiten: bool,
+    L: tf.Tensor,
+    A: tf.Tensor,
+    residual: tf.Tensor,
+    q_mu: tf.Tensor,
+    q_sqrt: tf.Tensor,
+    labels: tf.Tensor,
+    whiten: bool,
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """Mean and variance of q(f_n y_n), each point's own class, without the prior mean: one
     class's cost per point, whatever the number of classes P. ``q_mu``, ``q_sqrt`` are the stored

@@ -1,4 +1,5 @@
 """Step-size schedules ρ_t for stochastic variational inference, as functions of the iteration."""
+
 import tensorflow as tf
 from gpflow.config import default_float
 

@@ -15,6 +15,7 @@ mean, an SE-ARD kernel started at the median distance (unless ``kernel`` is give
 inducing points and :func:`~gpflow_augmented.fit`'s training: what ``lsm`` runs in the comparison.
 The fitted GPflow model is ``model_``.
 """
+
 import copy
 from typing import Any, Dict, Optional
 
@@ -57,10 +58,17 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     classes_: np.ndarray
     model_: LogisticSoftmaxSVGP
 
-    def __init__(self, num_inducing: int = 100, kernel: Optional[Kernel] = None,
-                 iterations: int = 1000, batch_size: Optional[int] = 200,
-                 learning_rate: float = EXACT_LEARNING_RATE, seed: int = 0,
-                 warm_start: bool = False, progress: bool = False) -> None:
+    def __init__(
+        self,
+        num_inducing: int = 100,
+        kernel: Optional[Kernel] = None,
+        iterations: int = 1000,
+        batch_size: Optional[int] = 200,
+        learning_rate: float = EXACT_LEARNING_RATE,
+        seed: int = 0,
+        warm_start: bool = False,
+        progress: bool = False,
+    ) -> None:
         self.num_inducing = num_inducing
         self.kernel = kernel
         self.iterations = iterations
@@ -75,8 +83,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         names = ("n_features_in_", "feature_names_in_", "classes_")
         fitted = {name: getattr(self, name) for name in names if hasattr(self, name)}
         # A warm start trains model_ in place: its values are what a failure restores.
-        values = (_unconstrained_values(self.model_)
-                  if self.warm_start and hasattr(self, "model_") else None)
+        values = (
+            _unconstrained_values(self.model_)
+            if self.warm_start and hasattr(self, "model_")
+            else None
+        )
         try:
             return self._fit(X, y)
         except BaseException:
@@ -95,37 +106,54 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         classes, labels = np.unique(y, return_inverse=True)
         if len(classes) < 2:
-            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes; the data "
-                             f"has only one class: {classes[0]!r}")
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes; the data "
+                f"has only one class: {classes[0]!r}"
+            )
         if continuing and not np.array_equal(classes, self.classes_):
-            raise ValueError(f"warm_start: the data's classes {classes.tolist()} are not those of "
-                             f"the fitted model {self.classes_.tolist()}")
+            raise ValueError(
+                f"warm_start: the data's classes {classes.tolist()} are not those of "
+                f"the fitted model {self.classes_.tolist()}"
+            )
         if not isinstance(self.num_inducing, (int, np.integer)) or self.num_inducing < 1:
             raise ValueError(f"num_inducing must be a positive integer, got {self.num_inducing!r}")
         if continuing:
             model = self.model_
             if model.num_data != len(X):
-                raise ValueError(f"warm_start: the fitted model was trained on {model.num_data} "
-                                 f"points, this data has {len(X)}")
+                raise ValueError(
+                    f"warm_start: the fitted model was trained on {model.num_data} "
+                    f"points, this data has {len(X)}"
+                )
         else:
             model = self._new_model(X, len(classes))
         # Continuing, the Trainer's Adam moments and step-size schedule go on where they were.
         trainer = getattr(self, "trainer_", None) if continuing else None
-        result = fit(model, (X, labels[:, None].astype(np.int64)), iterations=self.iterations,
-                     batch_size=self.batch_size, learning_rate=self.learning_rate, seed=self.seed,
-                     progress=self.progress, trainer=trainer)
+        result = fit(
+            model,
+            (X, labels[:, None].astype(np.int64)),
+            iterations=self.iterations,
+            batch_size=self.batch_size,
+            learning_rate=self.learning_rate,
+            seed=self.seed,
+            progress=self.progress,
+            trainer=trainer,
+        )
         self.classes_, self.model_, self.trainer_ = classes, model, result.trainer
         return self
 
     def _new_model(self, X: np.ndarray, num_classes: int) -> LogisticSoftmaxSVGP:
         # Mostly repeated rows have a median distance of 0: the lengthscale then starts at 1.
-        kernel = (copy.deepcopy(self.kernel) if self.kernel is not None else
-                  initial_kernel(X, fallback_lengthscale=1.0))
+        kernel = (
+            copy.deepcopy(self.kernel)
+            if self.kernel is not None
+            else initial_kernel(X, fallback_lengthscale=1.0)
+        )
         # k-means has no more distinct centres to give than distinct rows.
         num_inducing = min(self.num_inducing, len(np.unique(X, axis=0)))
         Z = inducing_points(X, num_inducing, seed=self.seed)
-        return LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=len(X),
-                                   mean_function=gpflow.mean_functions.Constant())
+        return LogisticSoftmaxSVGP(
+            kernel, Z, num_classes, num_data=len(X), mean_function=gpflow.mean_functions.Constant()
+        )
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities [N, C], columns in the order of ``classes_``."""
@@ -161,11 +189,18 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.__dict__.update(state)
         if fitted is not None:
             # Any values: the fitted ones are assigned below.
-            kernel = (SquaredExponential(lengthscales=np.ones(fitted["Z"].shape[1]))
-                      if self.kernel is None else copy.deepcopy(self.kernel))
-            model = LogisticSoftmaxSVGP(kernel, fitted["Z"], fitted["num_classes"],
-                                        num_data=fitted["num_data"],
-                                        mean_function=gpflow.mean_functions.Constant())
+            kernel = (
+                SquaredExponential(lengthscales=np.ones(fitted["Z"].shape[1]))
+                if self.kernel is None
+                else copy.deepcopy(self.kernel)
+            )
+            model = LogisticSoftmaxSVGP(
+                kernel,
+                fitted["Z"],
+                fitted["num_classes"],
+                num_data=fitted["num_data"],
+                mean_function=gpflow.mean_functions.Constant(),
+            )
             _assign_unconstrained(model, fitted["model"])
             self.model_ = model
 
@@ -178,8 +213,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
 def _unconstrained_values(model: LogisticSoftmaxSVGP) -> Dict[str, np.ndarray]:
     """Every parameter's unconstrained value, which round-trips bit for bit (a constrained value
     goes through the transform's inverse)."""
-    return {path: parameter.unconstrained_variable.numpy()
-            for path, parameter in gpflow.utilities.parameter_dict(model).items()}
+    return {
+        path: parameter.unconstrained_variable.numpy()
+        for path, parameter in gpflow.utilities.parameter_dict(model).items()
+    }
 
 
 def _assign_unconstrained(model: LogisticSoftmaxSVGP, values: Dict[str, np.ndarray]) -> None:

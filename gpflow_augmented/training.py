@@ -7,6 +7,7 @@ points), a progress bar and a monitoring callback.
 ``tf.train.Checkpoint(model=model, trainer=trainer)`` saves everything needed to resume);
 :func:`fit` is the loop.
 """
+
 import contextlib
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
@@ -34,8 +35,17 @@ from .validation import (
     step_size_status,
 )
 
-__all__ = ["EXACT_LEARNING_RATE", "EXACT_WARM_START", "HYPERPARAMETER_BOUNDS", "Trainer",
-           "FitResult", "adam_step_if_finite", "default_learning_rate", "fit", "minibatches"]
+__all__ = [
+    "EXACT_LEARNING_RATE",
+    "EXACT_WARM_START",
+    "HYPERPARAMETER_BOUNDS",
+    "Trainer",
+    "FitResult",
+    "adam_step_if_finite",
+    "default_learning_rate",
+    "fit",
+    "minibatches",
+]
 
 HYPERPARAMETER_BOUNDS = ("model", "exact")
 # The first minibatch steps of a model on the exact bound take the collapsed bound's sites: chosen
@@ -101,8 +111,9 @@ def apply_if_finite(
             written &= tf.reduce_all(tf.math.is_finite(variable))
 
         def roll_back() -> tf.Tensor:
-            for variable, value in zip([*variables, *optimizer_state],
-                                       [*values_before, *state_before]):
+            for variable, value in zip(
+                [*variables, *optimizer_state], [*values_before, *state_before]
+            ):
                 variable.assign(value)
             return tf.constant(False)
 
@@ -161,8 +172,10 @@ class Trainer(tf.Module):
         if warm_start_iterations is None:
             warm_start_iterations = EXACT_WARM_START if model.on_exact_bound else 0
         if hyperparameter_bound not in HYPERPARAMETER_BOUNDS:
-            raise ValueError(f"hyperparameter_bound must be one of {HYPERPARAMETER_BOUNDS}, "
-                             f"got {hyperparameter_bound!r}")
+            raise ValueError(
+                f"hyperparameter_bound must be one of {HYPERPARAMETER_BOUNDS}, "
+                f"got {hyperparameter_bound!r}"
+            )
         self.hyperparameter_bound = hyperparameter_bound
         self.model = model
         self.strategy = strategy
@@ -177,8 +190,12 @@ class Trainer(tf.Module):
             )
         with self._scope():
             self.cavi = CAVI(
-                model, step_size, class_subset_size=class_subset_size, seed=seed,
-                warm_start_iterations=warm_start_iterations, jit_compile=jit_compile,
+                model,
+                step_size,
+                class_subset_size=class_subset_size,
+                seed=seed,
+                warm_start_iterations=warm_start_iterations,
+                jit_compile=jit_compile,
                 update_variance=update_variance if train_hyperparameters else False,
             )
             self.adam = None
@@ -188,8 +205,9 @@ class Trainer(tf.Module):
                 self.adam.build(self.hyperparameter_variables)
         # CAVI and Adam in one compiled call: one dispatch and one host sync per iteration. No
         # AutoGraph, as for CAVI's own step: nothing in it is Python control flow on tensors.
-        self._iteration = tf.function(self._iteration_eager, jit_compile=jit_compile,
-                                      autograph=False)
+        self._iteration = tf.function(
+            self._iteration_eager, jit_compile=jit_compile, autograph=False
+        )
 
     def _scope(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext() if self.strategy is None else self.strategy.scope()
@@ -205,7 +223,9 @@ class Trainer(tf.Module):
         owned = {id(v) for v in self.cavi.owned_variables}
         return [v for v in self.model.trainable_variables if id(v) not in owned]
 
-    def _iteration_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    def _iteration_eager(
+        self, X: tf.Tensor, Y: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         strategy = self.strategy or tf.distribute.get_strategy()
 
         def first(value: Any) -> Any:
@@ -258,7 +278,8 @@ class Trainer(tf.Module):
         # unconstrained variable), from the same backward pass.
         log_weights = (
             [model.likelihood.class_weights.unconstrained_variable]
-            if model.learns_class_weights else []
+            if model.learns_class_weights
+            else []
         )
         step_size = cavi.current_step_size()
         status = step_size_status(cavi.batch_status(X, Y), step_size)
@@ -273,12 +294,18 @@ class Trainer(tf.Module):
         scale = cavi.batch_scale(X)
         subset = geometry.subset
         exact = model.likelihood.sites_from_derivatives(
-            geometry.Fmu, -d_mean / scale, -d_var / scale, model.likelihood.label_rows(Y, subset),
-            subset)
+            geometry.Fmu,
+            -d_mean / scale,
+            -d_var / scale,
+            model.likelihood.label_rows(Y, subset),
+            subset,
+        )
         linear, quadratic = warm_start_sites(
-            model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, cavi.augmented_sites(), subset)
+            model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, cavi.augmented_sites(), subset
+        )
         new_mu, new_sqrt, new_variance, elbo, step_size = cavi.step_from_sites(
-            geometry, Y, expected, linear, quadratic, scale, step_size)
+            geometry, Y, expected, linear, quadratic, scale, step_size
+        )
         status = cavi.accept(new_mu, new_sqrt, status, subset, new_variance)
         if log_weights:
             cavi.update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
@@ -296,13 +323,15 @@ class Trainer(tf.Module):
             tape.watch(sources)
             geometry = model.batch_geometry(X, subset, Y)
             tape.watch([geometry.Fmu, geometry.Fvar])
-            expected, elbo = batch_bound(model.likelihood, geometry, Y,
-                                         minibatch_scale(model.num_data, batch_size(X)),
-                                         exact_bound=True)
+            expected, elbo = batch_bound(
+                model.likelihood,
+                geometry,
+                Y,
+                minibatch_scale(model.num_data, batch_size(X)),
+                exact_bound=True,
+            )
             loss = -replica_share(X) * (elbo + model.log_prior_density())
-        *gradients, d_mean, d_var = tape.gradient(
-            loss, [*sources, geometry.Fmu, geometry.Fvar]
-        )
+        *gradients, d_mean, d_var = tape.gradient(loss, [*sources, geometry.Fmu, geometry.Fvar])
         return geometry, expected, loss, gradients, d_mean, d_var
 
     def training_loss(
@@ -312,8 +341,9 @@ class Trainer(tf.Module):
         with a :class:`ClassSubset`, its class-subsampled estimate. In a replica it is weighted by
         the replica's share of the global batch, so the replicas' losses add up to the global
         batch's."""
-        return self._training_loss(X, Y, as_class_subset(subset, self.model.num_classes),
-                                   validate=True)
+        return self._training_loss(
+            X, Y, as_class_subset(subset, self.model.num_classes), validate=True
+        )
 
     def _training_loss(
         self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset], validate: bool
@@ -326,8 +356,13 @@ class Trainer(tf.Module):
             # Unchecked: the training step's status refuses bad labels with a clear error, which
             # a compiled assertion here would pre-empt.
             X = tf.convert_to_tensor(X, dtype=default_float())
-            _, bound = batch_bound(model.likelihood, model.batch_geometry(X, subset, Y), Y,
-                                   minibatch_scale(model.num_data, batch_size(X)), exact_bound)
+            _, bound = batch_bound(
+                model.likelihood,
+                model.batch_geometry(X, subset, Y),
+                Y,
+                minibatch_scale(model.num_data, batch_size(X)),
+                exact_bound,
+            )
         return -replica_share(X) * (bound + model.log_prior_density())
 
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
@@ -446,8 +481,10 @@ def fit(
         batch_size = check_integer(batch_size, "batch_size")
     if isinstance(data, tf.data.Dataset):
         if model.num_data is None:
-            raise ValueError("training from a tf.data.Dataset needs model.num_data (the number of "
-                             "training points) to scale the minibatch ELBO")
+            raise ValueError(
+                "training from a tf.data.Dataset needs model.num_data (the number of "
+                "training points) to scale the minibatch ELBO"
+            )
         full_batch = False
         batches = data.map(lambda X, Y: (tf.cast(X, default_float()), Y)).repeat()
     else:
@@ -473,15 +510,24 @@ def fit(
         if step_size is None:
             step_size = 1.0 if full_batch else RobbinsMonro()
         trainer = Trainer(
-            model, step_size, learning_rate, train_hyperparameters, jit_compile,
-            class_subset_size=class_subset_size, seed=seed, strategy=strategy,
-            hyperparameter_bound=hyperparameter_bound, warm_start_iterations=warm_start_iterations,
+            model,
+            step_size,
+            learning_rate,
+            train_hyperparameters,
+            jit_compile,
+            class_subset_size=class_subset_size,
+            seed=seed,
+            strategy=strategy,
+            hyperparameter_bound=hyperparameter_bound,
+            warm_start_iterations=warm_start_iterations,
             update_variance=update_variance,
         )
     elif trainer.model is not model:
-        raise ValueError(f"the trainer passed to fit trains another {type(trainer.model).__name__} "
-                         "object, not this model; pass the model the trainer was built for, or no "
-                         "trainer")
+        raise ValueError(
+            f"the trainer passed to fit trains another {type(trainer.model).__name__} "
+            "object, not this model; pass the model the trainer was built for, or no "
+            "trainer"
+        )
     elif strategy is not trainer.strategy:
         raise ValueError("pass the strategy to the Trainer that fit continues")
     if not full_batch:
@@ -514,7 +560,8 @@ def fit(
         # trainer=interrupt.fit_result.trainer) continues the same stream.
         interrupt = error if isinstance(error, KeyboardInterrupt) else KeyboardInterrupt()
         interrupt.fit_result = FitResult(  # type: ignore[attr-defined]
-            trainer, np.array([float(e) for e in elbos]), False, None)
+            trainer, np.array([float(e) for e in elbos]), False, None
+        )
         if interrupt is error:
             raise
         raise interrupt from error

@@ -26,6 +26,7 @@ minibatch step against, so a minibatch step with negative sites also halves ρ u
 all θ ≥ 0 cannot run away (Λ̂ ⪰ I, so Λ_new ⪰ (1 - ρ) Λ) and are not tested; the full batch has
 the line search; Λ_new = Λ at a fixed point, so the fixed points are again unchanged.
 """
+
 from typing import Optional, Tuple
 
 import tensorflow as tf
@@ -126,8 +127,9 @@ def natural_parameter_step(
         margin = tf.linalg.cholesky(precision - ratio * old_precision)
         return ~tf.reduce_all(tf.math.is_finite(margin), axis=[-2, -1])
 
-    failed = tf.cond(ratio > 0.0, outside_trust_region,
-                     lambda: tf.zeros(tf.shape(q_sqrt)[:1], tf.bool))
+    failed = tf.cond(
+        ratio > 0.0, outside_trust_region, lambda: tf.zeros(tf.shape(q_sqrt)[:1], tf.bool)
+    )
     nan = tf.constant(float("nan"), q_mu.dtype)
     return (tf.where(failed[None, :], nan, mean), tf.where(failed[:, None, None], nan, sqrt))
 
@@ -145,8 +147,9 @@ def mean_and_sqrt(precision: tf.Tensor, shift: tf.Tensor) -> Tuple[tf.Tensor, tf
     # The lower-triangular square root of Λ⁻¹ from one Cholesky factorisation (GPflow's
     # natural_to_meanvarsqrt needs two and an M³ product): with P the exchange matrix,
     # PΛP = R Rᵀ gives Λ⁻¹ = (P R⁻ᵀ P)(P R⁻ᵀ P)ᵀ, and P R⁻ᵀ P is lower triangular.
-    eye = tf.eye(tf.shape(precision)[-1], batch_shape=tf.shape(precision)[:1],
-                 dtype=precision.dtype)
+    eye = tf.eye(
+        tf.shape(precision)[-1], batch_shape=tf.shape(precision)[:1], dtype=precision.dtype
+    )
     reversed_factor = tf.linalg.cholesky(tf.reverse(precision, axis=[-2, -1]))
     reversed_inverse = tf.linalg.triangular_solve(reversed_factor, eye, lower=True)
     sqrt = tf.reverse(tf.linalg.matrix_transpose(reversed_inverse), axis=[-2, -1])
@@ -195,8 +198,9 @@ def natural_parameter_step_with_backoff(
     def retry(tries, rho, mu, sqrt):  # type: ignore[no-untyped-def]
         retrying = failed(mu, sqrt)
         rho = tf.where(retrying, rho / 2, rho)
-        retry_mu, retry_sqrt = natural_parameter_step(q_mu, q_sqrt, statistics, scale, rho,
-                                                      min_precision_ratio)
+        retry_mu, retry_sqrt = natural_parameter_step(
+            q_mu, q_sqrt, statistics, scale, rho, min_precision_ratio
+        )
         mu = tf.where(retrying[None, :], retry_mu, mu)
         sqrt = tf.where(retrying[:, None, None], retry_sqrt, sqrt)
         return tries + 1, rho, mu, sqrt
@@ -225,8 +229,9 @@ def minibatch_scale(num_data: Optional[int], batch_size: tf.Tensor) -> tf.Tensor
 def batch_elbo(geometry: BatchGeometry, local_sum: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
     """The ELBO from a batch's summed local terms: ``local_sum`` times ``scale`` (N / B), minus
     the KL (C/|K| times on the geometry's class subset)."""
-    return local_sum * scale - subset_scale(geometry.subset) * gauss_kl(geometry.q_mu,
-                                                                        geometry.q_sqrt)
+    return local_sum * scale - subset_scale(geometry.subset) * gauss_kl(
+        geometry.q_mu, geometry.q_sqrt
+    )
 
 
 def batch_size(X: tf.Tensor) -> tf.Tensor:
@@ -236,7 +241,10 @@ def batch_size(X: tf.Tensor) -> tf.Tensor:
 
 
 def batch_bound(
-    likelihood: AugmentedLikelihood, geometry: BatchGeometry, Y: tf.Tensor, scale: tf.Tensor,
+    likelihood: AugmentedLikelihood,
+    geometry: BatchGeometry,
+    Y: tf.Tensor,
+    scale: tf.Tensor,
     exact_bound: bool,
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """(each point's local ELBO [N], the batch ELBO []) of the bound a model is on: the exact
@@ -267,8 +275,10 @@ def step_sites(
     # weights) taken through a cond whose branch differentiates the XLA-compiled expectation
     # comes back as zero.
     expected, *exact = likelihood.exact_sites(Fmu, Fvar, Y, subset)
-    return (expected,
-            *warm_start_sites(likelihood, Fmu, Fvar, Y, tuple(exact), augmented_sites, subset))
+    return (
+        expected,
+        *warm_start_sites(likelihood, Fmu, Fvar, Y, tuple(exact), augmented_sites, subset),
+    )
 
 
 def warm_start_sites(
@@ -324,13 +334,20 @@ def natural_step(
     linear = linear - quadratic * geometry.prior_mean
     negative_sites = tf.reduce_sum(tf.cast(quadratic < 0.0, local_elbo.dtype))
     local_sum, negative_sites, statistics = replica_sum(
-        (tf.reduce_sum(local_elbo), negative_sites,
-         conjugate_statistics(geometry.A, linear, quadratic))
+        (
+            tf.reduce_sum(local_elbo),
+            negative_sites,
+            conjugate_statistics(geometry.A, linear, quadratic),
+        )
     )
     elbo = batch_elbo(geometry, local_sum, scale)
     trust_region = (scale > 1.0) & (negative_sites > 0.0)
     new_mu, new_sqrt, _ = natural_parameter_step_with_backoff(
-        geometry.q_mu, geometry.q_sqrt, statistics, scale=scale, step_size=step_size,
+        geometry.q_mu,
+        geometry.q_sqrt,
+        statistics,
+        scale=scale,
+        step_size=step_size,
         min_precision_ratio=tf.where(trust_region, MIN_PRECISION_RATIO, 0.0),
     )
     new_mu, new_sqrt = unwhitened_q(geometry.L, new_mu, new_sqrt, whiten)

@@ -9,6 +9,7 @@ device to validate:
 the step assigns nothing unless the status is ``OK``, and its Python wrapper raises
 ``error_for_status``.
 """
+
 import math
 import numbers
 from typing import Any, Callable, List, Optional, Tuple
@@ -33,8 +34,16 @@ __all__ = [
     "raise_for_status",
 ]
 
-(OK, EMPTY_BATCH, NONFINITE_INPUTS, BAD_LABELS, NUMERICAL_FAILURE, BAD_STEP_SIZE,
- OVERFLOWING_INPUTS, BAD_SOFT_LABELS) = range(8)
+(
+    OK,
+    EMPTY_BATCH,
+    NONFINITE_INPUTS,
+    BAD_LABELS,
+    NUMERICAL_FAILURE,
+    BAD_STEP_SIZE,
+    OVERFLOWING_INPUTS,
+    BAD_SOFT_LABELS,
+) = range(8)
 NUM_STATUS_CODES = 8
 OVERFLOW_MESSAGE = (
     "X has values whose square overflows (|x| above about 1e154 in float64, 1e19 in float32), "
@@ -61,8 +70,10 @@ def check_integer(value: Any, name: str, minimum: int = 1) -> int:
     """``value`` as an int if it is a whole number ≥ ``minimum`` (2.0 passes, 2.7, NaN, None,
     True and "3" do not); otherwise a ValueError naming ``name``."""
     whole = (
-        isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-        and math.isfinite(value) and value == math.trunc(value)
+        isinstance(value, numbers.Real)
+        and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(value)
+        and value == math.trunc(value)
     )
     if not whole or int(value) < minimum:
         raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
@@ -77,8 +88,12 @@ def check_positive_number(
     lower = "≥ 0" if allow_zero else "> 0"
     upper = "" if maximum is None else f" and ≤ {maximum}"
     number = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-    if not number or not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero) or (
-        maximum is not None and value > maximum
+    if (
+        not number
+        or not math.isfinite(value)
+        or value < 0
+        or (value == 0 and not allow_zero)
+        or (maximum is not None and value > maximum)
     ):
         raise ValueError(f"{name} must be a finite number {lower}{upper}, got {value!r}")
     return float(value)
@@ -119,8 +134,13 @@ def _dtype_name(value: object) -> str:
     return str(np.asarray(value).dtype)
 
 
-def check_inputs(X: object, input_dim: Optional[int] = None, check_values: bool = True,
-                 prefix: str = "", check_overflow: bool = True) -> None:
+def check_inputs(
+    X: object,
+    input_dim: Optional[int] = None,
+    check_values: bool = True,
+    prefix: str = "",
+    check_overflow: bool = True,
+) -> None:
     """Raise :class:`InvalidDataError` unless ``X`` is [N, D] (D = ``input_dim`` if given) and,
     with ``check_values``, finite numbers whose squares do not overflow (unless not
     ``check_overflow``: raw features that will be standardised). ``prefix`` names the data in the
@@ -138,14 +158,21 @@ def check_inputs(X: object, input_dim: Optional[int] = None, check_values: bool 
     if not np.all(np.isfinite(X)):
         bad = np.argwhere(~np.isfinite(X))[0]
         raise InvalidDataError(
-            f"{prefix}X contains NaN or inf (first at row {bad[0]}, column {bad[1]})")
+            f"{prefix}X contains NaN or inf (first at row {bad[0]}, column {bad[1]})"
+        )
     with np.errstate(over="ignore"):
         if check_overflow and not np.all(np.isfinite(np.square(np.asarray(X, dtype=np.float64)))):
             raise InvalidDataError(prefix + OVERFLOW_MESSAGE)
 
 
-def check_data(X: object, Y: object, num_classes: int, input_dim: Optional[int] = None,
-               allow_soft: bool = False, check_values: bool = True) -> None:
+def check_data(
+    X: object,
+    Y: object,
+    num_classes: int,
+    input_dim: Optional[int] = None,
+    allow_soft: bool = False,
+    check_values: bool = True,
+) -> None:
     """The one check of a batch, for arrays and tensors alike: raise :class:`InvalidDataError`
     unless X is [N, D] with N ≥ 1 and Y is [N, 1] integers in 0..C-1, or (``allow_soft``) rows
     [N, C] of class probabilities. Without ``check_values`` only shapes and dtypes are checked
@@ -161,7 +188,8 @@ def check_data(X: object, Y: object, num_classes: int, input_dim: Optional[int] 
     if not soft and (len(y_shape) != 2 or y_shape[1] != 1):
         also = f" or rows of class probabilities [N, {num_classes}]" if allow_soft else ""
         raise InvalidDataError(
-            f"Y must be a column of integer labels [N, 1]{also}, got shape {y_shape}")
+            f"Y must be a column of integer labels [N, 1]{also}, got shape {y_shape}"
+        )
     if None not in (x_shape[0], y_shape[0]) and x_shape[0] != y_shape[0]:
         raise InvalidDataError(f"X has {x_shape[0]} rows but Y has {y_shape[0]}")
     if x_shape[0] == 0:
@@ -171,8 +199,11 @@ def check_data(X: object, Y: object, num_classes: int, input_dim: Optional[int] 
         return
     Y = np.asarray(Y)
     if soft:
-        if not np.all(np.isfinite(Y)) or np.any(Y < 0) or np.any(
-                np.abs(Y.sum(axis=1) - 1) > SOFT_LABEL_TOLERANCE):
+        if (
+            not np.all(np.isfinite(Y))
+            or np.any(Y < 0)
+            or np.any(np.abs(Y.sum(axis=1) - 1) > SOFT_LABEL_TOLERANCE)
+        ):
             raise InvalidDataError(SOFT_LABEL_MESSAGE)
         return
     if np.issubdtype(Y.dtype, np.floating) and not np.all(np.isfinite(Y) & (Y == np.round(Y))):
@@ -198,8 +229,9 @@ def _class_indices_valid(Y: tf.Tensor, num_classes: int) -> tf.Tensor:
     return (values >= 0) & (values < num_classes)
 
 
-def _refuse_unless(valid: tf.Tensor, message: str,
-                   detail: Callable[[], str] = lambda: "") -> List[tf.Operation]:
+def _refuse_unless(
+    valid: tf.Tensor, message: str, detail: Callable[[], str] = lambda: ""
+) -> List[tf.Operation]:
     """Refuse unless every ``valid``: eagerly by raising :class:`InvalidDataError` (``message``
     and the eager-only ``detail``), in a graph by the returned assertion, for the caller's
     control dependencies. XLA drops assertions; callers make the invalid results NaN for it."""
@@ -221,9 +253,7 @@ def checked_labels(Y: tf.Tensor, num_classes: int) -> Tuple[tf.Tensor, tf.Tensor
     validate through a status instead, :func:`data_status`)."""
     Y = tf.convert_to_tensor(Y)
     if Y.dtype == tf.string or not (Y.dtype.is_integer or Y.dtype.is_floating):
-        raise InvalidDataError(
-            f"{label_error_message(num_classes)}, got dtype {Y.dtype.name}"
-        )
+        raise InvalidDataError(f"{label_error_message(num_classes)}, got dtype {Y.dtype.name}")
     if Y.shape.rank is not None and (Y.shape.rank == 0 or Y.shape[-1] not in (1, None)):
         # Rows of class probabilities are not class indices; reading their first column would be.
         raise InvalidDataError(
@@ -232,15 +262,18 @@ def checked_labels(Y: tf.Tensor, num_classes: int) -> Tuple[tf.Tensor, tf.Tensor
     values = Y[..., 0]
     valid = _class_indices_valid(values, num_classes)
     checks = _refuse_unless(
-        valid, label_error_message(num_classes),
-        lambda: f", found {values.numpy()[~valid.numpy()][0]:g}")
+        valid,
+        label_error_message(num_classes),
+        lambda: f", found {values.numpy()[~valid.numpy()][0]:g}",
+    )
     with tf.control_dependencies(checks):
         labels = tf.cast(tf.where(valid, values, tf.zeros_like(values)), tf.int32)
     return labels, valid
 
 
-def checked_label_rows(Y: tf.Tensor, num_classes: int, dtype: tf.DType,
-                       allow_soft: bool = True) -> tf.Tensor:
+def checked_label_rows(
+    Y: tf.Tensor, num_classes: int, dtype: tf.DType, allow_soft: bool = True
+) -> tf.Tensor:
     """Labels as rows [..., C] of class probabilities: one-hot rows of a column of class indices,
     or (``allow_soft``) the rows themselves when ``Y`` is [N, C]. Refused as
     :func:`checked_labels` refuses bad indices (a row that is not a probability vector: eagerly
@@ -266,15 +299,17 @@ def check_finite_inputs(X: tf.Tensor) -> tf.Tensor:
         return f" (first at row {bad[0]}, column {bad[-1]})"
 
     with tf.control_dependencies(
-            _refuse_unless(tf.math.is_finite(X), "X contains NaN or inf", first_bad)):
+        _refuse_unless(tf.math.is_finite(X), "X contains NaN or inf", first_bad)
+    ):
         return tf.identity(X)
 
 
 def soft_labels_valid(Y: tf.Tensor) -> tf.Tensor:
     """Per row: finite, non-negative and summing to 1 (within SOFT_LABEL_TOLERANCE)."""
     Y = tf.cast(Y, tf.float64)
-    return (tf.reduce_all(tf.math.is_finite(Y) & (Y >= 0), axis=-1)
-            & (tf.abs(tf.reduce_sum(Y, axis=-1) - 1) <= SOFT_LABEL_TOLERANCE))
+    return tf.reduce_all(tf.math.is_finite(Y) & (Y >= 0), axis=-1) & (
+        tf.abs(tf.reduce_sum(Y, axis=-1) - 1) <= SOFT_LABEL_TOLERANCE
+    )
 
 
 def data_status(X: tf.Tensor, Y: tf.Tensor, num_classes: int) -> tf.Tensor:

@@ -71,9 +71,12 @@ def _seed():
 
 
 def pytest_addoption(parser):
-    parser.addoption("--slow", action="store_true",
-                     help="run every test: also the integration tier and the tests marked slow "
-                          "(CI's test command)")
+    parser.addoption(
+        "--slow",
+        action="store_true",
+        help="run every test: also the integration tier and the tests marked slow "
+        "(CI's test command)",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -3,6 +3,7 @@ before TensorFlow initialises them, which a pytest process that already ran TF c
 
 Trains the same model for a few steps on one device and under MirroredStrategy on two logical CPU
 devices, and prints the largest relative difference of every variable as JSON."""
+
 import json
 import sys
 
@@ -26,16 +27,25 @@ def problem(strategy, scheme, dtype):
     X = centres[y] + rng.normal(size=(num_data, 3))
     with strategy.scope() if strategy else tf.distribute.get_strategy().scope():
         kernel = gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.5, 2.0])
-        model = ga.LogisticSoftmaxSVGP(kernel, X[:20].copy(), num_classes, num_data=num_data,
-                                       scheme=scheme)
+        model = ga.LogisticSoftmaxSVGP(
+            kernel, X[:20].copy(), num_classes, num_data=num_data, scheme=scheme
+        )
     return model, (X, y[:, None])
 
 
 def run(strategy, steps, batch_size, class_subset_size, scheme, dtype):
     model, data = problem(strategy, scheme, dtype)
-    result = ga.fit(model, data, iterations=steps, batch_size=batch_size, learning_rate=0.05,
-                    class_subset_size=class_subset_size, seed=3, progress=False,
-                    strategy=strategy)
+    result = ga.fit(
+        model,
+        data,
+        iterations=steps,
+        batch_size=batch_size,
+        learning_rate=0.05,
+        class_subset_size=class_subset_size,
+        seed=3,
+        progress=False,
+        strategy=strategy,
+    )
     return model, result
 
 
@@ -43,16 +53,24 @@ def compare(strategy, config):
     dtype = {"float64": np.float64, "float32": np.float32}[config.pop("dtype", "float64")]
     single, single_result = run(None, dtype=dtype, **config)
     replicated, replicated_result = run(strategy, dtype=dtype, **config)
-    differences = {"elbo": float(np.max(np.abs(single_result.elbo - replicated_result.elbo)
-                                        / np.abs(single_result.elbo)))}
+    differences = {
+        "elbo": float(
+            np.max(np.abs(single_result.elbo - replicated_result.elbo) / np.abs(single_result.elbo))
+        )
+    }
     for a, b in zip(single.variables, replicated.variables):
         a, b = a.numpy(), b.numpy()
         differences[a.dtype.name + ":" + str(a.shape)] = float(
-            np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-300))
+            np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-300)
+        )
     moved = float(np.max(np.abs(single.q_mu.numpy())))
-    return {"replicas": strategy.num_replicas_in_sync, "differences": differences, "moved": moved,
-            "iteration": int(replicated_result.trainer.iteration.numpy()),
-            "closed_form_variance": bool(replicated_result.trainer.cavi.variances)}
+    return {
+        "replicas": strategy.num_replicas_in_sync,
+        "differences": differences,
+        "moved": moved,
+        "iteration": int(replicated_result.trainer.iteration.numpy()),
+        "closed_form_variance": bool(replicated_result.trainer.cavi.variances),
+    }
 
 
 def elbo_in_replica(strategy):
@@ -64,7 +82,8 @@ def elbo_in_replica(strategy):
     batch = (tf.constant(X[:40]), tf.constant(Y[:40]))
     outside = float(model.elbo(batch))
     inside = strategy.experimental_local_results(
-        strategy.run(tf.function(lambda X, Y: model.elbo((X, Y))), args=batch))
+        strategy.run(tf.function(lambda X, Y: model.elbo((X, Y))), args=batch)
+    )
     return max(abs(float(value) - outside) / abs(outside) for value in inside)
 
 

@@ -1,5 +1,6 @@
 """What several test modules share: seeded problems for every kind of model, and the checks and
 deliberately broken variants more than one module uses. (conftest.py holds only fixtures.)"""
+
 import gpflow
 import numpy as np
 import tensorflow as tf
@@ -16,13 +17,30 @@ MONOTONE_RTOL = 1e-9
 
 # The kinds of model the optimizer and the trainer serve: the multi-class model under each of its
 # three schemes, with learned class weights, with class subsets, and the binary model.
-MODEL_KINDS = ("negative-multinomial", "gamma-poisson", "exact", "exact-weighted", "subsets",
-               "binary")
+MODEL_KINDS = (
+    "negative-multinomial",
+    "gamma-poisson",
+    "exact",
+    "exact-weighted",
+    "subsets",
+    "binary",
+)
 
 
-def make_problem(num_data, num_classes, input_dim=2, num_inducing=None, seed=0, lengthscale=1.0,
-                 variance=1.0, scheme="negative-multinomial", whiten=True, kernel=None,
-                 mean_function=None, class_weights=False):
+def make_problem(
+    num_data,
+    num_classes,
+    input_dim=2,
+    num_inducing=None,
+    seed=0,
+    lengthscale=1.0,
+    variance=1.0,
+    scheme="negative-multinomial",
+    whiten=True,
+    kernel=None,
+    mean_function=None,
+    class_weights=False,
+):
     """Random clustered data and a model with inducing points on a subset of the inputs."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(scale=2.0, size=(num_classes, input_dim))
@@ -32,10 +50,16 @@ def make_problem(num_data, num_classes, input_dim=2, num_inducing=None, seed=0, 
     Z = X[rng.choice(num_data, M, replace=False)].copy()
     if kernel is None:
         kernel = gpflow.kernels.SquaredExponential(variance=variance, lengthscales=lengthscale)
-    model = ga.LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme,
-                                   whiten=whiten, mean_function=mean_function,
-                                   likelihood=ga.LogisticSoftmax(num_classes,
-                                                                 class_weights=class_weights))
+    model = ga.LogisticSoftmaxSVGP(
+        kernel,
+        Z,
+        num_classes,
+        num_data=num_data,
+        scheme=scheme,
+        whiten=whiten,
+        mean_function=mean_function,
+        likelihood=ga.LogisticSoftmax(num_classes, class_weights=class_weights),
+    )
     return model, (X, y[:, None])
 
 
@@ -51,8 +75,9 @@ def binary_problem(num_data, num_inducing, seed=0, lengthscale=1.0, variance=1.0
 
 def weighted_problem(scheme):
     """Unbalanced classes, so that the optimal class weights are far from 1."""
-    model, (X, y) = make_problem(60, 3, num_inducing=12, seed=5, variance=2.0, scheme=scheme,
-                                 class_weights=True)
+    model, (X, y) = make_problem(
+        60, 3, num_inducing=12, seed=5, variance=2.0, scheme=scheme, class_weights=True
+    )
     y = np.where(np.random.default_rng(0).uniform(size=y.shape) < 0.5, 0, y)
     return model, (X, y)
 
@@ -63,13 +88,20 @@ def model_of_kind(kind, num_data=60, num_inducing=10, seed=3, lengthscale=1.0):
         model, data = binary_problem(num_data, num_inducing, seed=seed, lengthscale=lengthscale)
         return model, data, {}
     if kind == "subsets":
-        model, data = make_problem(num_data, 7, num_inducing=num_inducing, seed=seed,
-                                   lengthscale=lengthscale)
+        model, data = make_problem(
+            num_data, 7, num_inducing=num_inducing, seed=seed, lengthscale=lengthscale
+        )
         return model, data, {"class_subset_size": 3}
     weighted = kind == "exact-weighted"
-    model, data = make_problem(num_data, 3, num_inducing=num_inducing, seed=seed,
-                               lengthscale=lengthscale, scheme="exact" if weighted else kind,
-                               class_weights=weighted)
+    model, data = make_problem(
+        num_data,
+        3,
+        num_inducing=num_inducing,
+        seed=seed,
+        lengthscale=lengthscale,
+        scheme="exact" if weighted else kind,
+        class_weights=weighted,
+    )
     return model, data, {}
 
 

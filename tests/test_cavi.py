@@ -1,4 +1,5 @@
 """Properties of the CAVI / SVI step that fail if the updates are wrong."""
+
 import time
 
 import gpflow
@@ -35,11 +36,19 @@ from helpers import (
 )
 @settings(max_examples=8, deadline=None, derandomize=True)
 @pytest.mark.slow
-def test_elbo_never_decreases_random_problems(scheme, num_data, num_classes, lengthscale, variance,
-                                              whiten, seed):
-    model, data = make_problem(num_data, num_classes, num_inducing=max(2, num_data // 2), seed=seed,
-                               lengthscale=lengthscale, variance=variance, scheme=scheme,
-                               whiten=whiten)
+def test_elbo_never_decreases_random_problems(
+    scheme, num_data, num_classes, lengthscale, variance, whiten, seed
+):
+    model, data = make_problem(
+        num_data,
+        num_classes,
+        num_inducing=max(2, num_data // 2),
+        seed=seed,
+        lengthscale=lengthscale,
+        variance=variance,
+        scheme=scheme,
+        whiten=whiten,
+    )
     assert_monotone(cavi_trace(model, data, compile=True))
 
 
@@ -47,8 +56,9 @@ def test_elbo_never_decreases_random_problems(scheme, num_data, num_classes, len
 def test_elbo_never_decreases_on_wine(scheme):
     d = wine()
     kernel = gpflow.kernels.SquaredExponential(lengthscales=ga.median_lengthscale(d.X_train))
-    model = ga.LogisticSoftmaxSVGP(kernel, d.X_train[::2].copy(), 3, num_data=len(d.X_train),
-                                   scheme=scheme)
+    model = ga.LogisticSoftmaxSVGP(
+        kernel, d.X_train[::2].copy(), 3, num_data=len(d.X_train), scheme=scheme
+    )
     elbos = cavi_trace(model, (d.X_train, d.Y_train), compile=True)
     assert_monotone(elbos)
     assert elbos[-1] > elbos[0] + 10  # and it did move
@@ -111,7 +121,9 @@ def test_compiled_and_xla_steps_equal_eager(kind, shapes_checked_while_tracing):
             elbos.append(float(cavi.step(data, subset)))
             seconds.append(time.perf_counter() - start)
         results[mode] = [np.array(elbos)] + [v.numpy() for v in model.variables]
-        if mode == "xla":  # compiled once: observed 1e-3 of the first call, and 0.3 when it recompiled
+        if (
+            mode == "xla"
+        ):  # compiled once: observed 1e-3 of the first call, and 0.3 when it recompiled
             assert max(seconds[1:]) < 0.05 * seconds[0], seconds
     for mode in ("graph", "xla"):
         for got, want in zip(results[mode], results["eager"]):
@@ -133,7 +145,9 @@ def test_extreme_latent_means_give_finite_updates(dtype, scheme):
             model.q_mu.assign(q_mu.astype(dtype))
             elbo = ga.CAVI(model, jit_compile=jit).step(data)
             assert elbo.dtype == dtype and np.isfinite(elbo.numpy())
-            assert np.all(np.isfinite(model.q_mu.numpy())) and np.all(np.isfinite(model.q_sqrt.numpy()))
+            assert np.all(np.isfinite(model.q_mu.numpy())) and np.all(
+                np.isfinite(model.q_sqrt.numpy())
+            )
 
 
 def test_float32_matches_float64():
@@ -153,8 +167,16 @@ def test_minibatch_svi_reaches_full_batch_fixed_point():
     full_batch = model.predict_y(X)[0].numpy()
 
     model_svi, _ = make_problem(200, 3, num_inducing=15, seed=6, lengthscale=2.0)
-    ga.fit(model_svi, (X, Y), iterations=2000, batch_size=20, step_size=ga.RobbinsMonro(tau=1, kappa=0.6),
-           train_hyperparameters=False, progress=False, seed=0)
+    ga.fit(
+        model_svi,
+        (X, Y),
+        iterations=2000,
+        batch_size=20,
+        step_size=ga.RobbinsMonro(tau=1, kappa=0.6),
+        train_hyperparameters=False,
+        progress=False,
+        seed=0,
+    )
     stochastic = model_svi.predict_y(X)[0].numpy()
     assert np.max(np.abs(stochastic - full_batch)) < 1e-2
 
@@ -168,19 +190,26 @@ def test_separate_kernels_and_inducing_points(separate_kernels, separate_inducin
     kernel = gpflow.kernels.SquaredExponential()
     if separate_kernels:
         kernel = gpflow.kernels.SeparateIndependent(
-            [gpflow.kernels.SquaredExponential(lengthscales=0.5 + c) for c in range(C)])
+            [gpflow.kernels.SquaredExponential(lengthscales=0.5 + c) for c in range(C)]
+        )
     _, (X, Y) = make_problem(30, C, seed=8)
     Z = X[:M].copy()
     if separate_inducing:
         Z = gpflow.inducing_variables.SeparateIndependentInducingVariables(
-            [gpflow.inducing_variables.InducingPoints(X[rng.choice(30, M, replace=False)] + 0.0)
-             for _ in range(C)])
-    model = ga.LogisticSoftmaxSVGP(kernel, Z, C, num_data=30, scheme="negative-multinomial")  # monotone
+            [
+                gpflow.inducing_variables.InducingPoints(X[rng.choice(30, M, replace=False)] + 0.0)
+                for _ in range(C)
+            ]
+        )
+    model = ga.LogisticSoftmaxSVGP(
+        kernel, Z, C, num_data=30, scheme="negative-multinomial"
+    )  # monotone
     elbos = cavi_trace(model, (X, Y), sweeps=30)
     assert_monotone(elbos)
     # the algebra of the update agrees with GPflow's own conditional
-    L, A, residual = whitened_projection(model.kernel, model.inducing_variable, tf.constant(X), C,
-                                         broadcast=False)
+    L, A, residual = whitened_projection(
+        model.kernel, model.inducing_variable, tf.constant(X), C, broadcast=False
+    )
     mean, var = marginals(A, residual, *whitened_q(L, model.q_mu, model.q_sqrt, model.whiten))
     gp_mean, gp_var = model.predict_f(X)
     np.testing.assert_allclose(mean, gp_mean, rtol=1e-8, atol=1e-10)
@@ -216,8 +245,9 @@ def test_natural_step_equals_gpflow_natural_parameter_conversions():
 @pytest.mark.slow
 def test_the_default_model_is_on_the_exact_bound_with_a_warm_start():
     model, (X, Y) = make_problem(60, 3, num_inducing=6, seed=8, scheme="exact")
-    default = ga.LogisticSoftmaxSVGP(model.kernel, model.inducing_variable.Z.numpy(), 3,
-                                     num_data=60)
+    default = ga.LogisticSoftmaxSVGP(
+        model.kernel, model.inducing_variable.Z.numpy(), 3, num_data=60
+    )
     assert default.scheme == "exact" and default.on_exact_bound
     assert ga.Trainer(default).cavi.warm_start_iterations == ga.EXACT_WARM_START
     collapsed, _ = make_problem(60, 3, num_inducing=6, seed=8, scheme="negative-multinomial")

@@ -1,4 +1,5 @@
 """Model and optimizer state (ρ_t's counter, Adam's slots) round-trip through tf.train.Checkpoint."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -8,10 +9,10 @@ from helpers import MODEL_KINDS, make_problem, model_of_kind
 
 
 def build(kind):
-    model, data, options = model_of_kind(kind, num_data=120, num_inducing=10, seed=11,
-                                         lengthscale=1.5)
-    trainer = ga.Trainer(model, step_size=ga.RobbinsMonro(), learning_rate=0.02, seed=2,
-                         **options)
+    model, data, options = model_of_kind(
+        kind, num_data=120, num_inducing=10, seed=11, lengthscale=1.5
+    )
+    trainer = ga.Trainer(model, step_size=ga.RobbinsMonro(), learning_rate=0.02, seed=2, **options)
     return model, trainer, data
 
 
@@ -32,8 +33,15 @@ def test_resumed_training_equals_uninterrupted(tmp_path, kind):
             saved["path"] = checkpoint.save(str(tmp_path / "ckpt"))
             saved["q_mu"] = straight.q_mu.numpy().copy()
 
-    ga.fit(straight, data, iterations=2 * k, batch_size=30, trainer=straight_trainer,
-           progress=False, callback=save_halfway)
+    ga.fit(
+        straight,
+        data,
+        iterations=2 * k,
+        batch_size=30,
+        trainer=straight_trainer,
+        progress=False,
+        callback=save_halfway,
+    )
     path, halfway = saved["path"], saved["q_mu"]
 
     resumed, resumed_trainer, _ = build(kind)
@@ -53,13 +61,19 @@ def test_resumed_training_equals_uninterrupted(tmp_path, kind):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)
     if kind == "exact-weighted":
         assert not np.allclose(straight.likelihood.class_weights.numpy(), 1.0)
-        np.testing.assert_allclose(straight_trainer.cavi.class_weight_exposure.numpy(),
-                                   resumed_trainer.cavi.class_weight_exposure.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(
+            straight_trainer.cavi.class_weight_exposure.numpy(),
+            resumed_trainer.cavi.class_weight_exposure.numpy(),
+            rtol=1e-12,
+        )
 
 
 def _all_state(model, trainer):
-    return [v.numpy().copy() for v in model.variables] + [
-        v.numpy().copy() for v in trainer.adam.variables] + [trainer.iteration.numpy()]
+    return (
+        [v.numpy().copy() for v in model.variables]
+        + [v.numpy().copy() for v in trainer.adam.variables]
+        + [trainer.iteration.numpy()]
+    )
 
 
 def test_restore_checkpoint_of_another_class_count_changes_nothing(tmp_path):
@@ -71,8 +85,11 @@ def test_restore_checkpoint_of_another_class_count_changes_nothing(tmp_path):
     four, _ = make_problem(120, 4, num_inducing=10, seed=3, scheme="exact")
     trainer4 = ga.Trainer(four, step_size=ga.RobbinsMonro(), learning_rate=0.02)
     before = _all_state(four, trainer4)
-    with pytest.raises(ga.CheckpointError, match=r"cannot restore into model, trainer: .*"
-                                                 r"nothing was restored"):
+    with pytest.raises(
+        ga.CheckpointError,
+        match=r"cannot restore into model, trainer: .*"
+        r"nothing was restored",
+    ):
         ga.restore_checkpoint(path, model=four, trainer=trainer4)
     for b, a in zip(before, _all_state(four, trainer4)):
         np.testing.assert_array_equal(a, b)
@@ -87,8 +104,9 @@ def test_restore_checkpoint_of_another_class_count_changes_nothing(tmp_path):
 def test_restore_checkpoint_round_trips_and_reads_a_folder(tmp_path):
     model, trainer, data = build("exact")
     ga.fit(model, data, iterations=3, batch_size=30, trainer=trainer, progress=False)
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, trainer=trainer),
-                                         str(tmp_path), max_to_keep=1)
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=model, trainer=trainer), str(tmp_path), max_to_keep=1
+    )
     manager.save()
     fresh, fresh_trainer, _ = build("exact")
     ga.restore_checkpoint(str(tmp_path), model=fresh, trainer=fresh_trainer)
@@ -113,6 +131,9 @@ def test_a_truncated_checkpoint_is_one_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ga.CheckpointError, match=r"empty: no checkpoint in this folder"):
         ga.restore_checkpoint(str(tmp_path / "empty"), model=fresh)
-    with pytest.raises(ga.CheckpointError, match=r"nothing-here: cannot restore into model: no "
-                                                 r"checkpoint there"):
+    with pytest.raises(
+        ga.CheckpointError,
+        match=r"nothing-here: cannot restore into model: no "
+        r"checkpoint there",
+    ):
         ga.restore_checkpoint(str(tmp_path / "nothing-here"), model=fresh)

@@ -1,5 +1,6 @@
 """Class subsampling (paper, Algorithm 2): the subset sampler, the estimator's unbiasedness by
 enumerating every subset, and the subset step's bookkeeping (scatter, XLA, checkpoints)."""
+
 import itertools
 
 import gpflow
@@ -19,9 +20,13 @@ def test_subsets_are_distinct_in_range_and_uniform():
     C, K, draws = 6, 3, 12000
     # Draw i from the seed (3, i), as a step draws from (seed, iteration); all in one compiled
     # call, not 12000 of them.
-    subsets = tf.function(lambda: tf.map_fn(
-        lambda i: sample_without_replacement(tf.stack([tf.constant(3, tf.int64), i]), C, K),
-        tf.range(draws, dtype=tf.int64), fn_output_signature=tf.int32))().numpy()
+    subsets = tf.function(
+        lambda: tf.map_fn(
+            lambda i: sample_without_replacement(tf.stack([tf.constant(3, tf.int64), i]), C, K),
+            tf.range(draws, dtype=tf.int64),
+            fn_output_signature=tf.int32,
+        )
+    )().numpy()
     counts = {}
     for subset in subsets:
         assert len(set(subset)) == K and subset.min() >= 0 and subset.max() < C
@@ -108,7 +113,8 @@ def test_subset_coupling_bias_vanishes_with_all_classes(scheme):
     X, Y = tf.constant(X), tf.constant(Y)
     order = np.array([3, 0, 4, 1, 2])
     mu, sqrt, elbo = ga.CAVI(model, compile=False).proposal(
-        X, Y, 0.7, ClassSubset(tf.constant(order, tf.int32), C))
+        X, Y, 0.7, ClassSubset(tf.constant(order, tf.int32), C)
+    )
     full_mu, full_sqrt, full_elbo = ga.CAVI(model, compile=False).proposal(X, Y, 0.7)
     np.testing.assert_allclose(mu, full_mu.numpy()[:, order], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(sqrt, full_sqrt.numpy()[order], rtol=1e-10, atol=1e-12)
@@ -121,7 +127,9 @@ def test_step_updates_only_the_subset_and_scatters_it_in_place():
     _randomise_q(model, seed=5, identical_classes=False)
     before_mu, before_sqrt = model.q_mu.numpy().copy(), model.q_sqrt.numpy().copy()
     classes = ClassSubset(tf.constant([4, 1], tf.int32), C)
-    expected_mu, expected_sqrt, _ = ga.CAVI(model, compile=False).proposal(tf.constant(X), tf.constant(Y), 1.0, classes)
+    expected_mu, expected_sqrt, _ = ga.CAVI(model, compile=False).proposal(
+        tf.constant(X), tf.constant(Y), 1.0, classes
+    )
     cavi = ga.CAVI(model, 1.0, class_subset_size=2)
     cavi.update(tf.constant(X), tf.constant(Y), classes)
     untouched = [0, 2, 3, 5]
@@ -177,22 +185,32 @@ def test_bad_subset_sizes_are_refused():
 
 @pytest.mark.parametrize("separate_kernels", [False, True])
 @pytest.mark.parametrize("whiten", [True, False])
-def test_label_marginals_are_the_observed_class_column_of_the_full_marginals(separate_kernels,
-                                                                              whiten):
+def test_label_marginals_are_the_observed_class_column_of_the_full_marginals(
+    separate_kernels, whiten
+):
     C = 5
     kernel = None
     if separate_kernels:
         kernel = gpflow.kernels.SeparateIndependent(
-            [gpflow.kernels.SquaredExponential(lengthscales=0.5 + c / 4) for c in range(C)])
+            [gpflow.kernels.SquaredExponential(lengthscales=0.5 + c / 4) for c in range(C)]
+        )
     # A constant shared by the classes, or one per class with the separate kernels.
     constant = np.linspace(-2.0, 0.5, C) if separate_kernels else -1.5
-    model, (X, Y) = make_problem(30, C, num_inducing=6, seed=3, scheme="exact", whiten=whiten,
-                                 kernel=kernel,
-                                 mean_function=gpflow.mean_functions.Constant(constant))
+    model, (X, Y) = make_problem(
+        30,
+        C,
+        num_inducing=6,
+        seed=3,
+        scheme="exact",
+        whiten=whiten,
+        kernel=kernel,
+        mean_function=gpflow.mean_functions.Constant(constant),
+    )
     _randomise_q(model, seed=6, identical_classes=False)
     full = model.batch_geometry(tf.constant(X))
-    subset = model.batch_geometry(tf.constant(X), ClassSubset(tf.constant([3, 1], tf.int32), C),
-                                  tf.constant(Y))
+    subset = model.batch_geometry(
+        tf.constant(X), ClassSubset(tf.constant([3, 1], tf.int32), C), tf.constant(Y)
+    )
     rows = np.arange(len(Y))
     label_mean, label_var = (m.numpy() for m in subset.subset.label_marginals)
     np.testing.assert_allclose(label_mean, full.Fmu.numpy()[rows, Y[:, 0]], rtol=1e-10)
@@ -206,8 +224,14 @@ def test_fused_exact_iteration_takes_the_same_subset_step_as_cavi():
     each column stands for, so with Adam at rate 0 they draw the same subsets and agree."""
     fused, (X, Y) = make_problem(50, 6, num_inducing=8, seed=2, scheme="exact")
     plain, _ = make_problem(50, 6, num_inducing=8, seed=2, scheme="exact")
-    trainer = ga.Trainer(fused, step_size=0.7, learning_rate=0.0, class_subset_size=2, seed=4,
-                         warm_start_iterations=0)
+    trainer = ga.Trainer(
+        fused,
+        step_size=0.7,
+        learning_rate=0.0,
+        class_subset_size=2,
+        seed=4,
+        warm_start_iterations=0,
+    )
     cavi = ga.CAVI(plain, 0.7, class_subset_size=2, seed=4)
     for _ in range(3):
         trainer.step((X, Y))
@@ -229,16 +253,23 @@ def test_exact_subset_estimate_stays_close_for_points_whose_own_class_dominates(
     mean = rng.uniform(-6.0, 0.0, (N, C))
     mean[np.arange(N), labels] = 4.0
     variance = np.full((N, C), 0.5)
-    full = expected_log_logistic_softmax(tf.constant(mean), tf.constant(variance),
-                                         tf.one_hot(labels, C, dtype=tf.float64)).numpy()
+    full = expected_log_logistic_softmax(
+        tf.constant(mean), tf.constant(variance), tf.one_hot(labels, C, dtype=tf.float64)
+    ).numpy()
     own = tuple(tf.constant(m[np.arange(N), labels]) for m in (mean, variance))
     estimates = []
     for subset in itertools.combinations(range(C), K):
         columns = list(subset)
         onehot = (labels[:, None] == np.array(columns)[None]).astype(np.float64)
-        estimates.append(expected_log_logistic_softmax(
-            tf.constant(mean[:, columns]), tf.constant(variance[:, columns]), tf.constant(onehot),
-            C, label_marginals=own).numpy())
+        estimates.append(
+            expected_log_logistic_softmax(
+                tf.constant(mean[:, columns]),
+                tf.constant(variance[:, columns]),
+                tf.constant(onehot),
+                C,
+                label_marginals=own,
+            ).numpy()
+        )
     estimates = np.array(estimates)
     assert np.max(np.abs(estimates.mean(axis=0) - full)) < 0.05
     assert np.max(np.abs(estimates - full)) < 0.6

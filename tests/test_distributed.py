@@ -1,6 +1,7 @@
 """Data-parallel CAVI under tf.distribute.MirroredStrategy on two logical CPU devices equals the
 single-device run to float64 round-off (the script runs in a subprocess, which splits the CPU
 before TensorFlow initialises it)."""
+
 import json
 import os
 import subprocess
@@ -32,8 +33,11 @@ def test_mirrored_strategy_equals_single_device():
     script = Path(__file__).with_name("distributed_replicas.py")
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     completed = subprocess.run(
-        [sys.executable, str(script), json.dumps(CONFIGS)], capture_output=True, text=True,
-        env=environment, timeout=600,
+        [sys.executable, str(script), json.dumps(CONFIGS)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     output = json.loads(completed.stdout.strip().splitlines()[-1])

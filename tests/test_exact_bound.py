@@ -1,5 +1,6 @@
 """The exact-bound step: its expectation is accurate, its fixed point is the exact variational
 optimum of stock SVGP + LogisticSoftmax, and it never fails or writes a NaN."""
+
 import gpflow
 import numpy as np
 import pytest
@@ -49,7 +50,10 @@ def test_small_eager_quadratures_skip_the_xla_compile_and_agree_with_it():
     compiled step, compile it. Both evaluate the same sum, to round-off."""
     fused = expectations._fused_log_normaliser
     rng = np.random.default_rng(7)
-    mu, var = tf.constant(rng.normal(-1.0, 2.0, (23, 5))), tf.constant(rng.uniform(0.1, 3.0, (23, 5)))
+    mu, var = (
+        tf.constant(rng.normal(-1.0, 2.0, (23, 5))),
+        tf.constant(rng.uniform(0.1, 3.0, (23, 5))),
+    )
     traces = fused.experimental_get_tracing_count()
     eager = expectations.expected_log_normaliser(mu, var).numpy()
     assert fused.experimental_get_tracing_count() == traces
@@ -57,8 +61,9 @@ def test_small_eager_quadratures_skip_the_xla_compile_and_agree_with_it():
     assert fused.experimental_get_tracing_count() == traces + 1
     # Summed in another order by XLA's fused loops: observed 2e-15.
     np.testing.assert_allclose(eager, compiled, rtol=1e-12)
-    per_row = expectations._grid_size(tf.TensorShape([1, 5]), expectations.DEFAULT_NUM_HERMITE,
-                                      expectations.S_STEP)
+    per_row = expectations._grid_size(
+        tf.TensorShape([1, 5]), expectations.DEFAULT_NUM_HERMITE, expectations.S_STEP
+    )
     rows = expectations.EAGER_UNFUSED_LIMIT // per_row + 1
     large = tf.zeros((rows, 5), tf.float64)
     expectations.expected_log_normaliser(large, large + 1.0)
@@ -70,7 +75,9 @@ def test_sites_are_bonnet_price_derivatives():
     rng = np.random.default_rng(0)
     mu, var = rng.normal(0, 1.5, (5, 4)), rng.uniform(0.1, 2.0, (5, 4))
     y = np.eye(4)[rng.integers(0, 4, 5)]
-    _, linear, quadratic = expectations.exact_sites(tf.constant(mu), tf.constant(var), tf.constant(y))
+    _, linear, quadratic = expectations.exact_sites(
+        tf.constant(mu), tf.constant(var), tf.constant(y)
+    )
     eps = ndtri(qmc.Sobol(4, scramble=True, seed=1).random(2**16))
     F = mu[:, None] + np.sqrt(var)[:, None] * eps  # [N, S, C]
     s = expit(F)
@@ -85,9 +92,14 @@ def test_sites_are_bonnet_price_derivatives():
 
 def exact_optimum(model, data, maxiter=5000):
     """Stock SVGP + LogisticSoftmax with the model's kernel and Z, q(u) optimised by L-BFGS."""
-    svgp = gpflow.models.SVGP(model.kernel, ga.LogisticSoftmax(model.num_classes),
-                              model.inducing_variable.Z.numpy(), num_latent_gps=model.num_classes,
-                              num_data=model.num_data, whiten=model.whiten)
+    svgp = gpflow.models.SVGP(
+        model.kernel,
+        ga.LogisticSoftmax(model.num_classes),
+        model.inducing_variable.Z.numpy(),
+        num_latent_gps=model.num_classes,
+        num_data=model.num_data,
+        whiten=model.whiten,
+    )
     gpflow.utilities.set_trainable(svgp.kernel, False)
     gpflow.utilities.set_trainable(svgp.inducing_variable, False)
     result = gpflow.optimizers.Scipy().minimize(
@@ -109,11 +121,14 @@ def q_gradient(model, data):
 def exact_problems():
     d = wine()
     kernel = gpflow.kernels.SquaredExponential(lengthscales=ga.median_lengthscale(d.X_train))
-    full_gp = ga.LogisticSoftmaxSVGP(kernel, d.X_train.copy(), 3, num_data=len(d.X_train),
-                                     scheme="exact")
+    full_gp = ga.LogisticSoftmaxSVGP(
+        kernel, d.X_train.copy(), 3, num_data=len(d.X_train), scheme="exact"
+    )
     sparse, data = make_problem(80, 4, num_inducing=12, seed=7, variance=3.0, scheme="exact")
-    return {"wine full GP": (full_gp, (d.X_train, d.Y_train), d.X_test),
-            "sparse": (sparse, data, data[0])}
+    return {
+        "wine full GP": (full_gp, (d.X_train, d.Y_train), d.X_test),
+        "sparse": (sparse, data, data[0]),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +160,10 @@ def test_fixed_point_is_the_exact_vi_optimum(name, optima, capsys):
     distance = np.abs(model.predict_y(X_test)[0].numpy() - reference).max()
     gradient = q_gradient(model, data)
     with capsys.disabled():
-        print(f"\n[{name}] max |Δp| = {distance:.2e}; ELBO {float(model.elbo(data)):.6f} vs "
-              f"L-BFGS {reference_elbo:.6f}; gradient {start_gradient:.2e} → {gradient:.2e}")
+        print(
+            f"\n[{name}] max |Δp| = {distance:.2e}; ELBO {float(model.elbo(data)):.6f} vs "
+            f"L-BFGS {reference_elbo:.6f}; gradient {start_gradient:.2e} → {gradient:.2e}"
+        )
     assert distance < 1e-2
     assert float(model.elbo(data)) > reference_elbo - 1e-6 * abs(reference_elbo)
     assert start_gradient > 1.0 and gradient < 1e-6 * start_gradient
@@ -179,19 +196,29 @@ def test_wrong_curvature_misses_the_optimum(optima, monkeypatch):
 )
 @settings(max_examples=15, deadline=None, derandomize=True)
 @pytest.mark.slow
-def test_exact_steps_never_fail(num_data, num_classes, lengthscale, variance, whiten, minibatch,
-                                seed):
+def test_exact_steps_never_fail(
+    num_data, num_classes, lengthscale, variance, whiten, minibatch, seed
+):
     """ρ = 1 from the prior, no warm start, kernel variance up to 1e3: every step is taken and
     finite (the backoff keeps the precision positive definite)."""
-    model, (X, Y) = make_problem(num_data, num_classes, num_inducing=max(2, num_data // 2),
-                                 seed=seed, lengthscale=lengthscale, variance=variance,
-                                 scheme="exact", whiten=whiten)
+    model, (X, Y) = make_problem(
+        num_data,
+        num_classes,
+        num_inducing=max(2, num_data // 2),
+        seed=seed,
+        lengthscale=lengthscale,
+        variance=variance,
+        scheme="exact",
+        whiten=whiten,
+    )
     # Eager: the same update as the compiled step (test_compiled_and_xla_steps_equal_eager), without
     # a trace for each of the 15 problems.
     cavi = ga.CAVI(model, 1.0, compile=False)
     rng = np.random.default_rng(seed)
     for _ in range(8):
-        batch = rng.choice(num_data, max(1, num_data // 3), replace=False) if minibatch else slice(None)
+        batch = (
+            rng.choice(num_data, max(1, num_data // 3), replace=False) if minibatch else slice(None)
+        )
         elbo = cavi.step((X[batch], Y[batch]))
         assert np.isfinite(elbo.numpy())
     assert int(cavi.iteration) == 8
@@ -261,6 +288,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
         def sites(*args, **kwargs):
             expected, linear, quadratic = true_sites(*args, **kwargs)
             return expected, linear, quadratic - factor
+
         return sites
 
     # Moderately negative: Λ̂ is indefinite, a shorter step is positive definite.
@@ -274,7 +302,8 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     eye = np.eye(8)[None] + scale.numpy() * statistics[0].numpy()
     assert np.linalg.eigvalsh(eye).min() < 0  # the full step has no Cholesky factor
     _, _, rho = ga.updates.natural_parameter_step_with_backoff(
-        q_mu, q_sqrt, statistics, scale, tf.constant(1.0, tf.float64))
+        q_mu, q_sqrt, statistics, scale, tf.constant(1.0, tf.float64)
+    )
     assert np.all(rho.numpy() < 1) and np.all(rho.numpy() > 0)
     ga.CAVI(model, 1.0).step(data)
     assert np.all(np.isfinite(model.q_sqrt.numpy()))
@@ -295,8 +324,12 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
 
 def largest_covariance_growth(old_sqrt, new_sqrt):
     """max over directions of x'S_new x / x'S_old x, per class."""
-    return np.array([eigh(n @ n.T, o @ o.T, eigvals_only=True).max()
-                     for o, n in zip(np.asarray(old_sqrt), np.asarray(new_sqrt))])
+    return np.array(
+        [
+            eigh(n @ n.T, o @ o.T, eigvals_only=True).max()
+            for o, n in zip(np.asarray(old_sqrt), np.asarray(new_sqrt))
+        ]
+    )
 
 
 def test_a_minibatch_step_with_negative_sites_keeps_the_covariance_within_a_factor_of_two():
@@ -308,15 +341,18 @@ def test_a_minibatch_step_with_negative_sites_keeps_the_covariance_within_a_fact
     # θ = 0 there is untouched.
     theta = (1e-3 - 5.5) / 50.0
     e1 = np.array([1.0, 0.0, 0.0])
-    statistics = (tf.constant(np.stack([theta * np.outer(e1, e1), np.zeros((3, 3))])),
-                  tf.constant(np.zeros((3, 2))))
+    statistics = (
+        tf.constant(np.stack([theta * np.outer(e1, e1), np.zeros((3, 3))])),
+        tf.constant(np.zeros((3, 2))),
+    )
     q_mu = tf.constant(np.full((3, 2), 0.3))
     q_sqrt = tf.constant(np.stack([np.eye(3)] * 2) / np.sqrt(10.0))
     scale, half = tf.constant(100.0, tf.float64), tf.constant(0.5, tf.float64)
 
     def step(ratio):
         return ga.updates.natural_parameter_step_with_backoff(
-            q_mu, q_sqrt, statistics, scale, half, min_precision_ratio=ratio)
+            q_mu, q_sqrt, statistics, scale, half, min_precision_ratio=ratio
+        )
 
     _, sqrt, rho = step(ga.updates.MIN_PRECISION_RATIO)
     np.testing.assert_array_equal(rho.numpy(), [0.25, 0.5])
@@ -332,8 +368,15 @@ def test_a_minibatch_step_with_negative_sites_keeps_the_covariance_within_a_fact
 def test_fit_returns_the_certificate_and_trains_hyperparameters_on_the_exact_bound():
     model, data = make_problem(60, 3, num_inducing=10, seed=9, scheme="negative-multinomial")
     twin, _ = make_problem(60, 3, num_inducing=10, seed=9, scheme="negative-multinomial")
-    result = ga.fit(model, data, iterations=1, batch_size=None, learning_rate=0.1,
-                    hyperparameter_bound="exact", progress=False)
+    result = ga.fit(
+        model,
+        data,
+        iterations=1,
+        batch_size=None,
+        learning_rate=0.1,
+        hyperparameter_bound="exact",
+        progress=False,
+    )
     # The same iteration by hand: the CAVI step with the variance, then one Adam step on the
     # exact ELBO for the other hyperparameters.
     ga.CAVI(twin, update_variance=True).step(data)
@@ -342,9 +385,12 @@ def test_fit_returns_the_certificate_and_trains_hyperparameters_on_the_exact_bou
     with tf.GradientTape() as tape:
         loss = -(twin.exact_elbo(data) + twin.log_prior_density())
     adam.apply_gradients(zip(tape.gradient(loss, variables), variables))
-    np.testing.assert_allclose(model.kernel.variance.numpy(), twin.kernel.variance.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(model.kernel.lengthscales.numpy(), twin.kernel.lengthscales.numpy(),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        model.kernel.variance.numpy(), twin.kernel.variance.numpy(), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        model.kernel.lengthscales.numpy(), twin.kernel.lengthscales.numpy(), rtol=1e-12
+    )
     certificate = result.certificate
     assert certificate.augmented < certificate.exact and certificate.gap > 0
     np.testing.assert_allclose(certificate.exact, float(model.exact_elbo(data)), rtol=1e-10)
@@ -395,8 +441,15 @@ def test_fused_exact_iteration_equals_gradient_before_the_step_then_cavi(whiten)
     # Minibatches, ρ < 1, a learned constant prior mean and one warm-start step: the fused
     # iteration takes the collapsed sites first, then the sites from its own backward pass.
     def build():
-        model, data = make_problem(60, 3, num_inducing=12, seed=4, scheme="exact", whiten=whiten,
-                                   mean_function=gpflow.mean_functions.Constant(np.array([-1.0])))
+        model, data = make_problem(
+            60,
+            3,
+            num_inducing=12,
+            seed=4,
+            scheme="exact",
+            whiten=whiten,
+            mean_function=gpflow.mean_functions.Constant(np.array([-1.0])),
+        )
         model.kernel.lengthscales.assign(1.5)
         return model, data
 
@@ -406,8 +459,9 @@ def test_fused_exact_iteration_equals_gradient_before_the_step_then_cavi(whiten)
     cavi = ga.CAVI(manual, 0.8, warm_start_iterations=1, update_variance=True, compile=False)
     adam = gpflow.keras.tf_keras.optimizers.Adam(0.05)
     unfused, _ = build()
-    unfused_cavi = ga.CAVI(unfused, 0.8, warm_start_iterations=1, update_variance=True,
-                           compile=False)
+    unfused_cavi = ga.CAVI(
+        unfused, 0.8, warm_start_iterations=1, update_variance=True, compile=False
+    )
     unfused_adam = gpflow.keras.tf_keras.optimizers.Adam(0.05)
     rng = np.random.default_rng(0)
     for _ in range(4):
@@ -419,5 +473,7 @@ def test_fused_exact_iteration_equals_gradient_before_the_step_then_cavi(whiten)
     for got, want, other in zip(fused.variables, manual.variables, unfused.variables):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-9, atol=1e-11)
     # The order matters by far more than the tolerance, so the comparison can tell them apart.
-    assert np.max(np.abs(fused.kernel.lengthscales.numpy()
-                         - unfused.kernel.lengthscales.numpy())) > 1e-6
+    assert (
+        np.max(np.abs(fused.kernel.lengthscales.numpy() - unfused.kernel.lengthscales.numpy()))
+        > 1e-6
+    )

@@ -1,5 +1,6 @@
 """A trained model kept as a tf.saved_model: it reloads in a fresh process, without this package,
 with predictions equal to the trained model's; the predict command writes them as CSV."""
+
 import json
 import os
 import subprocess
@@ -15,13 +16,18 @@ from gpflow_augmented.comparison.cli import main
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     d = ga.datasets.load_dataset("wine")
-    model = ga.LogisticSoftmaxSVGP(ga.initial_kernel(d.X_train), d.X_train[:15].copy(), 3,
-                                   num_data=len(d.X_train))
+    model = ga.LogisticSoftmaxSVGP(
+        ga.initial_kernel(d.X_train), d.X_train[:15].copy(), 3, num_data=len(d.X_train)
+    )
     ga.fit(model, (d.X_train, d.Y_train), iterations=20, batch_size=None, progress=False)
     raw = d.X_test * 2.5 + 7.0  # "raw" rows, standardised inside the export
-    path = ga.export_model(model, tmp_path_factory.mktemp("m") / "wine-model",
-                           feature_mean=np.full(13, 7.0), feature_scale=np.full(13, 2.5),
-                           class_names=["barolo", "grignolino", "barbera"])
+    path = ga.export_model(
+        model,
+        tmp_path_factory.mktemp("m") / "wine-model",
+        feature_mean=np.full(13, 7.0),
+        feature_scale=np.full(13, 2.5),
+        class_names=["barolo", "grignolino", "barbera"],
+    )
     return model, d, raw, path
 
 
@@ -39,13 +45,17 @@ def test_a_fresh_process_reloads_the_export_with_tensorflow_alone(trained, tmp_p
         "sig = m.signatures['predict_y'](X=tf.constant(X))\n"
         f"np.save({str(tmp_path / 's.npy')!r}, sig['mean'].numpy())\n"
     )
-    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                               timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
     assert completed.returncode == 0, completed.stderr[-2000:]
     for name in ("p.npy", "s.npy"):
         np.testing.assert_allclose(np.load(tmp_path / name), expected, rtol=1e-12, atol=1e-12)
     assert json.loads((path / "gpflow_augmented.json").read_text())["class_names"] == [
-        "barolo", "grignolino", "barbera"]
+        "barolo",
+        "grignolino",
+        "barbera",
+    ]
 
 
 @pytest.mark.integration
@@ -55,16 +65,30 @@ def test_predict_command_writes_probabilities_as_csv(trained, tmp_path):
     table.write_text("\n".join(",".join(f"{v!r}" for v in row) + ",x" for row in raw) + "\n")
     out = tmp_path / "probabilities.csv"
     completed = subprocess.run(
-        [sys.executable, "-m", "gpflow_augmented", "predict", str(path), str(table),
-         "--label-column", "-1", "--output", str(out)],
-        capture_output=True, text=True, timeout=300,
-        env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"})
+        [
+            sys.executable,
+            "-m",
+            "gpflow_augmented",
+            "predict",
+            str(path),
+            str(table),
+            "--label-column",
+            "-1",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"},
+    )
     assert completed.returncode == 0 and completed.stderr == "", completed.stderr[-2000:]
     lines = out.read_text().splitlines()
     assert lines[0] == "barolo,grignolino,barbera"
     written = np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
-    np.testing.assert_allclose(written, model.predict_y(d.X_test)[0].numpy(), rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        written, model.predict_y(d.X_test)[0].numpy(), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_predict_refuses_what_it_cannot_use(trained, tmp_path, capsys):
@@ -79,8 +103,7 @@ def test_predict_refuses_what_it_cannot_use(trained, tmp_path, capsys):
         ga.export_model(trained[0], tmp_path / "x", class_names=["a", "b"])
 
 
-def test_predict_refuses_a_folder_whose_metadata_does_not_fit_its_model(trained, tmp_path,
-                                                                         capsys):
+def test_predict_refuses_a_folder_whose_metadata_does_not_fit_its_model(trained, tmp_path, capsys):
     """Metadata edited after the export used to end in tf.function's binding TypeError."""
     import shutil
 
@@ -95,14 +118,19 @@ def test_predict_refuses_a_folder_whose_metadata_does_not_fit_its_model(trained,
     assert capsys.readouterr().err.strip() == (
         f"gpflow-augmented: error: {copy}: gpflow_augmented.json says input_dim 12, but the saved "
         "model takes 13 features; the folder's files do not belong together (export the model "
-        "again)")
+        "again)"
+    )
     (copy / "gpflow_augmented.json").write_text('{"input_dim": 13, "class_na')
     assert main(["predict", str(copy), str(rows)]) == 2
-    assert capsys.readouterr().err.strip().startswith(
-        f"gpflow-augmented: error: {copy / 'gpflow_augmented.json'}: not readable JSON")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .startswith(f"gpflow-augmented: error: {copy / 'gpflow_augmented.json'}: not readable JSON")
+    )
     (copy / "gpflow_augmented.json").write_text(json.dumps({**metadata, "class_names": ["a", "b"]}))
     wide = tmp_path / "wide.csv"
     wide.write_text("\n".join(",".join(map(str, row)) for row in raw) + "\n")
     assert main(["predict", str(copy), str(wide)]) == 2
     assert "gpflow_augmented.json names 2 classes, the saved model predicts 3" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )

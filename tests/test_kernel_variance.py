@@ -1,6 +1,7 @@
 """The closed-form update of the kernel variance (gpflow_augmented.kernel_variance): its fixed point
 is a stationary point of the ELBO, it reaches the variance of a full-batch L-BFGS fit in few steps
 where Adam and plain EM do not, and it owns the variance (Adam leaves it alone)."""
+
 import gpflow
 import numpy as np
 import pytest
@@ -37,8 +38,9 @@ def stationary_problem(scheme):
     inducing points leave is large enough that the update's residual term matters."""
     with gpflow.config.as_context(SMALL_JITTER):
         model, data = make_problem(60, 3, num_inducing=10, seed=3, lengthscale=1.0, scheme=scheme)
-        optimizer = ga.CAVI(model, update_variance=True,
-                            warm_start_iterations=50 if scheme == "exact" else 0)
+        optimizer = ga.CAVI(
+            model, update_variance=True, warm_start_iterations=50 if scheme == "exact" else 0
+        )
         for _ in range(200):  # converged to round-off by 100
             optimizer.step(data)
         return model, data, log_variance_gradient(model, data)
@@ -63,7 +65,8 @@ def test_one_kernel_per_class_gets_each_variance_to_its_own_stationary_point():
     would have tied them."""
     with gpflow.config.as_context(SMALL_JITTER):
         kernel = gpflow.kernels.SeparateIndependent(
-            [gpflow.kernels.SquaredExponential(lengthscales=1.0) for _ in range(3)])
+            [gpflow.kernels.SquaredExponential(lengthscales=1.0) for _ in range(3)]
+        )
         model, data = make_problem(60, 3, num_inducing=10, seed=3, scheme="exact", kernel=kernel)
         optimizer = ga.CAVI(model, update_variance=True, warm_start_iterations=50)
         assert len(optimizer.variances) == 3
@@ -112,8 +115,11 @@ def lbfgs_variance(model, data):
     gpflow.set_trainable(reference.q_sqrt, True)
     data = (tf.constant(data[0]), tf.constant(data[1]))
     result = gpflow.optimizers.Scipy().minimize(
-        lambda: -reference.elbo(data), reference.trainable_variables,
-        options={"maxiter": 5000, "gtol": 1e-10}, compile=True)
+        lambda: -reference.elbo(data),
+        reference.trainable_variables,
+        options={"maxiter": 5000, "gtol": 1e-10},
+        compile=True,
+    )
     assert result.success, result.message
     return float(reference.kernel.variance.numpy())
 
@@ -123,15 +129,20 @@ def learned_variances(iterations, **options):
     on :func:`separable_problem` (index t: after t + 1 steps)."""
     model, data = separable_problem()
     variances = []
-    ga.fit(model, data, iterations=iterations, batch_size=None, progress=False,
-           callback=lambda step, **_: variances.append(float(model.kernel.variance.numpy())),
-           **options)
+    ga.fit(
+        model,
+        data,
+        iterations=iterations,
+        batch_size=None,
+        progress=False,
+        callback=lambda step, **_: variances.append(float(model.kernel.variance.numpy())),
+        **options,
+    )
     return np.array(variances)
 
 
 @pytest.mark.slow
-def test_the_variance_reaches_the_lbfgs_optimum_in_few_steps_where_adam_and_em_do_not(
-        monkeypatch):
+def test_the_variance_reaches_the_lbfgs_optimum_in_few_steps_where_adam_and_em_do_not(monkeypatch):
     """Separable classes, C = 5, lengthscales fixed: a full-batch L-BFGS fit of the same ELBO over
     q(u) and σ² puts σ² at 262 (from a start at 1). `fit` at its full-batch defaults is within 7 %
     of it after 300 steps and 2 % after 500 (measured: 4.6 % and 0.7 %). Adam on GPflow's
@@ -155,12 +166,13 @@ def test_adam_leaves_the_variance_to_cavi_and_fixed_hyperparameters_stay_fixed()
     trainer = ga.Trainer(model, learning_rate=0.01)
     owned = model.kernel.variance.unconstrained_variable
     assert all(v is not owned for v in trainer.hyperparameter_variables)
-    assert any(v is model.kernel.lengthscales.unconstrained_variable
-               for v in trainer.hyperparameter_variables)
+    assert any(
+        v is model.kernel.lengthscales.unconstrained_variable
+        for v in trainer.hyperparameter_variables
+    )
 
     fixed, data = make_problem(40, 3, num_inducing=8, seed=0, scheme="exact")
-    ga.fit(fixed, data, iterations=5, batch_size=None, progress=False,
-           train_hyperparameters=False)
+    ga.fit(fixed, data, iterations=5, batch_size=None, progress=False, train_hyperparameters=False)
     assert fixed.kernel.variance.numpy() == 1.0
     gpflow.set_trainable(fixed.kernel.variance, False)
     ga.fit(fixed, data, iterations=5, batch_size=None, progress=False)
@@ -184,11 +196,13 @@ def test_compiled_and_xla_steps_with_the_variance_update_equal_eager(scheme):
     results = {}
     for mode in ("eager", "graph", "xla"):
         model, data = make_problem(40, 3, num_inducing=10, seed=3, scheme=scheme)
-        optimizer = ga.CAVI(model, 0.5, update_variance=True, compile=mode != "eager",
-                            jit_compile=mode == "xla")
+        optimizer = ga.CAVI(
+            model, 0.5, update_variance=True, compile=mode != "eager", jit_compile=mode == "xla"
+        )
         elbos = [float(optimizer.step(data)) for _ in range(5)]
         results[mode] = [np.array(elbos), model.kernel.variance.numpy()] + [
-            v.numpy() for v in model.variables]
+            v.numpy() for v in model.variables
+        ]
     assert abs(np.log(results["eager"][1])) > 0.1  # the variance did move from 1
     for mode in ("graph", "xla"):
         for got, want in zip(results[mode], results["eager"]):
@@ -207,8 +221,14 @@ def test_minibatch_training_on_sharp_class_boundaries_does_not_run_away():
     X = rng.uniform(0.0, 1.0, (20000, 2))
     y = np.searchsorted(np.sort(rng.uniform(0.0, 1.0, 4)), X[:, 0])
     kernel = ga.initial_kernel(X)
-    model = ga.LogisticSoftmaxSVGP(kernel, ga.inducing_points(X, 30, seed=0), 5, num_data=len(X),
-                                   scheme="exact", mean_function=gpflow.mean_functions.Constant())
+    model = ga.LogisticSoftmaxSVGP(
+        kernel,
+        ga.inducing_points(X, 30, seed=0),
+        5,
+        num_data=len(X),
+        scheme="exact",
+        mean_function=gpflow.mean_functions.Constant(),
+    )
     ga.fit(model, (X, y[:, None]), batch_size=100, iterations=300, progress=False, seed=0)
     error = np.mean(model.predict_y(X)[0].numpy().argmax(axis=1) != y)
     assert error < 0.02

@@ -4,6 +4,7 @@ the source (every import statement, including those inside functions), checked f
 imports that point up a layer; each check is also shown to catch a planted violation. Importing
 the library must not load the layers above it, polyagamma or matplotlib; the layers load on first
 use."""
+
 import ast
 import json
 import subprocess
@@ -66,7 +67,7 @@ def find_cycle(graph: Dict[str, Set[str]]) -> Optional[List[str]]:
         path.append(node)
         for target in sorted(graph[node]):
             if state.get(target) == 1:
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state:
                 cycle = visit(target)
                 if cycle:
@@ -91,8 +92,12 @@ def layer(module: str) -> str:
 
 
 def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
-    return sorted(f"{source} -> {target}" for source, targets in graph.items()
-                  for target in targets if LAYER_ORDER[layer(target)] > LAYER_ORDER[layer(source)])
+    return sorted(
+        f"{source} -> {target}"
+        for source, targets in graph.items()
+        for target in targets
+        if LAYER_ORDER[layer(target)] > LAYER_ORDER[layer(source)]
+    )
 
 
 def test_the_package_has_no_import_cycle():
@@ -115,20 +120,24 @@ def _planted_package(tmp_path: Path, files: Dict[str, str]) -> Path:
 
 
 def test_the_checks_catch_a_planted_cycle_and_an_upward_import(tmp_path):
-    root = _planted_package(tmp_path, {
-        "models.py": "def f():\n    from .training import fit\n",
-        "training.py": "from . import models\n",
-        "monitoring.py": "from .comparison.protocol import compare\n",
-        "comparison/__init__.py": "",
-        "comparison/protocol.py": "from ..models import f\n",
-    })
+    root = _planted_package(
+        tmp_path,
+        {
+            "models.py": "def f():\n    from .training import fit\n",
+            "training.py": "from . import models\n",
+            "monitoring.py": "from .comparison.protocol import compare\n",
+            "comparison/__init__.py": "",
+            "comparison/protocol.py": "from ..models import f\n",
+        },
+    )
     graph = import_graph(root)
     assert find_cycle(graph) in (
         ["gpflow_augmented.models", "gpflow_augmented.training", "gpflow_augmented.models"],
         ["gpflow_augmented.training", "gpflow_augmented.models", "gpflow_augmented.training"],
     )
     assert upward_imports(graph) == [
-        "gpflow_augmented.monitoring -> gpflow_augmented.comparison.protocol"]
+        "gpflow_augmented.monitoring -> gpflow_augmented.comparison.protocol"
+    ]
 
 
 @pytest.mark.integration
@@ -142,14 +151,23 @@ def test_importing_the_library_loads_no_layer_above_it_nor_their_dependencies():
         "import gpflow_augmented\n"
         "print(json.dumps(sorted(set(sys.modules) - before)))\n"
     )
-    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                               check=True)
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
     added = json.loads(completed.stdout.strip().splitlines()[-1])
     assert "gpflow_augmented.models" in added
-    for unwanted in ("gpflow_augmented.sampling", "gpflow_augmented.comparison", "polyagamma",
-                     "matplotlib", "tqdm"):
-        assert not [name for name in added if name.split(".")[0:len(unwanted.split("."))]
-                    == unwanted.split(".")], unwanted
+    for unwanted in (
+        "gpflow_augmented.sampling",
+        "gpflow_augmented.comparison",
+        "polyagamma",
+        "matplotlib",
+        "tqdm",
+    ):
+        assert not [
+            name
+            for name in added
+            if name.split(".")[0 : len(unwanted.split("."))] == unwanted.split(".")
+        ], unwanted
 
 
 def test_a_layer_loads_on_first_use_without_a_warning_and_an_unknown_name_fails():

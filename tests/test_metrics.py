@@ -1,4 +1,5 @@
 """Metric functions against values computed by hand (the arithmetic is in the comments)."""
+
 import numpy as np
 import pytest
 
@@ -67,8 +68,10 @@ def test_reliability_curve_matches_ece():
     filled = curve.count > 0
     ece = np.sum(curve.count[filled] / 500 * np.abs(curve.accuracy - curve.confidence)[filled])
     assert ece == pytest.approx(metrics.expected_calibration_error(p, y, 15))
-    assert np.all((curve.confidence[filled] > curve.edges[:-1][filled])
-                  & (curve.confidence[filled] <= curve.edges[1:][filled]))
+    assert np.all(
+        (curve.confidence[filled] > curve.edges[:-1][filled])
+        & (curve.confidence[filled] <= curve.edges[1:][filled])
+    )
 
 
 def test_the_evaluator_traces_once_per_model_and_predicts_every_row():
@@ -86,9 +89,13 @@ def test_the_evaluator_traces_once_per_model_and_predicts_every_row():
     predictions = evaluator.predictions(model)
     evaluator.predictions(model)
     assert evaluator._compiled[id(model)].experimental_get_tracing_count() == 1
-    np.testing.assert_allclose(predictions["probabilities"], model.predict_y(X)[0].numpy(),
-                               rtol=1e-12)
-    np.testing.assert_allclose(predictions["log_density"],
-                               model.predict_log_density((X, tf.constant(Y))).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        predictions["probabilities"], model.predict_y(X)[0].numpy(), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        predictions["log_density"],
+        model.predict_log_density((X, tf.constant(Y))).numpy(),
+        rtol=1e-12,
+    )
     with pytest.raises(ValueError, match="at least one point"):
         metrics.Evaluator(X[:0], Y[:0])

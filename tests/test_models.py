@@ -4,6 +4,7 @@ Scipy on ``training_loss_closure``, ``print_summary``, and predictions with GPfl
 A prior mean function (GPflow's ``mean_function``) in the closed-form models: the marginals, the
 ELBO and the predictions include it, and the step's sites are re-expressed in f minus the mean, so
 the fixed point is still the optimum of the bound."""
+
 import gpflow
 import numpy as np
 import pytest
@@ -18,8 +19,9 @@ def trained():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(60, 2))
     Y = (X[:, :1] > 0).astype(np.int64) + (X[:, 1:] > 0.5)  # three classes
-    model = ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), X[::6].copy(), 3,
-                                   num_data=len(X))
+    model = ga.LogisticSoftmaxSVGP(
+        gpflow.kernels.SquaredExponential(), X[::6].copy(), 3, num_data=len(X)
+    )
     ga.fit(model, (X, Y), iterations=40, batch_size=None, progress=False)
     return model, X, Y
 
@@ -30,8 +32,9 @@ def test_scipy_on_the_training_loss_closure_lowers_the_loss(trained):
     model = gpflow.utilities.deepcopy(model)
     closure = model.training_loss_closure((X, Y))
     before = float(closure())
-    result = gpflow.optimizers.Scipy().minimize(closure, model.trainable_variables,
-                                                options={"maxiter": 20})
+    result = gpflow.optimizers.Scipy().minimize(
+        closure, model.trainable_variables, options={"maxiter": 20}
+    )
     assert np.isfinite(result.fun) and result.fun < before - 1e-3
     # Scipy moved the hyperparameters only: q(u) belongs to CAVI.
     names = {v.name.split(":")[0] for v in model.trainable_variables}
@@ -63,8 +66,16 @@ def test_predictions_have_gpflows_shapes(trained):
 
 
 def with_constant_mean(scheme, c=-2.5, whiten=True):
-    return make_problem(50, 3, num_inducing=10, seed=3, variance=2.0, scheme=scheme, whiten=whiten,
-                        mean_function=gpflow.mean_functions.Constant(np.array([c])))
+    return make_problem(
+        50,
+        3,
+        num_inducing=10,
+        seed=3,
+        variance=2.0,
+        scheme=scheme,
+        whiten=whiten,
+        mean_function=gpflow.mean_functions.Constant(np.array([c])),
+    )
 
 
 @pytest.mark.slow
@@ -72,27 +83,42 @@ def test_exact_elbo_and_predictions_equal_stock_svgp_with_the_same_mean():
     model, data = with_constant_mean("exact")
     ga.CAVI(model, 0.7, warm_start_iterations=3).iterate(data, 5)  # a q(u) that is not the prior
     svgp = gpflow.models.SVGP(
-        model.kernel, ga.LogisticSoftmax(3), model.inducing_variable.Z.numpy(), num_latent_gps=3,
-        num_data=50, whiten=True, mean_function=model.mean_function,
-        q_mu=model.q_mu.numpy(), q_sqrt=model.q_sqrt.numpy(),
+        model.kernel,
+        ga.LogisticSoftmax(3),
+        model.inducing_variable.Z.numpy(),
+        num_latent_gps=3,
+        num_data=50,
+        whiten=True,
+        mean_function=model.mean_function,
+        q_mu=model.q_mu.numpy(),
+        q_sqrt=model.q_sqrt.numpy(),
     )
     np.testing.assert_allclose(float(model.elbo(data)), float(svgp.elbo(data)), rtol=1e-10)
     for ours, stock in zip(model.predict_f(data[0]), svgp.predict_f(data[0])):
         np.testing.assert_allclose(ours.numpy(), stock.numpy(), rtol=1e-10, atol=1e-12)
     geometry = model.batch_geometry(tf.constant(data[0]))
-    np.testing.assert_allclose(geometry.Fmu.numpy(), model.predict_f(data[0])[0].numpy(),
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        geometry.Fmu.numpy(), model.predict_f(data[0])[0].numpy(), rtol=1e-10, atol=1e-12
+    )
 
 
 class ForgetsTheMean(ga.CAVI):
     """A deliberately wrong step: it feeds the sites in f to q(u) over f - μ."""
 
     def natural_step(self, geometry, local_elbo, linear, quadratic, step_size, scale):
-        return super().natural_step(geometry, local_elbo, linear + quadratic * geometry.prior_mean,
-                                    quadratic, step_size, scale)
+        return super().natural_step(
+            geometry,
+            local_elbo,
+            linear + quadratic * geometry.prior_mean,
+            quadratic,
+            step_size,
+            scale,
+        )
 
 
-@pytest.mark.parametrize("scheme,whiten", [("exact", True), ("negative-multinomial", True), ("exact", False)])
+@pytest.mark.parametrize(
+    "scheme,whiten", [("exact", True), ("negative-multinomial", True), ("exact", False)]
+)
 @pytest.mark.slow
 def test_fixed_point_with_a_mean_has_zero_gradient_and_forgetting_it_does_not(scheme, whiten):
     warm_start = 10 if scheme == "exact" else 0
@@ -104,4 +130,3 @@ def test_fixed_point_with_a_mean_has_zero_gradient_and_forgetting_it_does_not(sc
     broken, _ = with_constant_mean(scheme, whiten=whiten)
     ForgetsTheMean(broken, 1.0, warm_start_iterations=warm_start).iterate(data, 80)
     assert variational_gradient_norm(broken, data) > 1e-2 * start
-

@@ -1,5 +1,6 @@
 """TensorBoard monitoring, proven twice: the event files read back, and a real TensorBoard server
 on a loopback port serving the same scalars through its HTTP data API."""
+
 import json
 import socket
 import subprocess
@@ -22,14 +23,25 @@ def monitored_run(tmp_path_factory):
     """A user's own loop, monitored in the three lines the README shows."""
     log_dir = tmp_path_factory.mktemp("tensorboard")
     d = ga.datasets.load_dataset("wine")
-    model = ga.LogisticSoftmaxSVGP(ga.initial_kernel(d.X_train), ga.inducing_points(d.X_train, 15),
-                                   d.num_classes, num_data=len(d.X_train))
+    model = ga.LogisticSoftmaxSVGP(
+        ga.initial_kernel(d.X_train),
+        ga.inducing_points(d.X_train, 15),
+        d.num_classes,
+        num_data=len(d.X_train),
+    )
     trainer = ga.Trainer(model, ga.RobbinsMonro(), learning_rate=0.05)
     batches = iter(ga.minibatches(d.X_train, d.Y_train, 40, seed=0))
 
-    monitor = tensorboard_monitor(str(log_dir), model, trainer, test_data=(d.X_test, d.Y_test),
-                                  train_data=(d.X_train, d.Y_train), test_period=STEPS - 1,
-                                  image_period=STEPS - 1, certificate_period=STEPS - 1)
+    monitor = tensorboard_monitor(
+        str(log_dir),
+        model,
+        trainer,
+        test_data=(d.X_test, d.Y_test),
+        train_data=(d.X_train, d.Y_train),
+        test_period=STEPS - 1,
+        image_period=STEPS - 1,
+        certificate_period=STEPS - 1,
+    )
     recorded = defaultdict(dict)
     for step in range(STEPS):
         elbo = trainer.step(next(batches))
@@ -51,7 +63,7 @@ def test_event_files_hold_the_logged_values(monitored_run):
         for step, value in recorded[tag].items():
             # tf.summary.scalar stores float32: agreement to its precision (6e-8), with margin
             assert scalars[tag][step] == pytest.approx(value, rel=1e-6), (tag, step)
-    assert scalars["step_size"][0] == pytest.approx(2 ** -0.51)  # ρ_1 = (1 + 1)^-0.51
+    assert scalars["step_size"][0] == pytest.approx(2**-0.51)  # ρ_1 = (1 + 1)^-0.51
     assert len(scalars["kernel.lengthscales[0]"]) == STEPS
     # the test metrics at steps 0 and 5 (test_period 5); the last matches a fresh evaluation
     for name in ("error", "nll", "ece", "classwise_ece", "brier"):
@@ -81,9 +93,21 @@ def test_tensorboard_server_serves_the_same_scalars(monitored_run):
     log_dir, recorded, final_metrics = monitored_run
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(log_dir), "--host", "127.0.0.1",
-         "--port", str(port), "--load_fast", "false"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(log_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--load_fast",
+            "false",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
 
@@ -105,7 +129,9 @@ def test_tensorboard_server_serves_the_same_scalars(monitored_run):
         assert points is not None and len(points) == STEPS, "TensorBoard did not serve the run"
         served = {step: value for _, step, value in points}
         assert served == pytest.approx(recorded["elbo"], rel=1e-6)  # served as float32
-        nll = {step: value for _, step, value in get("/data/plugin/scalars/scalars?run=.&tag=test/nll")}
+        nll = {
+            step: value for _, step, value in get("/data/plugin/scalars/scalars?run=.&tag=test/nll")
+        }
         assert nll[STEPS - 1] == pytest.approx(final_metrics["nll"], rel=1e-6)
         tags = get("/data/plugin/images/tags")
         assert "reliability" in tags["."]

@@ -8,6 +8,7 @@ notebook's time was the kernel's start-up, importing TensorFlow and GPflow, and 
 conversion of the compiled steps: a kernel for each paid them six times. No notebook changes
 global settings (GPflow's config, TensorFlow's seed, Matplotlib's rcParams) that another could
 rely on."""
+
 import json
 import shutil
 import sys
@@ -37,8 +38,11 @@ def kernel(tmp_path_factory):
     jupyter_path = tmp_path_factory.mktemp("jupyter")
     folder = jupyter_path / "kernels" / name
     folder.mkdir(parents=True)
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": name, "language": "python"}
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": name,
+        "language": "python",
+    }
     (folder / "kernel.json").write_text(json.dumps(spec))
     output = tmp_path_factory.mktemp("output")
     with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this environment
@@ -72,8 +76,12 @@ def test_notebook_runs_in_fast_mode(path, kernel):
         if client.kc is not None:
             client.kc.stop_channels()
 
-    printed = "".join(output.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
-                      for output in cell.get("outputs", []))
+    printed = "".join(
+        output.get("text", "")
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+    )
     assert printed.strip(), "the notebook printed no results"
     figures = sorted(figure_folder.rglob("*.png"))
     saves = path.read_text().count("save_figure(")

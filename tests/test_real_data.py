@@ -1,4 +1,5 @@
 """Agreement with gradient-trained non-augmented VI, and accuracy on real data."""
+
 import gpflow
 import numpy as np
 import pytest
@@ -17,12 +18,14 @@ def test_collapsed_matches_gradient_trained_svgp_on_wine(capsys):
     kernel = ga.initial_kernel(d.X_train)
     gpflow.utilities.set_trainable(kernel, False)  # fixed hyperparameters: compare posteriors only
 
-    svgp = gpflow.models.SVGP(kernel, ga.LogisticSoftmax(3), Z.copy(), num_latent_gps=3,
-                              num_data=len(d.X_train))
+    svgp = gpflow.models.SVGP(
+        kernel, ga.LogisticSoftmax(3), Z.copy(), num_latent_gps=3, num_data=len(d.X_train)
+    )
     gpflow.utilities.set_trainable(svgp.inducing_variable, False)
     loss = svgp.training_loss_closure((d.X_train, d.Y_train))
-    result = gpflow.optimizers.Scipy().minimize(loss, svgp.trainable_variables,
-                                                options=dict(maxiter=5000))
+    result = gpflow.optimizers.Scipy().minimize(
+        loss, svgp.trainable_variables, options=dict(maxiter=5000)
+    )
     assert result.success, result.message
     reference = svgp.predict_y(d.X_test)[0].numpy()
 
@@ -41,9 +44,12 @@ def test_collapsed_matches_gradient_trained_svgp_on_wine(capsys):
 @pytest.mark.slow
 def test_satimage_error_close_to_paper(capsys):
     d = ga.datasets.load_dataset("satimage")  # bundled, official 4435/2000 split
-    model = ga.LogisticSoftmaxSVGP(ga.initial_kernel(d.X_train),
-                                   ga.inducing_points(d.X_train, 200, seed=0), d.num_classes,
-                                   num_data=len(d.X_train))
+    model = ga.LogisticSoftmaxSVGP(
+        ga.initial_kernel(d.X_train),
+        ga.inducing_points(d.X_train, 200, seed=0),
+        d.num_classes,
+        num_data=len(d.X_train),
+    )
     # 250 steps (11 epochs) are enough: after 150, 200, 250, 300 and 1000 steps the test error is
     # 0.106-0.110 (0.1065 after both 250 and 1000, as seeded here), and the NLL after 250 is
     # within 0.01 nats of that after 1000 (0.270 against 0.262). A model that has not learned is

@@ -1,5 +1,6 @@
 """Inputs that used to give a wrong answer without an error: each is now refused, in eager and in
 graph mode, with a message naming the problem, and (where a model is involved) nothing changes."""
+
 import re
 
 import gpflow
@@ -46,7 +47,8 @@ def test_under_xla_a_bad_label_gives_nan_not_a_perfect_score(trained):
     model, (X, Y) = trained
     bad = _bad_label_columns(Y)["label 7"]
     log_density = tf.function(model.predict_log_density, jit_compile=True)(
-        (tf.constant(X), tf.constant(bad)))
+        (tf.constant(X), tf.constant(bad))
+    )
     assert np.isnan(log_density.numpy()[1]) and np.all(np.isfinite(np.delete(log_density, 1)))
     elbo = tf.function(model.elbo, jit_compile=True)((tf.constant(X), tf.constant(bad)))
     assert np.isnan(elbo.numpy())
@@ -60,8 +62,9 @@ def test_compiled_training_loss_closure_refuses_labels_equal_to_c(trained):
         closure()
     before = model_variables(model)
     with pytest.raises(tf.errors.InvalidArgumentError, match=LABELS_C3):
-        gpflow.optimizers.Scipy().minimize(closure, model.trainable_variables,
-                                           options=dict(maxiter=2))
+        gpflow.optimizers.Scipy().minimize(
+            closure, model.trainable_variables, options=dict(maxiter=2)
+        )
     for b, a in zip(before, model_variables(model)):
         np.testing.assert_array_equal(a, b)
 
@@ -69,8 +72,9 @@ def test_compiled_training_loss_closure_refuses_labels_equal_to_c(trained):
 def test_logistic_softmax_in_a_stock_svgp_refuses_bad_labels():
     """It used to give a *higher* ELBO for labels outside 0..C-1 than for valid ones."""
     _, (X, Y) = make_problem(20, 3, seed=2)
-    model = gpflow.models.SVGP(gpflow.kernels.SquaredExponential(), ga.LogisticSoftmax(3),
-                               X[:5].copy(), num_latent_gps=3)
+    model = gpflow.models.SVGP(
+        gpflow.kernels.SquaredExponential(), ga.LogisticSoftmax(3), X[:5].copy(), num_latent_gps=3
+    )
     bad = np.where(np.arange(20)[:, None] == 4, 3, Y)
     with pytest.raises(ga.InvalidDataError, match=LABELS_C3):
         model.elbo((X, bad))
@@ -96,10 +100,16 @@ def test_binary_model_refuses_labels_outside_0_and_1(label):
         model.training_loss_closure((tf.constant(X), tf.constant(bad)))()
 
 
-@pytest.mark.parametrize("metric", [
-    ga.metrics.error_rate, ga.metrics.expected_calibration_error, ga.metrics.brier_score,
-    ga.metrics.classwise_calibration_error, ga.metrics.reliability_curve,
-])
+@pytest.mark.parametrize(
+    "metric",
+    [
+        ga.metrics.error_rate,
+        ga.metrics.expected_calibration_error,
+        ga.metrics.brier_score,
+        ga.metrics.classwise_calibration_error,
+        ga.metrics.reliability_curve,
+    ],
+)
 def test_metrics_refuse_labels_that_do_not_match_the_probabilities(metric):
     probabilities = np.full((4, 3), 1 / 3)
     with pytest.raises(ga.InvalidDataError, match=r"^y must hold one label per row"):
@@ -115,13 +125,15 @@ def test_metrics_refuse_labels_that_do_not_match_the_probabilities(metric):
 @pytest.mark.parametrize("num_data", [2.7, float("nan"), 0, True, "10"])
 def test_num_data_must_be_a_whole_positive_number(num_data):
     with pytest.raises(ValueError, match=r"^num_data must be an integer ≥ 1, got"):
-        ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), np.zeros((3, 1)), 3,
-                               num_data=num_data)
+        ga.LogisticSoftmaxSVGP(
+            gpflow.kernels.SquaredExponential(), np.zeros((3, 1)), 3, num_data=num_data
+        )
 
 
 def test_num_data_given_as_a_whole_float_is_accepted():
-    model = ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), np.zeros((3, 1)), 3,
-                                   num_data=10.0)
+    model = ga.LogisticSoftmaxSVGP(
+        gpflow.kernels.SquaredExponential(), np.zeros((3, 1)), 3, num_data=10.0
+    )
     assert model.num_data == 10 and isinstance(model.num_data, int)
 
 
@@ -137,6 +149,7 @@ def test_predictions_refuse_non_finite_inputs(trained):
 
 # -- optimiser settings (points 2 and 3) ------------------------------------------------------
 
+
 # None is not among them: it asks for the default rate.
 @pytest.mark.parametrize("learning_rate", [float("nan"), float("inf"), -0.01, "0.01"])
 def test_bad_learning_rates_are_refused_before_anything_runs(learning_rate):
@@ -145,8 +158,14 @@ def test_bad_learning_rates_are_refused_before_anything_runs(learning_rate):
     with pytest.raises(ValueError, match=r"^learning_rate must be a finite number ≥ 0, got"):
         ga.fit(model, (X, Y), iterations=1, learning_rate=learning_rate, progress=False)
     with pytest.raises(ValueError, match=r"^learning_rate must be a finite number ≥ 0, got"):
-        ga.comparison.baselines.build_method("softmax", gpflow.kernels.SquaredExponential(), X[:5], 3, 20,
-                                  learning_rate=learning_rate)
+        ga.comparison.baselines.build_method(
+            "softmax",
+            gpflow.kernels.SquaredExponential(),
+            X[:5],
+            3,
+            20,
+            learning_rate=learning_rate,
+        )
     for b, a in zip(before, model_variables(model)):
         np.testing.assert_array_equal(a, b)
 
@@ -173,14 +192,15 @@ def test_adam_writing_a_non_finite_value_is_rolled_back(scheme):
     assert hyper_before
     for b, a in zip(hyper_before, hyper_after):
         np.testing.assert_array_equal(a, b)
-    for b, a in zip(before[len(model.variables):], after[len(model.variables):]):
+    for b, a in zip(before[len(model.variables) :], after[len(model.variables) :]):
         np.testing.assert_array_equal(a, b)
 
 
 def test_adam_baseline_rolls_back_a_non_finite_write():
     _, (X, Y) = make_problem(20, 3, seed=0)
-    method = ga.comparison.baselines.build_method("softmax", gpflow.kernels.SquaredExponential(), X[:5], 3,
-                                       20)
+    method = ga.comparison.baselines.build_method(
+        "softmax", gpflow.kernels.SquaredExponential(), X[:5], 3, 20
+    )
     method.step(tf.constant(X), tf.constant(Y))
     method.adam.learning_rate.assign(np.inf)
     before = model_variables(method.model)
@@ -190,13 +210,16 @@ def test_adam_baseline_rolls_back_a_non_finite_write():
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(tau=np.inf), r"^tau must be a finite number > 0, got inf"),
-    (dict(tau=np.nan), r"^tau must be a finite number > 0, got nan"),
-    (dict(tau=0.5), r"^tau must be ≥ 1"),
-    (dict(kappa=np.nan), r"^kappa must be a finite number > 0 and ≤ 1.0, got nan"),
-    (dict(kappa=0.5), r"^kappa must be in \(0.5, 1\]"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(tau=np.inf), r"^tau must be a finite number > 0, got inf"),
+        (dict(tau=np.nan), r"^tau must be a finite number > 0, got nan"),
+        (dict(tau=0.5), r"^tau must be ≥ 1"),
+        (dict(kappa=np.nan), r"^kappa must be a finite number > 0 and ≤ 1.0, got nan"),
+        (dict(kappa=0.5), r"^kappa must be in \(0.5, 1\]"),
+    ],
+)
 def test_robbins_monro_refuses_schedules_that_train_nothing_or_overshoot(options, message):
     with pytest.raises(ValueError, match=message):
         ga.RobbinsMonro(**options)
@@ -234,6 +257,7 @@ def test_a_schedule_giving_rho_outside_0_1_is_refused_in_the_compiled_step(value
 
 # -- data (point 4) -----------------------------------------------------------------------------
 
+
 def test_huge_finite_features_are_standardised_not_zeroed():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 3))
@@ -248,17 +272,20 @@ def test_huge_finite_features_are_standardised_not_zeroed():
 
 def test_one_based_labels_are_refused_with_a_hint():
     X = np.random.default_rng(0).normal(size=(30, 2))
-    with pytest.raises(ga.InvalidDataError,
-                       match=r"^one_based: no point has label 0; .*look 1-based \(1\.\.3\): "
-                             r"subtract 1"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"^one_based: no point has label 0; .*look 1-based \(1\.\.3\): "
+        r"subtract 1",
+    ):
         ga.datasets.from_arrays("one_based", X, np.arange(30) % 3 + 1)
     with pytest.raises(ga.InvalidDataError, match=r"^gap: no point has label 2; .*map the labels"):
         ga.datasets.from_arrays("gap", X, np.array([0, 1, 3] * 10))
 
 
 def test_every_feature_constant_is_refused_by_name():
-    with pytest.raises(ga.InvalidDataError,
-                       match=r"^flat: every feature is constant on the training split"):
+    with pytest.raises(
+        ga.InvalidDataError, match=r"^flat: every feature is constant on the training split"
+    ):
         ga.datasets.from_arrays("flat", np.ones((20, 3)), np.arange(20) % 2)
     with pytest.raises(ValueError, match=r"^initial_kernel: the median distance between the rows"):
         ga.initialisation.initial_kernel(np.ones((20, 3)))
@@ -267,8 +294,11 @@ def test_every_feature_constant_is_refused_by_name():
 def test_a_libsvm_index_0_is_refused_unless_the_file_is_declared_zero_based(tmp_path):
     path = tmp_path / "shifted.libsvm"
     path.write_text("1 0:0.5 1:1.0\n2 1:2.0 2:0.3\n1 0:0.1 2:1.5\n2 1:0.7\n" * 5)
-    with pytest.raises(ga.InvalidDataError, match=r"feature index 0 found, but LIBSVM indices "
-                                                  r"start at 1"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"feature index 0 found, but LIBSVM indices "
+        r"start at 1",
+    ):
         ga.datasets.load_file(path)
     zero_based = ga.datasets.load_file(path, zero_based=True)
     assert zero_based.X_train.shape[1] == 3
@@ -281,17 +311,23 @@ def test_a_libsvm_index_0_is_refused_unless_the_file_is_declared_zero_based(tmp_
 def test_an_empty_npz_file_is_one_clear_error(tmp_path):
     path = tmp_path / "empty.npz"
     path.write_bytes(b"")
-    with pytest.raises(ga.InvalidDataError, match=r"empty\.npz: not a readable \.npz file "
-                                                  r"\(empty file\)"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"empty\.npz: not a readable \.npz file "
+        r"\(empty file\)",
+    ):
         ga.datasets.load_file(path)
 
 
-@pytest.mark.parametrize("options, message", [
-    (dict(iterations=2.5), r"^iterations must be an integer ≥ 1, got 2.5"),
-    (dict(iterations=0), r"^iterations must be an integer ≥ 1, got 0"),
-    (dict(batch_size=0), r"^batch_size must be an integer ≥ 1, got 0"),
-    (dict(batch_size=-5), r"^batch_size must be an integer ≥ 1, got -5"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(iterations=2.5), r"^iterations must be an integer ≥ 1, got 2.5"),
+        (dict(iterations=0), r"^iterations must be an integer ≥ 1, got 0"),
+        (dict(batch_size=0), r"^batch_size must be an integer ≥ 1, got 0"),
+        (dict(batch_size=-5), r"^batch_size must be an integer ≥ 1, got -5"),
+    ],
+)
 def test_fit_names_bad_loop_options(options, message):
     model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0)
     with pytest.raises(ValueError, match=message):
@@ -307,8 +343,14 @@ def test_ctrl_c_in_fit_hands_back_what_was_trained():
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt) as caught:
-        ga.fit(model, (X, Y), iterations=10, batch_size=10, callback=interrupt_at_step_3,
-               progress=False)
+        ga.fit(
+            model,
+            (X, Y),
+            iterations=10,
+            batch_size=10,
+            callback=interrupt_at_step_3,
+            progress=False,
+        )
     result = caught.value.fit_result
     assert int(result.trainer.iteration) == 3 and len(result.elbo) == 3
     # the trainer continues the same stream: 3 + 4 steps equal 7 uninterrupted ones
@@ -334,7 +376,8 @@ def test_ctrl_c_while_tensorflow_traces_the_step_is_still_ctrl_c(ctrl_c_while_tr
 
 
 def test_ctrl_c_disguised_by_autograph_in_a_callback_is_still_ctrl_c(
-        ctrl_c_while_autograph_converts):
+    ctrl_c_while_autograph_converts,
+):
     """Ctrl-C that lands while AutoGraph converts the user's compiled callback comes out of
     TensorFlow as an AssertionError; fit still hands it on as a KeyboardInterrupt, with what was
     trained."""
@@ -348,8 +391,14 @@ def test_ctrl_c_disguised_by_autograph_in_a_callback_is_still_ctrl_c(
         return doubled(doubled(doubled(elbo)))
 
     with pytest.raises(KeyboardInterrupt) as caught:
-        ga.fit(model, (X, Y), iterations=3, batch_size=10, progress=False,
-               callback=lambda step, elbo, **_: logged(elbo))
+        ga.fit(
+            model,
+            (X, Y),
+            iterations=3,
+            batch_size=10,
+            progress=False,
+            callback=lambda step, elbo, **_: logged(elbo),
+        )
     assert len(ctrl_c_while_autograph_converts) == 3  # it landed in AutoGraph, as intended
     assert isinstance(caught.value.__cause__, AssertionError)
     result = caught.value.fit_result
@@ -371,18 +420,28 @@ def test_an_assertion_that_is_not_ctrl_c_passes_through_fit():
 
 # -- messages that name the problem -------------------------------------------------------------
 
+
 def test_string_labels_in_a_step_are_named():
     model, (X, _) = make_problem(4, 3, num_inducing=3, seed=0)
-    with pytest.raises(ga.InvalidDataError, match=r"^labels must be integers in 0\.\.2 "
-                                                  r"\(num_classes=3\), got dtype string"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"^labels must be integers in 0\.\.2 "
+        r"\(num_classes=3\), got dtype string",
+    ):
         ga.CAVI(model).step((X, np.array([["a"], ["b"], ["a"], ["c"]])))
 
 
-@pytest.mark.parametrize("Z, message", [
-    (np.full((3, 1), np.nan), r"^inducing points Z must be finite numbers"),
-    (np.zeros((0, 1)), r"^inducing points Z must be a 2-D array \[M, D\] with M ≥ 1, got shape"),
-    (np.zeros(3), r"^inducing points Z must be a 2-D array"),
-])
+@pytest.mark.parametrize(
+    "Z, message",
+    [
+        (np.full((3, 1), np.nan), r"^inducing points Z must be finite numbers"),
+        (
+            np.zeros((0, 1)),
+            r"^inducing points Z must be a 2-D array \[M, D\] with M ≥ 1, got shape",
+        ),
+        (np.zeros(3), r"^inducing points Z must be a 2-D array"),
+    ],
+)
 def test_bad_inducing_points_are_named(Z, message):
     with pytest.raises(ValueError, match=message):
         ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), Z, 3)
@@ -395,9 +454,11 @@ def test_inputs_whose_square_overflows_are_refused_not_trained_on():
     model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0, scheme="exact")
     before = model_variables(model)
     huge = np.full_like(X, 1e200)
-    for run in (lambda: ga.CAVI(model).step((huge, Y)),
-                lambda: ga.Trainer(model).step((huge, Y)),
-                lambda: ga.fit(model, (huge, Y), iterations=1, progress=False)):
+    for run in (
+        lambda: ga.CAVI(model).step((huge, Y)),
+        lambda: ga.Trainer(model).step((huge, Y)),
+        lambda: ga.fit(model, (huge, Y), iterations=1, progress=False),
+    ):
         with pytest.raises(ga.InvalidDataError, match=r"^X has values whose square overflows"):
             run()
     for b, a in zip(before, model_variables(model)):
@@ -406,8 +467,9 @@ def test_inputs_whose_square_overflows_are_refused_not_trained_on():
 
 def test_gibbs_seed_is_checked():
     d = ga.datasets.load_dataset("wine")
-    sampler = ga.sampling.GibbsSampler((d.X_train[:30], d.Y_train[:30]),
-                              gpflow.kernels.SquaredExponential(), 3)
+    sampler = ga.sampling.GibbsSampler(
+        (d.X_train[:30], d.Y_train[:30]), gpflow.kernels.SquaredExponential(), 3
+    )
     with pytest.raises(ValueError, match=r"^seed must be an integer ≥ 0, got -1"):
         sampler.sample(5, seed=-1)
 
@@ -418,8 +480,11 @@ def test_soft_rows_with_a_class_subset_are_an_invalid_data_error():
     model, (X, Y) = make_problem(20, 4, num_inducing=5, seed=0)
     before = model_variables(model)
     soft = np.eye(4)[Y[:, 0]] * 0.7 + 0.075
-    with pytest.raises(ga.InvalidDataError, match=r"^class subsets need integer labels \[N, 1\], "
-                                                  r"not rows of class probabilities"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"^class subsets need integer labels \[N, 1\], "
+        r"not rows of class probabilities",
+    ):
         ga.CAVI(model, class_subset_size=2).step((X, soft))
     for b, a in zip(before, model_variables(model)):
         np.testing.assert_array_equal(a, b)
@@ -429,8 +494,11 @@ def test_fit_with_another_models_trainer_names_the_trainer():
     model, data = make_problem(20, 3, num_inducing=5, seed=0)
     other, _ = make_problem(20, 3, num_inducing=5, seed=1)
     before = model_variables(model)
-    with pytest.raises(ValueError, match=r"^the trainer passed to fit trains another "
-                                         r"LogisticSoftmaxSVGP object, not this model"):
+    with pytest.raises(
+        ValueError,
+        match=r"^the trainer passed to fit trains another "
+        r"LogisticSoftmaxSVGP object, not this model",
+    ):
         ga.fit(model, data, iterations=1, trainer=ga.Trainer(other), progress=False)
     for b, a in zip(before, model_variables(model)):
         np.testing.assert_array_equal(a, b)
@@ -447,8 +515,11 @@ def test_the_bound_certificate_reads_soft_rows_and_refuses_fractional_labels():
     assert certificate.augmented < certificate.exact
     fractional = Y.astype(np.float64)
     fractional[3, 0] = 1.9
-    with pytest.raises(ga.InvalidDataError, match=r"^Y must hold integer class labels 0\.\.C-1, "
-                                                  r"found non-integer values"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"^Y must hold integer class labels 0\.\.C-1, "
+        r"found non-integer values",
+    ):
         ga.bound_certificate(model, (X, fractional))
 
 
@@ -462,10 +533,12 @@ def test_the_certificate_of_soft_rows_is_the_mix_of_the_hard_labellings_certific
     ga.CAVI(model).step((X, Y))
     shifted = (Y + 1) % 3
     soft = 0.7 * np.eye(3)[Y[:, 0]] + 0.3 * np.eye(3)[shifted[:, 0]]
-    mixed, first, second = (ga.bound_certificate(model, (X, labels))
-                            for labels in (soft, Y, shifted))
+    mixed, first, second = (
+        ga.bound_certificate(model, (X, labels)) for labels in (soft, Y, shifted)
+    )
     for field in ("augmented", "exact", "gap"):
         expected = 0.7 * getattr(first, field) + 0.3 * getattr(second, field)
         np.testing.assert_allclose(getattr(mixed, field), expected, rtol=1e-10, err_msg=field)
-    assert mixed.quadrature_error <= (0.7 * first.quadrature_error
-                                      + 0.3 * second.quadrature_error + 1e-12)
+    assert mixed.quadrature_error <= (
+        0.7 * first.quadrature_error + 0.3 * second.quadrature_error + 1e-12
+    )

@@ -1,5 +1,6 @@
 """The scikit-learn estimator: scikit-learn's own estimator checks, its place in Pipeline /
 GridSearchCV / cross_val_score, and agreement with fit + predict_y at the same settings."""
+
 import pickle
 
 import gpflow
@@ -28,8 +29,11 @@ def test_scikit_learns_estimator_checks(estimator, check):
 def _blobs(seed=0, n=120, num_classes=3):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, num_classes, n)
-    X = rng.standard_normal((n, 2)) * 0.6 + np.stack([np.cos(2 * np.pi * y / num_classes),
-                                                     np.sin(2 * np.pi * y / num_classes)], 1) * 2
+    X = (
+        rng.standard_normal((n, 2)) * 0.6
+        + np.stack([np.cos(2 * np.pi * y / num_classes), np.sin(2 * np.pi * y / num_classes)], 1)
+        * 2
+    )
     return X, y
 
 
@@ -40,21 +44,31 @@ def test_the_test_nll_equals_fit_and_predict_y_at_the_same_settings():
     names = np.array(["cat", "dog", "fox"])
     classifier = GPClassifier(num_inducing=15, iterations=40, batch_size=50, seed=3)
     classifier.fit(X, names[y])
-    model = ga.LogisticSoftmaxSVGP(ga.initial_kernel(X), ga.inducing_points(X, 15, seed=3), 3,
-                                   num_data=len(X), mean_function=gpflow.mean_functions.Constant())
+    model = ga.LogisticSoftmaxSVGP(
+        ga.initial_kernel(X),
+        ga.inducing_points(X, 15, seed=3),
+        3,
+        num_data=len(X),
+        mean_function=gpflow.mean_functions.Constant(),
+    )
     ga.fit(model, (X, y[:, None]), iterations=40, batch_size=50, seed=3, progress=False)
     nll = -model.predict_log_density((X_test, y_test[:, None])).numpy().mean()
     probabilities = classifier.predict_proba(X_test)
     assert classifier.classes_.tolist() == ["cat", "dog", "fox"]
     # The same model and training: the NLL differs only by predict_y's probabilities against
     # predict_log_density's log-probabilities, both computed from the same q(f).
-    assert -np.log(probabilities[np.arange(len(y_test)), y_test]).mean() == pytest.approx(nll, abs=1e-10)
-    np.testing.assert_allclose(probabilities, model.predict_y(X_test)[0].numpy(), rtol=0, atol=1e-12)
+    assert -np.log(probabilities[np.arange(len(y_test)), y_test]).mean() == pytest.approx(
+        nll, abs=1e-10
+    )
+    np.testing.assert_allclose(
+        probabilities, model.predict_y(X_test)[0].numpy(), rtol=0, atol=1e-12
+    )
     assert (classifier.predict(X_test) == names[y_test]).mean() > 0.9
 
 
-@pytest.mark.parametrize("kernel", [None, gpflow.kernels.Matern32(lengthscales=2.0)],
-                         ids=["default", "user's kernel"])
+@pytest.mark.parametrize(
+    "kernel", [None, gpflow.kernels.Matern32(lengthscales=2.0)], ids=["default", "user's kernel"]
+)
 def test_a_pickled_estimator_predicts_the_same(kernel):
     X, y = _blobs()
     classifier = GPClassifier(num_inducing=10, iterations=20, kernel=kernel).fit(X, y)
@@ -74,9 +88,12 @@ def test_it_works_in_a_pipeline_a_grid_search_and_cross_validation():
     pipeline = make_pipeline(StandardScaler(), GPClassifier(num_inducing=8, iterations=20))
     scores = cross_val_score(pipeline, X, y, cv=2)
     assert scores.shape == (2,) and scores.min() > 0.8
-    search = GridSearchCV(pipeline, {"gpclassifier__num_inducing": [4, 8],
-                                     "gpclassifier__learning_rate": [0.1]},
-                          cv=2, scoring="neg_log_loss").fit(X, y)
+    search = GridSearchCV(
+        pipeline,
+        {"gpclassifier__num_inducing": [4, 8], "gpclassifier__learning_rate": [0.1]},
+        cv=2,
+        scoring="neg_log_loss",
+    ).fit(X, y)
     assert set(search.best_params_) == {"gpclassifier__num_inducing", "gpclassifier__learning_rate"}
     probabilities = search.predict_proba(X)
     assert log_loss(y, probabilities) == pytest.approx(-search.score(X, y))

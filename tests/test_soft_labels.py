@@ -1,6 +1,7 @@
 """Rows of class probabilities as labels (one-hot or soft) in the variational models: one-hot rows
 are exactly the integer labels, the bounds are linear in y, the exact-bound step's fixed point is
 stationary, and rows that are not probability vectors are refused."""
+
 import re
 
 import gpflow
@@ -49,12 +50,19 @@ def test_the_bound_is_linear_in_the_label_rows(scheme):
     w = np.random.default_rng(0).uniform(0.1, 0.9, size=(30, 1))
     soft = w * one_hot(Y, 3) + (1 - w) * one_hot(other, 3)
     geometry = model.batch_geometry(tf.constant(X))
+
     def per_point(labels):
-        local_elbo, _ = ga.updates.batch_bound(model.likelihood, geometry, tf.constant(labels),
-                                               1.0, exact_bound=scheme == "exact")
+        local_elbo, _ = ga.updates.batch_bound(
+            model.likelihood, geometry, tf.constant(labels), 1.0, exact_bound=scheme == "exact"
+        )
         return local_elbo.numpy()
-    np.testing.assert_allclose(per_point(soft), w[:, 0] * per_point(Y) + (1 - w[:, 0]) *
-                               per_point(other), rtol=1e-10, atol=1e-12)
+
+    np.testing.assert_allclose(
+        per_point(soft),
+        w[:, 0] * per_point(Y) + (1 - w[:, 0]) * per_point(other),
+        rtol=1e-10,
+        atol=1e-12,
+    )
 
 
 @pytest.mark.slow
@@ -76,12 +84,19 @@ def test_full_batch_steps_reach_a_stationary_point_of_the_exact_bound_with_soft_
 def test_a_stock_svgp_with_the_likelihood_agrees_on_soft_labels():
     model, (X, Y) = make_problem(30, 3, num_inducing=6, seed=7, scheme="exact")
     ga.CAVI(model).step((X, Y))
-    svgp = gpflow.models.SVGP(model.kernel, ga.LogisticSoftmax(3), model.inducing_variable,
-                              num_latent_gps=3, q_mu=model.q_mu.numpy(),
-                              q_sqrt=model.q_sqrt.numpy(), num_data=30)
+    svgp = gpflow.models.SVGP(
+        model.kernel,
+        ga.LogisticSoftmax(3),
+        model.inducing_variable,
+        num_latent_gps=3,
+        q_mu=model.q_mu.numpy(),
+        q_sqrt=model.q_sqrt.numpy(),
+        num_data=30,
+    )
     soft = 0.6 * one_hot(Y, 3) + 0.4 * one_hot((Y + 2) % 3, 3)
-    np.testing.assert_allclose(svgp.elbo((X, soft)).numpy(), model.elbo((X, soft)).numpy(),
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        svgp.elbo((X, soft)).numpy(), model.elbo((X, soft)).numpy(), rtol=1e-10
+    )
 
 
 BAD_ROWS = {
@@ -107,10 +122,12 @@ def test_rows_that_are_not_probabilities_are_refused_and_change_nothing(case, re
     bad = BAD_ROWS[case](one_hot(Y, 3))
     before = model_variables(model)
     message = re.escape("soft labels must be rows of C probabilities")
-    for run in (lambda: cavi.step((X, bad)),
-                lambda: trainer.step((X, bad)),
-                lambda: ga.fit(model, (X, bad), iterations=1, progress=False),
-                lambda: model.elbo((X, bad))):
+    for run in (
+        lambda: cavi.step((X, bad)),
+        lambda: trainer.step((X, bad)),
+        lambda: ga.fit(model, (X, bad), iterations=1, progress=False),
+        lambda: model.elbo((X, bad)),
+    ):
         with pytest.raises(ga.InvalidDataError, match=message):
             run()
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
@@ -127,9 +144,15 @@ def test_where_soft_labels_do_not_apply_they_are_refused_by_name():
     with pytest.raises(ga.InvalidDataError, match=r"^class subsets need integer labels"):
         ga.CAVI(model, class_subset_size=2).step((X, rows))
     binary = ga.BinaryLogisticSVGP(gpflow.kernels.SquaredExponential(), X[:4].copy(), 20)
-    with pytest.raises(ga.InvalidDataError, match=r"^Y must be a column of integer labels "
-                                                  r"\[N, 1\], got shape"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"^Y must be a column of integer labels "
+        r"\[N, 1\], got shape",
+    ):
         ga.CAVI(binary).step((X, rows[:, :2]))
-    with pytest.raises(ga.InvalidDataError, match=r"^Y must be a column of integer labels "
-                                                  r"\[N, 1\], got shape"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"^Y must be a column of integer labels "
+        r"\[N, 1\], got shape",
+    ):
         ga.sampling.GibbsSampler((X, rows), gpflow.kernels.SquaredExponential(), 3)

@@ -1,5 +1,6 @@
 """CSV/TSV tables as a new user writes them: headers (or none), byte-order marks, label spellings,
 separate test files whose classes or columns differ, and the messages for what cannot be read."""
+
 import numpy as np
 import pytest
 
@@ -30,7 +31,9 @@ def _all_labels(dataset):
 
 def test_numeric_labels_compare_as_numbers(tmp_path):
     X, y = _points(60)
-    spelled = [["1", "1.0", "1.00"][i % 3] if label == 1 else str(label) for i, label in enumerate(y)]
+    spelled = [
+        ["1", "1.0", "1.00"][i % 3] if label == 1 else str(label) for i, label in enumerate(y)
+    ]
     dataset = load_file(_table(tmp_path / "spellings.csv", _rows(X, spelled)))
     assert [float(name) for name in dataset.class_names] == [0.0, 1.0, 2.0]
     # the class of each row is its label's value, whatever the spelling
@@ -45,7 +48,9 @@ def test_a_byte_order_mark_neither_drops_a_row_nor_enters_a_name(header, tmp_pat
     dataset = load_file(path)
     assert len(dataset.X_train) + len(dataset.X_test) == 60
     if header:
-        with pytest.raises(ga.InvalidDataError, match=r"no column named 'x0' \(columns x1, x2, label\)$"):
+        with pytest.raises(
+            ga.InvalidDataError, match=r"no column named 'x0' \(columns x1, x2, label\)$"
+        ):
             load_file(path, label_column="x0")
         assert load_file(path, label_column="label").X_train.shape[1] == 2
 
@@ -71,9 +76,11 @@ def test_column_numbers_above_integer_data_are_refused_unless_the_user_says(tmp_
     labels = counts[:, 0] % 3  # 0, 1 and 2, so the first row's "2" is no class of its own
     rows = [["0", "1", "2"], *[[a, b, label] for (a, b), label in zip(counts, labels)]]
     path = _table(tmp_path / "counts.csv", rows)
-    with pytest.raises(ga.InvalidDataError,
-                       match=r"first row \(0,1,2\) numbers the columns but could also be a data row "
-                             r"of integers; say which with --header or --no-header"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"first row \(0,1,2\) numbers the columns but could also be a data row "
+        r"of integers; say which with --header or --no-header",
+    ):
         load_file(path)
     as_header, as_data = load_file(path, header=True), load_file(path, header=False)
     assert len(as_header.X_train) + len(as_header.X_test) == 40
@@ -88,19 +95,28 @@ def test_a_data_first_row_is_still_data(tmp_path):
     assert dataset.description == "plain.csv: the first row read as data (all numbers)"
 
 
-@pytest.mark.parametrize("test_labels, unseen", [
-    (["ant", "bee", "fox"], "'fox' (4 rows)"),  # a class the training file lacks
-    (["ant", "bee", "cat", "dog"], "'cat' (3 rows), 'dog' (3 rows)"),  # 4 classes against 2
-])
-def test_a_test_class_missing_from_the_training_file_is_refused_by_name(test_labels, unseen,
-                                                                        tmp_path):
+@pytest.mark.parametrize(
+    "test_labels, unseen",
+    [
+        (["ant", "bee", "fox"], "'fox' (4 rows)"),  # a class the training file lacks
+        (["ant", "bee", "cat", "dog"], "'cat' (3 rows), 'dog' (3 rows)"),  # 4 classes against 2
+    ],
+)
+def test_a_test_class_missing_from_the_training_file_is_refused_by_name(
+    test_labels, unseen, tmp_path
+):
     X, _ = _points(40)
-    train = _table(tmp_path / "train.csv",
-                   [["x1", "x2", "label"], *_rows(X[:28], ["ant", "bee"] * 14)])
+    train = _table(
+        tmp_path / "train.csv", [["x1", "x2", "label"], *_rows(X[:28], ["ant", "bee"] * 14)]
+    )
     cycled = [test_labels[i % len(test_labels)] for i in range(12)]
     test = _table(tmp_path / "test.csv", [["x1", "x2", "label"], *_rows(X[28:], cycled)])
-    with pytest.raises(ga.InvalidDataError, match=r"^.*test\.csv: class(es)? " + unseen.replace(
-            "(", r"\(").replace(")", r"\)") + r" (is|are) not in the training file train\.csv"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"^.*test\.csv: class(es)? "
+        + unseen.replace("(", r"\(").replace(")", r"\)")
+        + r" (is|are) not in the training file train\.csv",
+    ):
         load_file(train, test)
 
 
@@ -109,7 +125,9 @@ def test_a_class_with_only_test_points_is_refused_in_any_split():
     is_test = y == 2  # every point of class 2 in the test split
     with pytest.raises(ga.InvalidDataError, match=r"class 2 \(\d+ rows\) has no training point"):
         ga.datasets.from_arrays("split", X, y, is_test)
-    with pytest.raises(ga.InvalidDataError, match=r"class 'cat' \(\d+ rows\) has no training point"):
+    with pytest.raises(
+        ga.InvalidDataError, match=r"class 'cat' \(\d+ rows\) has no training point"
+    ):
         ga.datasets.from_arrays("split", X, np.array(["ant", "bee", "cat"])[y], is_test)
 
 
@@ -125,21 +143,25 @@ def test_test_columns_are_matched_by_name(tmp_path):
     assert "reordered.csv: the first row read as a header" in matched.description
     assert "its columns matched by name" in matched.description
     # the label column is found by name too
-    label_first = _table(tmp_path / "label_first.csv",
-                         [["label", "x1", "x2"], *[[label, a, b] for a, b, label in
-                                                    _rows(X[45:], y[45:])]])
+    label_first = _table(
+        tmp_path / "label_first.csv",
+        [["label", "x1", "x2"], *[[label, a, b] for a, b, label in _rows(X[45:], y[45:])]],
+    )
     np.testing.assert_allclose(load_file(train, label_first).X_test, matched.X_test, atol=1e-12)
 
 
-@pytest.mark.parametrize("test_header, message", [
-    (["x1", "x3", "label"], r"its header lacks 'x2' and has 'x3' that the training file lacks"),
-    (["x1", "x2", "x3", "label"], r"its header has 'x3' that the training file lacks"),
-])
+@pytest.mark.parametrize(
+    "test_header, message",
+    [
+        (["x1", "x3", "label"], r"its header lacks 'x2' and has 'x3' that the training file lacks"),
+        (["x1", "x2", "x3", "label"], r"its header has 'x3' that the training file lacks"),
+    ],
+)
 def test_test_columns_with_other_names_are_refused(test_header, message, tmp_path):
     X, y = _points(40)
     train = _table(tmp_path / "train.csv", [["x1", "x2", "label"], *_rows(X[:30], y[:30])])
     # as many feature cells as the header names, the label last
-    rows = [[*row[:2], *row[:len(test_header) - 3], row[2]] for row in _rows(X[30:], y[30:])]
+    rows = [[*row[:2], *row[: len(test_header) - 3], row[2]] for row in _rows(X[30:], y[30:])]
     test = _table(tmp_path / "test.csv", [test_header, *rows])
     with pytest.raises(ga.InvalidDataError, match=message):
         load_file(train, test)
@@ -148,18 +170,24 @@ def test_test_columns_with_other_names_are_refused(test_header, message, tmp_pat
 def test_a_duplicated_label_name_is_refused_by_name(tmp_path):
     X, y = _points(20)
     path = _table(tmp_path / "dup.csv", [["x", "x", "label"], *_rows(X, y)])
-    with pytest.raises(ga.InvalidDataError,
-                       match=r"the header names 'x' 2 times \(columns 1, 2\)"):
+    with pytest.raises(ga.InvalidDataError, match=r"the header names 'x' 2 times \(columns 1, 2\)"):
         load_file(path, label_column="x")
 
 
 def test_semicolons_in_a_csv_are_named(tmp_path):
     X, y = _points(20)
     path = tmp_path / "semicolons.csv"
-    path.write_text("\n".join(";".join(row) for row in
-                              [["x1", "x2", "label"], *[[str(c) for c in r] for r in _rows(X, y)]]))
-    with pytest.raises(ga.InvalidDataError, match=r"columns are separated by commas, but its first "
-                                                  r"row is one column holding semicolons"):
+    path.write_text(
+        "\n".join(
+            ";".join(row)
+            for row in [["x1", "x2", "label"], *[[str(c) for c in r] for r in _rows(X, y)]]
+        )
+    )
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"columns are separated by commas, but its first "
+        r"row is one column holding semicolons",
+    ):
         load_file(path)
 
 
@@ -174,6 +202,9 @@ def test_predict_reads_one_row_and_an_npz_of_features_only(tmp_path):
 
 def test_a_test_fraction_too_small_for_the_data_is_named(tmp_path):
     X, y = _points(60)
-    with pytest.raises(ga.InvalidDataError, match=r"a test fraction of 0.0001 of 60 rows leaves no "
-                                                  r"test point; choose a fraction between"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"a test fraction of 0.0001 of 60 rows leaves no "
+        r"test point; choose a fraction between",
+    ):
         load_file(_table(tmp_path / "t.csv", _rows(X, y)), test_fraction=0.0001)

@@ -1,4 +1,5 @@
 """Bad input: a clear error naming the problem, raised before anything changes."""
+
 import gpflow
 import numpy as np
 import pytest
@@ -8,8 +9,10 @@ from helpers import make_problem, model_variables
 
 
 def bad_batches(X, Y):
-    X_nan = X.copy(); X_nan[3, 1] = np.nan
-    X_inf = X.copy(); X_inf[0, 0] = np.inf
+    X_nan = X.copy()
+    X_nan[3, 1] = np.nan
+    X_inf = X.copy()
+    X_inf[0, 0] = np.inf
     return {
         "label equal to C": (X, np.where(np.arange(len(Y))[:, None] == 2, 3, Y), "labels must"),
         "negative label": (X, np.where(np.arange(len(Y))[:, None] == 0, -1, Y), "labels must"),
@@ -71,7 +74,9 @@ def test_bad_constructor_arguments():
     with pytest.raises(ValueError, match="step_size"):
         ga.CAVI(ga.LogisticSoftmaxSVGP(k, Z, 3), step_size=1.5)
     with pytest.raises(ValueError, match="exact bound"):
-        ga.CAVI(ga.LogisticSoftmaxSVGP(k, Z, 3, scheme="negative-multinomial"), warm_start_iterations=5)
+        ga.CAVI(
+            ga.LogisticSoftmaxSVGP(k, Z, 3, scheme="negative-multinomial"), warm_start_iterations=5
+        )
     with pytest.raises(ValueError, match="warm_start_iterations"):
         ga.CAVI(ga.LogisticSoftmaxSVGP(k, Z, 3, scheme="exact"), warm_start_iterations=-1)
 
@@ -82,7 +87,9 @@ def test_failed_cholesky_is_a_clear_error_and_keeps_parameters():
     optimizer = ga.CAVI(model)
     optimizer.step((X, Y))
     q_mu, q_sqrt = model.q_mu.numpy(), model.q_sqrt.numpy()
-    model.inducing_variable.Z.assign(np.zeros_like(model.inducing_variable.Z.numpy()))  # singular Kmm
+    model.inducing_variable.Z.assign(
+        np.zeros_like(model.inducing_variable.Z.numpy())
+    )  # singular Kmm
     gpflow.config.set_default_jitter(0.0)
     try:
         for jit in (False, True):

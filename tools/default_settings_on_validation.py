@@ -10,6 +10,7 @@ the seeds; then each setting's geometric-mean NLL against the first setting's.
         --bijectors softplus,exp --learning-rates own \
         --datasets vehicle,segment,satimage,shuttle,letter,waveform,pendigits,dna,optdigits,usps11k
 """
+
 import argparse
 import itertools
 import json
@@ -23,24 +24,37 @@ from gpflow_augmented.datasets import load_dataset
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--datasets", required=True)
     parser.add_argument("--methods", required=True)
     parser.add_argument("--bijectors", default="softplus")
-    parser.add_argument("--learning-rates", default="own",
-                        help="comma-separated; 'own': each method's default (baselines.method_learning_rate)")
-    parser.add_argument("--warm-start", default=str(baselines.EXACT_WARM_START),
-                        help="comma-separated warm-start lengths of the exact-bound methods")
+    parser.add_argument(
+        "--learning-rates",
+        default="own",
+        help="comma-separated; 'own': each method's default (baselines.method_learning_rate)",
+    )
+    parser.add_argument(
+        "--warm-start",
+        default=str(baselines.EXACT_WARM_START),
+        help="comma-separated warm-start lengths of the exact-bound methods",
+    )
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--time-budget", type=float, default=40.0)
     parser.add_argument("--output", help="a JSON file for every run's scores")
     args = parser.parse_args()
-    settings = [{"positive_bijector": bijector, "learning_rate": None if rate == "own" else float(rate),
-                 "warm_start": int(warm)}
-                for bijector, rate, warm in itertools.product(
-                    args.bijectors.split(","), args.learning_rates.split(","), args.warm_start.split(","))]
+    settings = [
+        {
+            "positive_bijector": bijector,
+            "learning_rate": None if rate == "own" else float(rate),
+            "warm_start": int(warm),
+        }
+        for bijector, rate, warm in itertools.product(
+            args.bijectors.split(","), args.learning_rates.split(","), args.warm_start.split(",")
+        )
+    ]
     seeds = [int(seed) for seed in args.seeds.split(",")]
     names, methods = args.datasets.split(","), args.methods.split(",")
 
@@ -54,40 +68,78 @@ def main() -> None:
                 options = {key: value for key, value in setting.items() if key != "warm_start"}
                 # build_method reads the module constant, so every run is built as compare builds it
                 baselines.EXACT_WARM_START = setting["warm_start"]
-                result = compare(split, [method], method_options={method: options}, seed=seed,
-                                 batch_size=200, num_inducing=100, time_budget=args.time_budget,
-                                 progress=False)
+                result = compare(
+                    split,
+                    [method],
+                    method_options={method: options},
+                    seed=seed,
+                    batch_size=200,
+                    num_inducing=100,
+                    time_budget=args.time_budget,
+                    progress=False,
+                )
                 final = result.methods[0].final_metrics
-                rows.append({"dataset": name, "seed": seed, "method": method, **setting,
-                             "setting": _label(setting),
-                             "learning_rate": result.methods[0].options["learning_rate"],
-                             "error": final["error"], "nll": final["nll"],
-                             "iterations": result.methods[0].iterations})
-                print(f"{name} seed {seed} {method} {_label(setting)}: validation error {final['error']:.4f} "
-                      f"NLL {final['nll']:.4f} ({result.methods[0].iterations} iterations, "
-                      f"{time.time() - started:.0f} s)", flush=True)
+                rows.append(
+                    {
+                        "dataset": name,
+                        "seed": seed,
+                        "method": method,
+                        **setting,
+                        "setting": _label(setting),
+                        "learning_rate": result.methods[0].options["learning_rate"],
+                        "error": final["error"],
+                        "nll": final["nll"],
+                        "iterations": result.methods[0].iterations,
+                    }
+                )
+                print(
+                    f"{name} seed {seed} {method} {_label(setting)}: validation error {final['error']:.4f} "
+                    f"NLL {final['nll']:.4f} ({result.methods[0].iterations} iterations, "
+                    f"{time.time() - started:.0f} s)",
+                    flush=True,
+                )
     if args.output:
         with open(args.output, "w") as file:
             json.dump(rows, file, indent=1)
 
     for method in methods:
-        mean_nll = np.array([[np.mean([r["nll"] for r in rows if r["dataset"] == name and r["method"] == method
-                                       and r["setting"] == _label(setting)])
-                              for setting in settings] for name in names])
+        mean_nll = np.array(
+            [
+                [
+                    np.mean(
+                        [
+                            r["nll"]
+                            for r in rows
+                            if r["dataset"] == name
+                            and r["method"] == method
+                            and r["setting"] == _label(setting)
+                        ]
+                    )
+                    for setting in settings
+                ]
+                for name in names
+            ]
+        )
         for name, row in zip(names, mean_nll):
             means = ", ".join(f"{_label(s)} {nll:.4f}" for s, nll in zip(settings, row))
-            print(f"{method} {name}: mean validation NLL {means} -> {_label(settings[int(np.argmin(row))])}")
+            print(
+                f"{method} {name}: mean validation NLL {means} -> {_label(settings[int(np.argmin(row))])}"
+            )
         wins = np.bincount(np.argmin(mean_nll, axis=1), minlength=len(settings))
         ratios = np.exp(np.mean(np.log(mean_nll / mean_nll[:, :1]), axis=0))
         for setting, won, ratio in zip(settings, wins, ratios):
-            print(f"{method} {_label(setting)}: lowest on {won} of {len(names)}, "
-                  f"geometric-mean NLL {ratio:.3f} x {_label(settings[0])}'s")
+            print(
+                f"{method} {_label(setting)}: lowest on {won} of {len(names)}, "
+                f"geometric-mean NLL {ratio:.3f} x {_label(settings[0])}'s"
+            )
 
 
 def _label(setting) -> str:
     rate = setting["learning_rate"]
-    return (f"{setting['positive_bijector']} lr {'own' if rate is None else format(rate, 'g')} "
-            f"warm start {setting['warm_start']}")
+    return (
+        f"{setting['positive_bijector']} lr {'own' if rate is None else format(rate, 'g')} "
+        f"warm start {setting['warm_start']}"
+    )
 
 
 if __name__ == "__main__":

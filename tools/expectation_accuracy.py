@@ -8,6 +8,7 @@ agrees with 80 nodes and step 0.1 to 5e-6), by the marginals' standard deviation
 Latent means N(-2, 2.5²) and N(-10, 3²) (the regime a learned constant mean moves to); standard
 deviations uniform in each band; 500 points per cell.
 """
+
 import numpy as np
 import tensorflow as tf
 
@@ -20,11 +21,19 @@ def log_normaliser(mu, var, num_hermite, grid_step, s_range=None):
         expectations.S_MIN, expectations.S_MAX = s_range
     try:
         # the uncompiled rule: the compiled one is traced once, with the default grid
-        return np.concatenate([
-            expectations._log_normaliser(tf.constant(mu[i:i + 100]), tf.constant(var[i:i + 100]),
-                                         None, num_hermite, grid_step, None).numpy()
-            for i in range(0, len(mu), 100)
-        ])
+        return np.concatenate(
+            [
+                expectations._log_normaliser(
+                    tf.constant(mu[i : i + 100]),
+                    tf.constant(var[i : i + 100]),
+                    None,
+                    num_hermite,
+                    grid_step,
+                    None,
+                ).numpy()
+                for i in range(0, len(mu), 100)
+            ]
+        )
     finally:
         expectations.S_MIN, expectations.S_MAX = saved
 
@@ -39,10 +48,15 @@ def main() -> None:
                 mu = rng.normal(mean, spread, (500, num_classes))
                 var = rng.uniform(low, high, (500, num_classes)) ** 2
                 reference = log_normaliser(mu, var, 60, 0.25, (-12.0, 40.0))
-                error = np.abs(log_normaliser(mu, var, expectations.DEFAULT_NUM_HERMITE,
-                                              expectations.S_STEP) - reference)
-                print(f"| {num_classes} | N({mean:g}, {spread:g}²) | {low:g}–{high:g} | "
-                      f"{np.sqrt(np.mean(error ** 2)):.1e} | {error.max():.1e} |", flush=True)
+                error = np.abs(
+                    log_normaliser(mu, var, expectations.DEFAULT_NUM_HERMITE, expectations.S_STEP)
+                    - reference
+                )
+                print(
+                    f"| {num_classes} | N({mean:g}, {spread:g}²) | {low:g}–{high:g} | "
+                    f"{np.sqrt(np.mean(error**2)):.1e} | {error.max():.1e} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ ELBO trace; ``--compare`` prints the largest absolute difference per case and ex
 
 ``--cases PATTERN`` runs only the cases whose name contains PATTERN.
 """
+
 import argparse
 import os
 import sys
@@ -43,8 +44,11 @@ def _satimage():
 
 
 def _multiclass(iterations: int, **options) -> Callable[[], Dict[str, np.ndarray]]:
-    fit_options = {key: options.pop(key) for key in ("class_subset_size", "hyperparameter_bound")
-                   if key in options}
+    fit_options = {
+        key: options.pop(key)
+        for key in ("class_subset_size", "hyperparameter_bound")
+        if key in options
+    }
     batch_size = options.pop("batch_size", 200)
     class_weights = options.pop("class_weights", False)
 
@@ -52,11 +56,22 @@ def _multiclass(iterations: int, **options) -> Callable[[], Dict[str, np.ndarray
         X, Y, C = _satimage()
         likelihood = ga.LogisticSoftmax(C, class_weights=class_weights)
         model = ga.LogisticSoftmaxSVGP(
-            ga.initial_kernel(X), ga.inducing_points(X, 50, seed=0), C, num_data=len(X),
-            likelihood=likelihood, **options,
+            ga.initial_kernel(X),
+            ga.inducing_points(X, 50, seed=0),
+            C,
+            num_data=len(X),
+            likelihood=likelihood,
+            **options,
         )
-        result = ga.fit(model, (X, Y), iterations=iterations, batch_size=batch_size, seed=0,
-                        progress=False, **fit_options)
+        result = ga.fit(
+            model,
+            (X, Y),
+            iterations=iterations,
+            batch_size=batch_size,
+            seed=0,
+            progress=False,
+            **fit_options,
+        )
         values = _record(model, result.elbo)
         if result.certificate is not None:
             for field, value in result.certificate.as_dict().items():
@@ -66,8 +81,9 @@ def _multiclass(iterations: int, **options) -> Callable[[], Dict[str, np.ndarray
     return run
 
 
-def _cavi(iterations: int, batch_size: Optional[int] = 200,
-          **options) -> Callable[[], Dict[str, np.ndarray]]:
+def _cavi(
+    iterations: int, batch_size: Optional[int] = 200, **options
+) -> Callable[[], Dict[str, np.ndarray]]:
     """``CAVI`` stepped directly, without ``Trainer``: q(u) (and σ² where it applies) only;
     ``batch_size=None``: the full batch, at ρ = 1."""
     scheme = options.pop("scheme", "exact")
@@ -75,8 +91,13 @@ def _cavi(iterations: int, batch_size: Optional[int] = 200,
     def run() -> Dict[str, np.ndarray]:
         X, Y, C = _satimage()
         model = ga.LogisticSoftmaxSVGP(
-            ga.initial_kernel(X), ga.inducing_points(X, 50, seed=0), C, num_data=len(X),
-            scheme=scheme, mean_function=gpflow.mean_functions.Constant())
+            ga.initial_kernel(X),
+            ga.inducing_points(X, 50, seed=0),
+            C,
+            num_data=len(X),
+            scheme=scheme,
+            mean_function=gpflow.mean_functions.Constant(),
+        )
         cavi = ga.CAVI(model, 1.0 if batch_size is None else ga.RobbinsMonro(), **options)
         elbos = [cavi.step(batch).numpy() for batch in _batches(X, Y, iterations, batch_size)]
         return _record(model, np.array(elbos))
@@ -84,8 +105,9 @@ def _cavi(iterations: int, batch_size: Optional[int] = 200,
     return run
 
 
-def _batches(X: np.ndarray, Y: np.ndarray, count: int,
-             batch_size: Optional[int]) -> List[Tuple[tf.Tensor, tf.Tensor]]:
+def _batches(
+    X: np.ndarray, Y: np.ndarray, count: int, batch_size: Optional[int]
+) -> List[Tuple[tf.Tensor, tf.Tensor]]:
     """``count`` batches: the whole set each time (``None``), or ``fit``'s seeded minibatches."""
     if batch_size is None:
         return [(tf.constant(X), tf.constant(Y))] * count
@@ -107,10 +129,18 @@ def _method(name: str, iterations: int = 20) -> Callable[[], Dict[str, np.ndarra
         tf.random.set_seed(0)  # softmax's expectation is Monte Carlo
         with baselines.positive_parameters(baselines.method_positive_bijector(name)):
             method = baselines.build_method(
-                name, ga.initial_kernel(X), ga.inducing_points(X, 50, seed=0), data.num_classes,
-                len(X), full_batch=full_gp, data=(X, Y) if full_gp else None)
-        elbos = [np.asarray(method.step(Xb, Yb))
-                 for Xb, Yb in _batches(X, Y, iterations, None if full_gp else 200)]
+                name,
+                ga.initial_kernel(X),
+                ga.inducing_points(X, 50, seed=0),
+                data.num_classes,
+                len(X),
+                full_batch=full_gp,
+                data=(X, Y) if full_gp else None,
+            )
+        elbos = [
+            np.asarray(method.step(Xb, Yb))
+            for Xb, Yb in _batches(X, Y, iterations, None if full_gp else 200)
+        ]
         return _record(method.model, np.array(elbos))
 
     return run
@@ -119,8 +149,9 @@ def _method(name: str, iterations: int = 20) -> Callable[[], Dict[str, np.ndarra
 def _gibbs(scan: str) -> Dict[str, np.ndarray]:
     X, Y, C = _satimage()
     X, Y = X[:300], Y[:300]
-    sampler = GibbsSampler((X, Y), ga.initial_kernel(X), C, ga.inducing_points(X, 20, seed=0),
-                           scan=scan)
+    sampler = GibbsSampler(
+        (X, Y), ga.initial_kernel(X), C, ga.inducing_points(X, 20, seed=0), scan=scan
+    )
     samples = sampler.sample(5, num_chains=2, num_burnin=5, seed=0)
     return {"whitened": np.asarray(samples.whitened)}
 
@@ -128,15 +159,18 @@ def _gibbs(scan: str) -> Dict[str, np.ndarray]:
 def _binary(iterations: int) -> Dict[str, np.ndarray]:
     data = one_vs_rest(load_dataset("satimage"), positive_class=0)
     X, Y = data.X_train, data.Y_train
-    model = ga.BinaryLogisticSVGP(ga.initial_kernel(X), ga.inducing_points(X, 50, seed=0),
-                                  num_data=len(X))
+    model = ga.BinaryLogisticSVGP(
+        ga.initial_kernel(X), ga.inducing_points(X, 50, seed=0), num_data=len(X)
+    )
     result = ga.fit(model, (X, Y), iterations=iterations, batch_size=200, seed=0, progress=False)
     return _record(model, result.elbo)
 
 
 def _record(model: gpflow.models.GPModel, elbo: np.ndarray) -> Dict[str, np.ndarray]:
-    values = {name: np.asarray(value.numpy())
-              for name, value in gpflow.utilities.parameter_dict(model).items()}
+    values = {
+        name: np.asarray(value.numpy())
+        for name, value in gpflow.utilities.parameter_dict(model).items()
+    }
     values["elbo"] = np.asarray(elbo)
     return values
 
@@ -150,9 +184,11 @@ CASES = {
     "class-subsets": _multiclass(60, class_subset_size=3),
     "collapsed-subsets": _multiclass(60, scheme="negative-multinomial", class_subset_size=3),
     "mean-unwhitened": _multiclass(
-        60, mean_function=gpflow.mean_functions.Constant(), whiten=False),
-    "collapsed-exact-hyper": _multiclass(60, scheme="negative-multinomial",
-                                         hyperparameter_bound="exact"),
+        60, mean_function=gpflow.mean_functions.Constant(), whiten=False
+    ),
+    "collapsed-exact-hyper": _multiclass(
+        60, scheme="negative-multinomial", hyperparameter_bound="exact"
+    ),
     "binary": lambda: _binary(60),
     "fit-exact-full": _multiclass(20, batch_size=None),
     "cavi-exact-mini": _cavi(30, warm_start_iterations=5, update_variance=None),
@@ -191,8 +227,9 @@ def main() -> int:
             print(f"{case}: parameters differ: {sorted(set(keys) ^ set(new_keys))}")
             worst = np.inf
             continue
-        difference = max(float(np.max(np.abs(reference[k] - results[k]), initial=0.0))
-                         for k in keys)
+        difference = max(
+            float(np.max(np.abs(reference[k] - results[k]), initial=0.0)) for k in keys
+        )
         worst = max(worst, difference)
         print(f"{case:24s} max |Δ| = {difference:.3g} over {len(keys)} arrays")
     print(f"largest difference {worst:.3g} (tolerance {args.tolerance:g})")

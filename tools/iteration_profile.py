@@ -8,6 +8,7 @@ the natural step; softmax: Adam's update).
 The methods are built by ``baselines.build_method`` exactly as ``compare`` builds them; random data
 (D = 36, like satimage); median over 3 rounds of 20 interleaved calls after 3 untimed ones.
 """
+
 import argparse
 
 import numpy as np
@@ -46,22 +47,26 @@ def main() -> None:
         if name == "lsm":
             for _ in range(EXACT_WARM_START):  # past the warm start: time the exact steps
                 method.step(X, Y)
-            steps["lsm: CAVI step alone"] = (
-                lambda method=method: method.trainer.cavi.step((X, Y)))
+            steps["lsm: CAVI step alone"] = lambda method=method: method.trainer.cavi.step((X, Y))
             # The iteration without its natural step and assignment.
             steps["lsm: forward + backward"] = tf.function(
                 lambda trainer=method.trainer: trainer._exact_pass(
-                    X, Y, None, list(trainer.model.trainable_variables)))
+                    X, Y, None, list(trainer.model.trainable_variables)
+                )
+            )
         if name == "softmax":  # the iteration without Adam's update
             steps["softmax: forward + backward"] = tf.function(
                 lambda model=method.model: loss_and_gradients(
-                    lambda: model.training_loss((X, Y)), model.trainable_variables))
+                    lambda: model.training_loss((X, Y)), model.trainable_variables
+                )
+            )
     Fmu = tf.constant(rng.normal(-1, 2, (B, C)))
     Fvar = tf.constant(rng.uniform(0.1, 2, (B, C)))
     onehot = tf.one_hot(Y[:, 0], C, dtype=tf.float64)
     steps["exact sites alone"] = tf.function(lambda: expectations.exact_sites(Fmu, Fvar, onehot))
     steps["expectation, forward only"] = tf.function(
-        lambda: expectations.expected_log_logistic_softmax(Fmu, Fvar, onehot))
+        lambda: expectations.expected_log_logistic_softmax(Fmu, Fvar, onehot)
+    )
 
     rounds = [interleaved_medians(steps, repeats=20) for _ in range(3)]
     print(f"B={B} M={M} C={C}, graph mode")

@@ -5,6 +5,7 @@ way, with the kernel variance at the end.
 
     python tools/long_run_nll.py ../shared/data vehicle,segment 30000 0
 """
+
 import sys
 
 import numpy as np
@@ -17,10 +18,19 @@ from gpflow_augmented.datasets import load_dataset
 def main(data_dir, names, iterations, seed):
     for name in names:
         dataset = load_dataset(name, data_dir=data_dir)
-        for split_name, split in (("validation", validation_split(dataset, 0.2, seed)),
-                                  ("test", dataset)):
-            result = compare(split, ["lsm"], seed=seed, time_budget=None, max_iterations=iterations,
-                             trace_test_points=None, progress=False)
+        for split_name, split in (
+            ("validation", validation_split(dataset, 0.2, seed)),
+            ("test", dataset),
+        ):
+            result = compare(
+                split,
+                ["lsm"],
+                seed=seed,
+                time_budget=None,
+                max_iterations=iterations,
+                trace_test_points=None,
+                progress=False,
+            )
             run = result.methods[0]
             trace = [e for e in run.trace if e["iteration"] > 0]
             best = min(trace, key=lambda e: e["nll"])
@@ -30,10 +40,14 @@ def main(data_dir, names, iterations, seed):
                 entry = min(trace, key=lambda e: abs(e["iteration"] - mark))
                 shown.append(f"{entry['iteration']}: {entry['error']:.4f} / {entry['nll']:.4f}")
             variance = np.ravel(run.method.model.kernel.variance.numpy())
-            print(f"{name} {split_name}: " + "; ".join(shown) +
-                  f" | lowest NLL {best['nll']:.4f} at {best['iteration']} | final "
-                  f"{run.final_metrics['error']:.4f} / {run.final_metrics['nll']:.4f}, σ² "
-                  f"{variance[0]:.1f}, {run.final_metrics['time']:.0f} s", flush=True)
+            print(
+                f"{name} {split_name}: "
+                + "; ".join(shown)
+                + f" | lowest NLL {best['nll']:.4f} at {best['iteration']} | final "
+                f"{run.final_metrics['error']:.4f} / {run.final_metrics['nll']:.4f}, σ² "
+                f"{variance[0]:.1f}, {run.final_metrics['time']:.0f} s",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ mean; then issue 33's target counts and the geometric-mean NLL of each method ov
 
     python tools/seed_mean_table.py defaults-own-s0 defaults-own-s1
 """
+
 import json
 import sys
 from pathlib import Path
@@ -23,11 +24,16 @@ def _finals(folder: Path, dataset: str) -> dict:
 def main(folders: list) -> None:
     # In the order the first folder's benchmark ran them.
     results = Path(folders[0]).glob("*/results.json")
-    datasets = [p.parent.name for p in sorted(results, key=lambda p: json.loads(p.read_text())["created"])]
+    datasets = [
+        p.parent.name for p in sorted(results, key=lambda p: json.loads(p.read_text())["created"])
+    ]
     counts = np.zeros((len(folders) + 1, 2), int)
     log_nll = {n: [] for n in METHODS}
-    print("| dataset | " + " | ".join(f"`{m}`" for m in METHODS)
-          + " | `lsm` NLL ÷ best, each seed / mean | `lsm` error − best, each seed / mean |")
+    print(
+        "| dataset | "
+        + " | ".join(f"`{m}`" for m in METHODS)
+        + " | `lsm` NLL ÷ best, each seed / mean | `lsm` error − best, each seed / mean |"
+    )
     print("|---" * (len(METHODS) + 3) + "|")
     for dataset in datasets:
         runs = [_finals(Path(f), dataset) for f in folders]
@@ -52,13 +58,22 @@ def main(folders: list) -> None:
             spread = (max(s[n] for s in nll[:-1]) - min(s[n] for s in nll[:-1])) / 2
             refused = sum(r[n]["failed_steps"] for r in runs)
             cells.append(f"{e} / {l} ±{spread:.4f}" + (f" ({refused} refused)" if refused else ""))
-        print(f"| {dataset} | " + " | ".join(cells) + f" | {' / '.join(ratios)} | {' / '.join(gaps)} |")
+        print(
+            f"| {dataset} | "
+            + " | ".join(cells)
+            + f" | {' / '.join(ratios)} | {' / '.join(gaps)} |"
+        )
     print()
     for k, (near_nll, near_err) in enumerate(counts):
         label = folders[k] if k < len(folders) else "mean"
-        print(f"{label}: NLL lowest or within 2 %: {near_nll} of {len(datasets)}; "
-              f"error within 0.005: {near_err} of {len(datasets)}")
-    print("geometric-mean NLL: " + ", ".join(f"{n} {np.exp(np.mean(v)):.4f}" for n, v in log_nll.items()))
+        print(
+            f"{label}: NLL lowest or within 2 %: {near_nll} of {len(datasets)}; "
+            f"error within 0.005: {near_err} of {len(datasets)}"
+        )
+    print(
+        "geometric-mean NLL: "
+        + ", ".join(f"{n} {np.exp(np.mean(v)):.4f}" for n, v in log_nll.items())
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ separately, as before 0c77d06). Both paths in one process, alternated twice; med
 
     python tools/sep_evaluation_time.py
 """
+
 import time
 
 import gpflow
@@ -16,12 +17,14 @@ from gpflow_augmented.metrics import Evaluator
 rng = np.random.default_rng(0)
 N, D, C, M = 2000, 16, 26, 100
 X, Y = rng.normal(size=(N, D)), rng.integers(0, C, (N, 1))
-model = HeavisideSEP(gpflow.kernels.SquaredExponential(lengthscales=np.full(D, 4.0)), X[:M], C,
-                     num_data=N)
+model = HeavisideSEP(
+    gpflow.kernels.SquaredExponential(lengthscales=np.full(D, 4.0)), X[:M], C, num_data=N
+)
 
 
 class TwoIntegrals:
     """The model without predict_y_and_log_density: Evaluator calls its two predictions."""
+
     predict_y = staticmethod(model.predict_y)
     predict_log_density = staticmethod(model.predict_log_density)
 
@@ -36,5 +39,7 @@ for name, target in [("one integral", model), ("two integrals", TwoIntegrals())]
         started = time.perf_counter()
         evaluator.predictions(target)
         times.append(time.perf_counter() - started)
-    print(f"{name}: first call (with tracing) {first:.2f} s, then median {np.median(times):.2f} s "
-          f"per {N}-point evaluation")
+    print(
+        f"{name}: first call (with tracing) {first:.2f} s, then median {np.median(times):.2f} s "
+        f"per {N}-point evaluation"
+    )

@@ -8,6 +8,7 @@ the end.
 
     python tools/shuttle_variance_runaway.py ../shared/data 600 softplus,exp
 """
+
 import sys
 
 from gpflow_augmented.comparison import compare
@@ -23,13 +24,27 @@ def main(data_dir, iterations, bijectors):
             options = {"positive_bijector": bijector}
             if update_variance is not None:
                 options["update_variance"] = update_variance
-            result = compare(split, ["lsm"], method_options={"lsm": options}, seed=0, batch_size=200,
-                             num_inducing=100, time_budget=None, max_iterations=iterations, progress=False)
+            result = compare(
+                split,
+                ["lsm"],
+                method_options={"lsm": options},
+                seed=0,
+                batch_size=200,
+                num_inducing=100,
+                time_budget=None,
+                max_iterations=iterations,
+                progress=False,
+            )
             method = result.methods[0]
-            trace = " ".join(f"{t['iteration']}:{t['error']:.3f}/{t['nll']:.3f}/{t['elbo']:.0f}"
-                             for t in method.trace[1::2])
+            trace = " ".join(
+                f"{t['iteration']}:{t['error']:.3f}/{t['nll']:.3f}/{t['elbo']:.0f}"
+                for t in method.trace[1::2]
+            )
             variance = float(method.method.model.kernel.variance.numpy())
-            print(f"{arm}, {bijector}: σ² at the end {variance:.4g}; iteration:error/NLL/ELBO {trace}", flush=True)
+            print(
+                f"{arm}, {bijector}: σ² at the end {variance:.4g}; iteration:error/NLL/ELBO {trace}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

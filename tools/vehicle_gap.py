@@ -5,10 +5,13 @@ for tools/vehicle_variance_sweep.py.
 
     python tools/vehicle_gap.py vehicle 3000 exp 0.01 [DATA_DIR]
 """
+
 import sys
 import time
 
-import numpy as np, gpflow, tensorflow as tf
+import numpy as np
+import gpflow
+import tensorflow as tf
 import gpflow_augmented as ga
 from gpflow_augmented.comparison.baselines import build_method, positive_parameters
 from gpflow_augmented.comparison.protocol import MinibatchStream
@@ -23,10 +26,14 @@ C = d.num_classes
 Z = ga.inducing_points(X, 100, seed=0)
 stream = MinibatchStream(len(X), 200, 0)
 
+
 def nll(model):
     p = model.predict_y(Xt)[0].numpy()
     p = p / p.sum(1, keepdims=True)
-    return float(-np.mean(np.log(np.take_along_axis(p, Yt.astype(int), 1)))), float(np.mean(p.argmax(1) != Yt[:, 0]))
+    return float(-np.mean(np.log(np.take_along_axis(p, Yt.astype(int), 1)))), float(
+        np.mean(p.argmax(1) != Yt[:, 0])
+    )
+
 
 def train(method_name, fixed_lengthscales=None):
     tf.random.set_seed(0)
@@ -37,12 +44,15 @@ def train(method_name, fixed_lengthscales=None):
         m.model.kernel.lengthscales.assign(fixed_lengthscales)
         gpflow.set_trainable(m.model.kernel.lengthscales, False)
         if hasattr(m, "trainer"):
-            m.trainer = ga.Trainer(m.model, ga.RobbinsMonro(), lr, warm_start_iterations=ga.EXACT_WARM_START)
+            m.trainer = ga.Trainer(
+                m.model, ga.RobbinsMonro(), lr, warm_start_iterations=ga.EXACT_WARM_START
+            )
     t = time.time()
     for it in range(iters):
         idx = stream.indices(it)
         m.step(tf.constant(X[idx]), tf.constant(Y[idx]))
     return m, time.time() - t
+
 
 def exact_elbo_refit(model):
     # q(u) and the variance at their optimum for these lengthscales: damped full-batch steps
@@ -51,20 +61,33 @@ def exact_elbo_refit(model):
         cavi.step((X, Y))
     return float(model.elbo((X, Y)))
 
+
 for label, m_name, ls in [("sep", "sep", None), ("lsm", "lsm", None)]:
     m, secs = train(m_name, ls)
     k = m.model.kernel
-    print(f"{label}: {secs:.0f}s NLL/err {nll(m.model)} var {float(k.variance.numpy()):.3g} "
-          f"ls gm {np.exp(np.mean(np.log(k.lengthscales.numpy()))):.3g}", flush=True)
+    print(
+        f"{label}: {secs:.0f}s NLL/err {nll(m.model)} var {float(k.variance.numpy()):.3g} "
+        f"ls gm {np.exp(np.mean(np.log(k.lengthscales.numpy()))):.3g}",
+        flush=True,
+    )
     if label == "sep":
         sep_ls = k.lengthscales.numpy().copy()
     else:
         lsm_model = m.model
 lsm_ls = lsm_model.kernel.lengthscales.numpy().copy()
 m_sepls, secs = train("lsm", sep_ls)
-print(f"lsm at sep's lengthscales: NLL/err {nll(m_sepls.model)} var {float(m_sepls.model.kernel.variance.numpy()):.3g}", flush=True)
-e_own = exact_elbo_refit(lsm_model); n_own = nll(lsm_model)
-e_sep = exact_elbo_refit(m_sepls.model); n_sep = nll(m_sepls.model)
-print(f"refit q(u), variance: own lengthscales ELBO {e_own:.2f} NLL {n_own} var {float(lsm_model.kernel.variance.numpy()):.3g}")
-print(f"refit q(u), variance: sep lengthscales ELBO {e_sep:.2f} NLL {n_sep} var {float(m_sepls.model.kernel.variance.numpy()):.3g}")
+print(
+    f"lsm at sep's lengthscales: NLL/err {nll(m_sepls.model)} var {float(m_sepls.model.kernel.variance.numpy()):.3g}",
+    flush=True,
+)
+e_own = exact_elbo_refit(lsm_model)
+n_own = nll(lsm_model)
+e_sep = exact_elbo_refit(m_sepls.model)
+n_sep = nll(m_sepls.model)
+print(
+    f"refit q(u), variance: own lengthscales ELBO {e_own:.2f} NLL {n_own} var {float(lsm_model.kernel.variance.numpy()):.3g}"
+)
+print(
+    f"refit q(u), variance: sep lengthscales ELBO {e_sep:.2f} NLL {n_sep} var {float(m_sepls.model.kernel.variance.numpy()):.3g}"
+)
 np.savez(f"{name}_lengthscales.npz", sep=sep_ls, lsm=lsm_ls)

@@ -6,6 +6,7 @@ validation split (:mod:`.tuning`), the benchmark table (:mod:`.benchmark`), step
 
 This layer uses the library and :mod:`gpflow_augmented.sampling`, never the reverse.
 """
+
 from .protocol import (
     ComparisonResult,
     MethodResult,

@@ -39,6 +39,7 @@ N(0, I), and ``tf.function`` compilation of its step. The caller feeds the same 
 chosen for every method by the same rule on validation splits (:func:`method_learning_rate`),
 unless the caller gives one rate to all.
 """
+
 import abc
 import contextlib
 import dataclasses
@@ -97,9 +98,9 @@ __all__ = [
 
 METHODS: Dict[str, str] = {
     "lsm": "logistic-softmax, exact bound: closed-form natural step on exact sites + Adam on the "
-           "exact ELBO, constant prior mean",
+    "exact ELBO, constant prior mean",
     "lsm-subsets": "as lsm, each step updating a random subset of the classes (class_subset_size, "
-                   "default ⌈C/4⌉, at least 2)",
+    "default ⌈C/4⌉, at least 2)",
     "lsm-zero-mean": "as lsm, with GPflow's zero prior mean",
     "lsm-weighted": "as lsm, with class weights θ updated in closed form by CAVI",
     "lsm-collapsed": "logistic-softmax, augmented (collapsed bound): CAVI + Adam",
@@ -109,12 +110,12 @@ METHODS: Dict[str, str] = {
     "softmax": "SVGP + softmax (gpflow Softmax, Monte Carlo): Adam",
     "lsm-vi": "SVGP + logistic-softmax, not augmented: Adam",
     "dirichlet": "Dirichlet GP classification (Milios et al. 2018): SVGP regression on "
-                 "transformed labels, NaturalGradient with γ warm-up + Adam",
+    "transformed labels, NaturalGradient with γ warm-up + Adam",
     "sep": "Heaviside likelihood, stochastic EP (Villacampa-Calvo 2017): damped EP step + Adam "
-           "on the EP estimate of log p(y)",
+    "on the EP estimate of log p(y)",
     "rmgpc": "robust multi-class GPC (Hernández-Lobato 2011): full GP, Heaviside likelihood with "
-             "explicit label outliers, damped EP step + Adam on the EP estimate of log p(y); "
-             "full batch only",
+    "explicit label outliers, damped EP step + Adam on the EP estimate of log p(y); "
+    "full batch only",
     "xgpc": "binary logistic, Pólya-Gamma augmented (X-GPC): CAVI + Adam",
     "bernoulli": "SVGP + Bernoulli(sigmoid): NaturalGradient with γ warm-up + Adam",
 }
@@ -150,8 +151,13 @@ METHOD_POSITIVE_BIJECTORS: Dict[str, str] = {"softmax": "exp"}
 # the lowest geometric-mean validation NLL over ten datasets, over two seeds where seed 0's best two
 # were within 2.5 % (docs/benchmarks.md, "Adam's learning rate"), the rule and grid that chose this
 # package's (training.EXACT_LEARNING_RATE). The peers not swept keep GPflow's customary 0.01.
-PEER_LEARNING_RATES: Dict[str, float] = {"rm": 0.03, "sep": 0.01, "softmax": 0.03, "lsm-vi": 0.1,
-                                         "dirichlet": 0.1}
+PEER_LEARNING_RATES: Dict[str, float] = {
+    "rm": 0.03,
+    "sep": 0.01,
+    "softmax": 0.03,
+    "lsm-vi": 0.1,
+    "dirichlet": 0.1,
+}
 # The package's method and the GPflow models a user would otherwise pick; the variants on request.
 DEFAULT_MULTICLASS_METHODS = ("lsm", "rm", "softmax", "lsm-vi")
 # The ρ schedules a comparison can give the CAVI methods on minibatches, by name. The first is the
@@ -194,8 +200,7 @@ class Method(abc.ABC):
     failed_steps: int = 0
 
     @abc.abstractmethod
-    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-        ...
+    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor: ...
 
     @abc.abstractmethod
     def checkpoint(self) -> tf.train.Checkpoint:
@@ -216,8 +221,14 @@ class Method(abc.ABC):
 class AugmentedMethod(Method):
     """This package's model trained by :class:`~gpflow_augmented.Trainer` (CAVI, then Adam)."""
 
-    def __init__(self, name: str, model: AugmentedSVGP, learning_rate: float,
-                 step_size: Union[float, StepSizeSchedule], **trainer_options: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        model: AugmentedSVGP,
+        learning_rate: float,
+        step_size: Union[float, StepSizeSchedule],
+        **trainer_options: Any,
+    ) -> None:
         self.name, self.model = name, model
         self.trainer = Trainer(model, step_size, learning_rate, **trainer_options)
 
@@ -244,8 +255,13 @@ class NaturalGradientWarmUp(tf.Module):
     ``start``, grows by ``growth`` after every successful step up to ``maximum``, and is multiplied
     by ``fallback`` whenever a step fails (its Cholesky or a non-finite result)."""
 
-    def __init__(self, start: float = 1e-5, growth: float = 10**0.1, maximum: float = 0.1,
-                 fallback: float = 1e-3) -> None:
+    def __init__(
+        self,
+        start: float = 1e-5,
+        growth: float = 10**0.1,
+        maximum: float = 0.1,
+        fallback: float = 1e-3,
+    ) -> None:
         super().__init__(name="NaturalGradientWarmUp")
         if not 0 < start <= maximum or growth < 1 or not 0 < fallback < 1:
             raise ValueError("need 0 < start ≤ maximum, growth ≥ 1 and 0 < fallback < 1")
@@ -266,8 +282,13 @@ class NaturalGradientMethod(Method):
     q_sqrt both depend on the factor); any other non-finite result is undone inside the step.
     """
 
-    def __init__(self, name: str, model: gpflow.models.SVGP, learning_rate: float,
-                 schedule: Optional[NaturalGradientWarmUp] = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        model: gpflow.models.SVGP,
+        learning_rate: float,
+        schedule: Optional[NaturalGradientWarmUp] = None,
+    ) -> None:
         self.name, self.model = name, model
         self.schedule = schedule or NaturalGradientWarmUp()
         self.natgrad = NaturalGradient(gamma=self.schedule.gamma)
@@ -277,8 +298,7 @@ class NaturalGradientMethod(Method):
         self.adam.build(model.trainable_variables)
         self._natural_step = tf.function(self._natural_step_eager, autograph=False)
         self._adam_step = tf.function(self._adam_step_eager, autograph=False)
-        self._elbo = tf.function(lambda X, Y: -self.model.training_loss((X, Y)),
-                                 autograph=False)
+        self._elbo = tf.function(lambda X, Y: -self.model.training_loss((X, Y)), autograph=False)
 
     def _natural_step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         q_mu, q_sqrt = self.model.q_mu, self.model.q_sqrt
@@ -288,9 +308,7 @@ class NaturalGradientMethod(Method):
         succeeded = tf.reduce_all(tf.math.is_finite(q_mu.unconstrained_variable)) & tf.reduce_all(
             tf.math.is_finite(q_sqrt.unconstrained_variable)
         )
-        q_mu.unconstrained_variable.assign(
-            tf.where(succeeded, q_mu.unconstrained_variable, old_mu)
-        )
+        q_mu.unconstrained_variable.assign(tf.where(succeeded, q_mu.unconstrained_variable, old_mu))
         q_sqrt.unconstrained_variable.assign(
             tf.where(succeeded, q_sqrt.unconstrained_variable, old_sqrt)
         )
@@ -304,8 +322,9 @@ class NaturalGradientMethod(Method):
         return -loss
 
     def checkpoint(self) -> tf.train.Checkpoint:
-        return tf.train.Checkpoint(model=self.model, adam=self.adam, natgrad=self.natgrad,
-                                   schedule=self.schedule)
+        return tf.train.Checkpoint(
+            model=self.model, adam=self.adam, natgrad=self.natgrad, schedule=self.schedule
+        )
 
     def iteration_function(self) -> Callable[[tf.Tensor, tf.Tensor], object]:
         def iteration(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -344,8 +363,9 @@ class NaturalGradientMethod(Method):
 class AdamMethod(Method):
     """Adam on every parameter, q(u) included: the plain gradient-based VI baseline."""
 
-    def __init__(self, name: str, model: gpflow.models.SVGP, learning_rate: float,
-                 jit_compile: bool = False) -> None:
+    def __init__(
+        self, name: str, model: gpflow.models.SVGP, learning_rate: float, jit_compile: bool = False
+    ) -> None:
         self.name, self.model = name, model
         self.learning_rate = learning_rate
         self.adam = tf_keras.optimizers.Adam(learning_rate)
@@ -383,8 +403,14 @@ class ExpectationPropagationMethod(Method):
     A model that holds its training set is given that whole set, in its order, at every step (its
     sites belong to its points): anything else is refused before the step runs."""
 
-    def __init__(self, name: str, model: ExpectationPropagationModel, learning_rate: float,
-                 damping: Union[float, StepSizeSchedule], jit_compile: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        model: ExpectationPropagationModel,
+        learning_rate: float,
+        damping: Union[float, StepSizeSchedule],
+        jit_compile: bool = False,
+    ) -> None:
         self.name, self.model = name, model
         self.holds_data = isinstance(model, InternalDataTrainingLossMixin)
         self.ep = ExpectationPropagation(model, damping)
@@ -395,23 +421,29 @@ class ExpectationPropagationMethod(Method):
     def _step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         data = () if self.holds_data else ((X, Y),)  # a model that holds its data takes none
         log_marginal, applied = self.ep.step(*data)
-        adam_step_if_finite(self.adam, lambda: self.model.training_loss(*data),
-                            self.model.trainable_variables)
+        adam_step_if_finite(
+            self.adam, lambda: self.model.training_loss(*data), self.model.trainable_variables
+        )
         return log_marginal, applied
 
     def _check_held_data(self, X: tf.Tensor, Y: tf.Tensor) -> None:
         # O(N D), against the step's O(C N³).
         held_X, held_Y = self.model.data
-        same = (X.dtype == held_X.dtype and Y.dtype == held_Y.dtype
-                and X.shape == held_X.shape and Y.shape == held_Y.shape
-                and bool(tf.reduce_all(tf.equal(X, held_X)))
-                and bool(tf.reduce_all(tf.equal(Y, held_Y))))
+        same = (
+            X.dtype == held_X.dtype
+            and Y.dtype == held_Y.dtype
+            and X.shape == held_X.shape
+            and Y.shape == held_Y.shape
+            and bool(tf.reduce_all(tf.equal(X, held_X)))
+            and bool(tf.reduce_all(tf.equal(Y, held_Y)))
+        )
         if not same:
             raise ValueError(
                 f"method {self.name!r} is a full GP on the {held_X.shape[0]} training points it "
                 "holds: each step must be given that whole training set, in its order "
                 f"(got {X.shape[0]} rows of {X.dtype.name} features and {Y.dtype.name} labels; "
-                f"it holds {held_X.dtype.name} and {held_Y.dtype.name})")
+                f"it holds {held_X.dtype.name} and {held_Y.dtype.name})"
+            )
 
     def checkpoint(self) -> tf.train.Checkpoint:
         return tf.train.Checkpoint(model=self.model, adam=self.adam, ep=self.ep)
@@ -462,16 +494,23 @@ def build_method(
     A full-GP method (:data:`FULL_GP_METHODS`) is built on ``data = (X, Y)``, the training set it
     then holds and is given at every step (``full_batch`` must be true; ``inducing_points`` is not
     used: its inducing inputs are X, fixed)."""
-    learning_rate = check_method_options(name, learning_rate=learning_rate, step_size=step_size,
-                                         class_subset_size=class_subset_size,
-                                         alpha_epsilon=alpha_epsilon,
-                                         update_variance=update_variance)
+    learning_rate = check_method_options(
+        name,
+        learning_rate=learning_rate,
+        step_size=step_size,
+        class_subset_size=class_subset_size,
+        alpha_epsilon=alpha_epsilon,
+        update_variance=update_variance,
+    )
     if name in FULL_GP_METHODS:
-        return _full_gp_method(name, kernel, num_classes, learning_rate, data, full_batch,
-                               train_inducing_points)
+        return _full_gp_method(
+            name, kernel, num_classes, learning_rate, data, full_batch, train_inducing_points
+        )
     if data is not None:
-        raise ValueError(f"method {name!r} takes its data at each step; data= is for the full-GP "
-                         f"methods ({', '.join(FULL_GP_METHODS)})")
+        raise ValueError(
+            f"method {name!r} takes its data at each step; data= is for the full-GP "
+            f"methods ({', '.join(FULL_GP_METHODS)})"
+        )
     schedule = STEP_SIZE_SCHEDULES[step_size or "robbins-monro"]
     rho: Union[float, StepSizeSchedule] = 1.0 if full_batch else schedule
     if name in BINARY_METHODS and num_classes != 2:
@@ -485,16 +524,29 @@ def build_method(
     if name == "sep":
         model = HeavisideSEP(kernel, Z, num_classes, num_data=num_data)
         set_trainable(model.inducing_variable, train_inducing_points)
-        return ExpectationPropagationMethod(name, model, learning_rate,
-                                            FULL_BATCH_EP_DAMPING if full_batch else schedule)
+        return ExpectationPropagationMethod(
+            name, model, learning_rate, FULL_BATCH_EP_DAMPING if full_batch else schedule
+        )
     if name in AUGMENTED_METHODS:  # the multi-class ones (xgpc returned above)
-        scheme = ("exact" if name in EXACT_BOUND_METHODS
-                  else "gamma-poisson" if name == "lsm-paper" else "negative-multinomial")
+        scheme = (
+            "exact"
+            if name in EXACT_BOUND_METHODS
+            else "gamma-poisson"
+            if name == "lsm-paper"
+            else "negative-multinomial"
+        )
         with_mean = name in EXACT_BOUND_METHODS and name != "lsm-zero-mean"
         mean_function = gpflow.mean_functions.Constant() if with_mean else None
         likelihood = LogisticSoftmax(num_classes, class_weights=name == "lsm-weighted")
-        model = LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme,
-                                    mean_function=mean_function, likelihood=likelihood)
+        model = LogisticSoftmaxSVGP(
+            kernel,
+            Z,
+            num_classes,
+            num_data=num_data,
+            scheme=scheme,
+            mean_function=mean_function,
+            likelihood=likelihood,
+        )
         set_trainable(model.inducing_variable, train_inducing_points)
         options: Dict[str, object] = dict(variance_option)
         if scheme == "exact":
@@ -512,13 +564,19 @@ def build_method(
         "softmax": lambda: gpflow.likelihoods.Softmax(num_classes),
         "lsm-vi": lambda: LogisticSoftmax(num_classes),
         "dirichlet": lambda: DirichletClassification(
-            num_classes, DEFAULT_ALPHA_EPSILON if alpha_epsilon is None else alpha_epsilon),
+            num_classes, DEFAULT_ALPHA_EPSILON if alpha_epsilon is None else alpha_epsilon
+        ),
     }[name]()
     # Full q_sqrt (not q_diag): NaturalGradient needs it, and the augmented model has it too.
     num_latent_gps = 1 if name == "bernoulli" else num_classes
     mean_function = gpflow.mean_functions.Constant() if name == "dirichlet" else None
     model = gpflow.models.SVGP(
-        kernel, likelihood, Z, num_latent_gps=num_latent_gps, num_data=num_data, whiten=True,
+        kernel,
+        likelihood,
+        Z,
+        num_latent_gps=num_latent_gps,
+        num_data=num_data,
+        whiten=True,
         mean_function=mean_function,
     )
     set_trainable(model.inducing_variable, train_inducing_points)
@@ -527,39 +585,51 @@ def build_method(
     return AdamMethod(name, model, learning_rate)
 
 
-def check_method_options(name: str, *, learning_rate: Optional[float] = None,
-                         step_size: Optional[str] = None, class_subset_size: Optional[int] = None,
-                         alpha_epsilon: Optional[float] = None,
-                         positive_bijector: Optional[str] = None,
-                         update_variance: Optional[bool] = None) -> float:
+def check_method_options(
+    name: str,
+    *,
+    learning_rate: Optional[float] = None,
+    step_size: Optional[str] = None,
+    class_subset_size: Optional[int] = None,
+    alpha_epsilon: Optional[float] = None,
+    positive_bijector: Optional[str] = None,
+    update_variance: Optional[bool] = None,
+) -> float:
     """Refuse, naming the method, a method that does not exist or an option it does not take;
     returns the learning rate, checked (:func:`method_learning_rate` where none is given)."""
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
     if positive_bijector is not None and positive_bijector not in POSITIVE_BIJECTORS:
-        raise ValueError(f"unknown positive bijector {positive_bijector!r} for method {name!r}; "
-                         f"choose from {', '.join(POSITIVE_BIJECTORS)}")
+        raise ValueError(
+            f"unknown positive bijector {positive_bijector!r} for method {name!r}; "
+            f"choose from {', '.join(POSITIVE_BIJECTORS)}"
+        )
     if learning_rate is None:
         learning_rate = method_learning_rate(name)
     learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
     if class_subset_size is not None and name != "lsm-subsets":
-        raise ValueError(f"method {name!r} updates every class; class_subset_size is an option "
-                         "of 'lsm-subsets'")
+        raise ValueError(
+            f"method {name!r} updates every class; class_subset_size is an option of 'lsm-subsets'"
+        )
     if alpha_epsilon is not None and name != "dirichlet":
         raise ValueError(f"method {name!r} has no alpha_epsilon (an option of 'dirichlet')")
     if update_variance is not None:
         if name not in AUGMENTED_METHODS:
-            raise ValueError(f"method {name!r} has no update_variance (an option of this "
-                             f"package's methods: {', '.join(AUGMENTED_METHODS)})")
+            raise ValueError(
+                f"method {name!r} has no update_variance (an option of this "
+                f"package's methods: {', '.join(AUGMENTED_METHODS)})"
+            )
         if not isinstance(update_variance, (bool, np.bool_)):
-            raise TypeError(f"update_variance must be True, False or None, got "
-                            f"{update_variance!r}")
+            raise TypeError(f"update_variance must be True, False or None, got {update_variance!r}")
     if step_size is not None:
         if name not in DAMPED_METHODS:
-            raise ValueError(f"method {name!r} has no ρ schedule (only {', '.join(DAMPED_METHODS)})")
+            raise ValueError(
+                f"method {name!r} has no ρ schedule (only {', '.join(DAMPED_METHODS)})"
+            )
         if step_size not in STEP_SIZE_SCHEDULES:
-            raise ValueError(f"unknown step size {step_size!r}; choose from "
-                             f"{', '.join(STEP_SIZE_SCHEDULES)}")
+            raise ValueError(
+                f"unknown step size {step_size!r}; choose from {', '.join(STEP_SIZE_SCHEDULES)}"
+            )
     return learning_rate
 
 
@@ -568,31 +638,43 @@ def positive_parameters(bijector: str) -> "contextlib.AbstractContextManager":
     ``bijector`` (one of :data:`POSITIVE_BIJECTORS`, which :func:`check_method_options` checks)
     for their positive parameters (GPflow's ``positive_bijector`` setting)."""
     return gpflow.config.as_context(
-        dataclasses.replace(gpflow.config.config(), positive_bijector=bijector))
+        dataclasses.replace(gpflow.config.config(), positive_bijector=bijector)
+    )
 
 
-def check_full_gp_method(name: str, num_data: int, full_batch: bool,
-                         train_inducing_points: bool = False) -> None:
+def check_full_gp_method(
+    name: str, num_data: int, full_batch: bool, train_inducing_points: bool = False
+) -> None:
     """Refuse, naming the method, a full GP on minibatches, on more than
     :data:`FULL_GP_MAX_POINTS` training points, or with trained inducing points."""
     if train_inducing_points:
-        raise ValueError(f"method {name!r} is a full GP: its inducing inputs are the training "
-                         "inputs, which are not trained; train_inducing_points is for the sparse "
-                         "methods")
+        raise ValueError(
+            f"method {name!r} is a full GP: its inducing inputs are the training "
+            "inputs, which are not trained; train_inducing_points is for the sparse "
+            "methods"
+        )
     if not full_batch:
         raise ValueError(
             f"method {name!r} is a full GP, trained on the whole training set at every step: it "
-            f"takes no minibatches (give a batch size of at least N = {num_data})")
+            f"takes no minibatches (give a batch size of at least N = {num_data})"
+        )
     if num_data > FULL_GP_MAX_POINTS:
         raise ValueError(
             f"method {name!r} is a full GP, O(C N³) time and O(C N²) memory per step: N = "
             f"{num_data} training points is more than its limit of {FULL_GP_MAX_POINTS} (sep is "
-            "EP for the Heaviside likelihood with inducing points and minibatches)")
+            "EP for the Heaviside likelihood with inducing points and minibatches)"
+        )
 
 
-def _full_gp_method(name: str, kernel: Kernel, num_classes: int, learning_rate: float,
-                    data: Optional[Tuple[np.ndarray, np.ndarray]], full_batch: bool,
-                    train_inducing_points: bool) -> Method:
+def _full_gp_method(
+    name: str,
+    kernel: Kernel,
+    num_classes: int,
+    learning_rate: float,
+    data: Optional[Tuple[np.ndarray, np.ndarray]],
+    full_batch: bool,
+    train_inducing_points: bool,
+) -> Method:
     if data is None:
         raise ValueError(f"method {name!r} is a full GP: build it on its training set (data=)")
     check_full_gp_method(name, len(data[0]), full_batch, train_inducing_points)
@@ -612,5 +694,7 @@ def hyperparameter_snapshot(model: gpflow.models.GPModel) -> Dict[str, List[floa
         name.lstrip("."): np.atleast_1d(np.asarray(value)).ravel().tolist()
         for name, value in gpflow.utilities.parameter_dict(_base_kernel(model)).items()
     }
-    snapshot["Z"] = tf.convert_to_tensor(inducing_inputs(model.inducing_variable)).numpy().ravel().tolist()
+    snapshot["Z"] = (
+        tf.convert_to_tensor(inducing_inputs(model.inducing_variable)).numpy().ravel().tolist()
+    )
     return snapshot

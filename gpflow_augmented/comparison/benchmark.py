@@ -8,6 +8,7 @@ isolated compiled steps — a CAVI step against a ``NaturalGradient`` step, and 
 same Adam step — at equal (batch, M, C), interleaved so both see the same machine load. Everything
 is written to ``<output>/benchmark.md`` (and per-dataset ``results.json`` and figures).
 """
+
 import argparse
 import datetime
 import functools
@@ -18,8 +19,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["BINARY_TASKS", "DEFAULT_DATASETS", "interleaved_medians", "run_benchmark",
-           "run_binary_benchmark", "step_times"]
+__all__ = [
+    "BINARY_TASKS",
+    "DEFAULT_DATASETS",
+    "interleaved_medians",
+    "run_benchmark",
+    "run_binary_benchmark",
+    "step_times",
+]
 
 DEFAULT_DATASETS = ("shuttle", "satimage", "segment", "letter", "vehicle", "waveform", "pendigits")
 # ../shared/data has no binary dataset: one class against the rest, "name:class".
@@ -27,8 +34,14 @@ BINARY_TASKS = ("shuttle:0", "satimage:0", "waveform:0")
 STEP_TIME_SIZES = ((200, 100, 3), (200, 100, 10), (200, 200, 10), (200, 100, 26))
 
 
-def step_times(batch_size: int, num_inducing: int, num_classes: int, input_dim: int = 10,
-               repeats: int = 30, seed: int = 0) -> Dict[str, float]:
+def step_times(
+    batch_size: int,
+    num_inducing: int,
+    num_classes: int,
+    input_dim: int = 10,
+    repeats: int = 30,
+    seed: int = 0,
+) -> Dict[str, float]:
     """Median seconds of compiled steps at (B, M, C) on random data: ``cavi`` and ``natgrad``
     alone, and ``cavi+adam`` (this package's iteration) and ``natgrad+adam`` (RM's)."""
     from .baselines import AugmentedMethod, NaturalGradientMethod, build_method
@@ -38,11 +51,14 @@ def step_times(batch_size: int, num_inducing: int, num_classes: int, input_dim: 
     X = rng.standard_normal((batch_size, input_dim))
     Y = rng.integers(0, num_classes, (batch_size, 1))
     Z = rng.standard_normal((num_inducing, input_dim))
-    lsm = cast(AugmentedMethod, build_method("lsm", initial_kernel(X), Z, num_classes,
-                                             10 * batch_size))
+    lsm = cast(
+        AugmentedMethod, build_method("lsm", initial_kernel(X), Z, num_classes, 10 * batch_size)
+    )
     lsm.trainer.cavi.iteration.assign(lsm.trainer.cavi.warm_start_iterations)  # the exact steps
-    rm = cast(NaturalGradientMethod,
-              build_method("rm", initial_kernel(X), Z, num_classes, 10 * batch_size))
+    rm = cast(
+        NaturalGradientMethod,
+        build_method("rm", initial_kernel(X), Z, num_classes, 10 * batch_size),
+    )
     Xt, Yt = tf.constant(X), tf.constant(Y)
     steps = {
         "cavi": lambda: lsm.trainer.cavi.step((Xt, Yt)),
@@ -53,8 +69,9 @@ def step_times(batch_size: int, num_inducing: int, num_classes: int, input_dim: 
     return interleaved_medians(steps, repeats)
 
 
-def interleaved_medians(steps: Dict[str, Callable[[], object]], repeats: int = 30,
-                        warmup: int = 3) -> Dict[str, float]:
+def interleaved_medians(
+    steps: Dict[str, Callable[[], object]], repeats: int = 30, warmup: int = 3
+) -> Dict[str, float]:
     """Median seconds of each step, called in turn (so all see the same machine load) after
     ``warmup`` untimed rounds that trace and warm them up."""
     times: Dict[str, List[float]] = {name: [] for name in steps}
@@ -115,8 +132,10 @@ def _speedups(name: str, methods: List[Dict[str, Any]]) -> str:
         d_nll = lsm["final"]["nll"] - rm["final"]["nll"]
         d_ece = lsm["final"]["ece"] - rm["final"]["ece"]
         d_error = lsm["final"]["error"] - rm["final"]["error"]
-        parts.append(f"{lsm_name}: own best {own}, to NLL {target:.3f} {common}; "
-                     f"Δerror {d_error:+.4f}, ΔNLL {d_nll:+.3f}, ΔECE {d_ece:+.3f}")
+        parts.append(
+            f"{lsm_name}: own best {own}, to NLL {target:.3f} {common}; "
+            f"Δerror {d_error:+.4f}, ΔNLL {d_nll:+.3f}, ΔECE {d_ece:+.3f}"
+        )
     return f"- **{name}**: " + "; ".join(parts) if parts else ""
 
 
@@ -129,8 +148,9 @@ PACKAGE_METHOD = "lsm"
 TARGET_SLACK = 1.02
 
 
-def _against_best_peer(name: str, methods: List[Dict[str, Any]],
-                       package_method: str = PACKAGE_METHOD) -> str:
+def _against_best_peer(
+    name: str, methods: List[Dict[str, Any]], package_method: str = PACKAGE_METHOD
+) -> str:
     """The package's method against the best peer (lowest final test NLL): its final
     differences, and how much sooner it reached the common target, the best peer's final NLL
     × :data:`TARGET_SLACK`, than each peer did (t(peer) / t(ours)). Times and the target are read
@@ -139,8 +159,7 @@ def _against_best_peer(name: str, methods: List[Dict[str, Any]],
 
     by_name = {m["name"]: m for m in methods}
     # A diverged run's NLL is stored as None; it cannot be the best peer.
-    peers = [by_name[p] for p in PEERS
-             if p in by_name and by_name[p]["final"]["nll"] is not None]
+    peers = [by_name[p] for p in PEERS if p in by_name and by_name[p]["final"]["nll"] is not None]
     if package_method not in by_name or not peers:
         return ""
     ours = by_name[package_method]
@@ -162,8 +181,10 @@ def _against_best_peer(name: str, methods: List[Dict[str, Any]],
             ratio = f"{t_peer / max(t_ours, 1e-9):.1f}×"
         speedups.append(f"{peer['name']} {ratio}")
     reached = "never" if t_ours is None else f"{t_ours:.2f} s"
-    return (f"| {name} | {best['name']} | {d_error} | {d_nll} | {target:.4f} | "
-            f"{reached} | {', '.join(speedups)} |")
+    return (
+        f"| {name} | {best['name']} | {d_error} | {d_nll} | {target:.4f} | "
+        f"{reached} | {', '.join(speedups)} |"
+    )
 
 
 def _benchmark_output(args: argparse.Namespace, names: Sequence[str]) -> Path:
@@ -172,14 +193,23 @@ def _benchmark_output(args: argparse.Namespace, names: Sequence[str]) -> Path:
 
     if getattr(args, "report_only", False):
         return Path(args.output)
-    return prepare_output(Path(args.output), resume=args.resume, overwrite=args.overwrite,
-                          explicit=True, names=("benchmark.md", "binary.md", "step_times.json",
-                                                *names))
+    return prepare_output(
+        Path(args.output),
+        resume=args.resume,
+        overwrite=args.overwrite,
+        explicit=True,
+        names=("benchmark.md", "binary.md", "step_times.json", *names),
+    )
 
 
-def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path,
-                 describe: Callable[[Any], str], label: str,
-                 failed: List[Tuple[str, str]]) -> Optional[Tuple[str, Dict[str, Any]]]:
+def _run_dataset(
+    load: Callable[[], Any],
+    args: argparse.Namespace,
+    output: Path,
+    describe: Callable[[Any], str],
+    label: str,
+    failed: List[Tuple[str, str]],
+) -> Optional[Tuple[str, Dict[str, Any]]]:
     """Run one dataset's comparison into ``output``/<its name> (or, re-reading or resuming, read
     it); returns its name and its methods' results. One unusable dataset is reported, added to
     ``failed`` under ``label`` with the reason, and skipped, so it cannot sink the benchmark."""
@@ -203,8 +233,9 @@ def _run_dataset(load: Callable[[], Any], args: argparse.Namespace, output: Path
         print(describe(dataset), flush=True)
         try:
             check_run(dataset, args)
-            folder = prepare_output(folder, resume=getattr(args, "resume", False),
-                                    overwrite=False, explicit=True)
+            folder = prepare_output(
+                folder, resume=getattr(args, "resume", False), overwrite=False, explicit=True
+            )
             try:
                 # Each dataset picks its own default methods (binary or multi-class labels).
                 run_comparison(dataset, argparse.Namespace(**vars(args)), folder, tensorboard=False)
@@ -244,12 +275,17 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
     payloads: List[Dict[str, Any]] = []
     for name in args.datasets:
         ran = _run_dataset(
-            functools.partial(load_dataset, name, args.data_dir,
-                              test_fraction=args.test_fraction, seed=args.seed),
-            args, output,
-            lambda dataset: (f"{dataset.name}: {len(dataset.X_train)} train / "
-                             f"{len(dataset.X_test)} test, C={dataset.num_classes}"),
-            name, failed,
+            functools.partial(
+                load_dataset, name, args.data_dir, test_fraction=args.test_fraction, seed=args.seed
+            ),
+            args,
+            output,
+            lambda dataset: (
+                f"{dataset.name}: {len(dataset.X_train)} train / "
+                f"{len(dataset.X_test)} test, C={dataset.num_classes}"
+            ),
+            name,
+            failed,
         )
         if ran is None:
             continue
@@ -263,8 +299,10 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
     if getattr(args, "report_only", False) and step_file.exists():
         measured = read_json(step_file)
     else:
-        measured = [{"size": [B, M, C], "seconds": step_times(B, M, C, seed=args.seed)}
-                    for B, M, C in STEP_TIME_SIZES]
+        measured = [
+            {"size": [B, M, C], "seconds": step_times(B, M, C, seed=args.seed)}
+            for B, M, C in STEP_TIME_SIZES
+        ]
         output.mkdir(parents=True, exist_ok=True)
         step_file.write_text(json.dumps(measured, indent=1))
     step_rows = []
@@ -276,18 +314,23 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
             f"{1e3 * t['natgrad+adam']:.2f} | {t['natgrad+adam'] / t['cavi+adam']:.2f} |"
         )
 
-    peers_run = [p for p in PEERS
-                 if any(m["name"] == p for payload in payloads for m in payload["methods"])]
+    peers_run = [
+        p for p in PEERS if any(m["name"] == p for payload in payloads for m in payload["methods"])
+    ]
     lines = [
         _measured(args, started, payloads),
         f"Settings: M={args.num_inducing}, B={args.batch_size}, {_budget(args)} of "
         f"training per method, "
-        + ("learning rate, positive bijector and ρ schedule of each method chosen on a "
-           "validation split of the training data (column 'settings')"
-           if getattr(args, "tune", False)
-           else _option_text("Adam rate", args.learning_rate, "learning_rate", payloads) + ", "
-           + _option_text("positive bijector", args.positive_bijector, "positive_bijector",
-                          payloads))
+        + (
+            "learning rate, positive bijector and ρ schedule of each method chosen on a "
+            "validation split of the training data (column 'settings')"
+            if getattr(args, "tune", False)
+            else _option_text("Adam rate", args.learning_rate, "learning_rate", payloads)
+            + ", "
+            + _option_text(
+                "positive bijector", args.positive_bijector, "positive_bijector", payloads
+            )
+        )
         + f", inducing points {'trained' if args.train_inducing_points else 'fixed'}, "
         f"seed {args.seed}.",
         "",
@@ -296,26 +339,34 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
-        *([
-            "Speed-up over RM, t(RM)/t(LSM): to come within 0.01 nats of each one's own best test "
-            "NLL, and to reach a common NLL (the worse of the two bests + "
-            "0.01); then final differences LSM − RM (negative: LSM better):",
-            "",
-            *[s for s in speedups if s],
-            "",
-        ] if any(speedups) else []),
-        *([
-            f"{PACKAGE_METHOD} against the best peer ({', '.join(peers_run)}; lowest final "
-            "test NLL): final differences (ours − peer; NLL in %), and the time to reach the "
-            f"common target, the best peer's final trace NLL × {TARGET_SLACK:g}, with each peer's "
-            "time divided by ours (∞: the peer never reached it; –: ours did not):",
-            "",
-            "| dataset | best peer | Δerror | ΔNLL | target NLL | ours reached it at | "
-            "sooner than |",
-            "|---|---|---|---|---|---|---|",
-            *[t for t in targets if t],
-            "",
-        ] if any(targets) else []),
+        *(
+            [
+                "Speed-up over RM, t(RM)/t(LSM): to come within 0.01 nats of each one's own best test "
+                "NLL, and to reach a common NLL (the worse of the two bests + "
+                "0.01); then final differences LSM − RM (negative: LSM better):",
+                "",
+                *[s for s in speedups if s],
+                "",
+            ]
+            if any(speedups)
+            else []
+        ),
+        *(
+            [
+                f"{PACKAGE_METHOD} against the best peer ({', '.join(peers_run)}; lowest final "
+                "test NLL): final differences (ours − peer; NLL in %), and the time to reach the "
+                f"common target, the best peer's final trace NLL × {TARGET_SLACK:g}, with each peer's "
+                "time divided by ours (∞: the peer never reached it; –: ours did not):",
+                "",
+                "| dataset | best peer | Δerror | ΔNLL | target NLL | ours reached it at | "
+                "sooner than |",
+                "|---|---|---|---|---|---|---|",
+                *[t for t in targets if t],
+                "",
+            ]
+            if any(targets)
+            else []
+        ),
         "Isolated compiled steps (median ms over 30, interleaved; random data, D=10):",
         "",
         "| B | M | C | CAVI | NatGrad | NatGrad/CAVI | CAVI+Adam | NatGrad+Adam | ratio |",
@@ -334,35 +385,51 @@ def _measured(args: argparse.Namespace, started: float, payloads: List[dict]) ->
 
     dates = sorted({payload["created"][:10] for payload in payloads if "created" in payload})
     info = next((payload["machine"] for payload in payloads if "machine" in payload), machine())
-    when = (datetime.date.today().isoformat() if not dates
-            else dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}")
+    when = (
+        datetime.date.today().isoformat()
+        if not dates
+        else dates[0]
+        if len(dates) == 1
+        else f"{dates[0]} to {dates[-1]}"
+    )
     return (
         f"Measured {when} on {info['processor']}, "
         f"{info['cpu_count']} cores ({info['platform']}; TensorFlow {info['tensorflow']}, "
         f"GPflow {info['gpflow']})"
-        + ("." if getattr(args, "report_only", False)
-           else f"; total {time.perf_counter() - started:.0f} s.")
+        + (
+            "."
+            if getattr(args, "report_only", False)
+            else f"; total {time.perf_counter() - started:.0f} s."
+        )
     )
 
 
 def _budget(args: argparse.Namespace) -> str:
     parts = ([] if args.time_budget is None else [f"{args.time_budget:g} s"]) + (
-        [] if args.max_iterations is None else [f"{args.max_iterations} steps"])
+        [] if args.max_iterations is None else [f"{args.max_iterations} steps"]
+    )
     return " or ".join(parts)
 
 
 def _option_text(label: str, given: Any, key: str, payloads: List[Dict[str, Any]]) -> str:
     """How the reported methods ran with one option (Adam's rate, the positive bijector), as the
     settings line gives it: the value given to every method, or each method's own."""
+
     def text(value: Any) -> str:
         return format(value, "g") if isinstance(value, float) else str(value)
 
     if given is not None:
         return f"{label} {text(given)} for every method"
-    values = {m["name"]: (m.get("options") or {}).get(key)
-              for payload in payloads for m in payload["methods"]}
-    return f"each method's own {label} (" + ", ".join(
-        f"{name} {text(value)}" for name, value in values.items() if value is not None) + ")"
+    values = {
+        m["name"]: (m.get("options") or {}).get(key)
+        for payload in payloads
+        for m in payload["methods"]
+    }
+    return (
+        f"each method's own {label} ("
+        + ", ".join(f"{name} {text(value)}" for name, value in values.items() if value is not None)
+        + ")"
+    )
 
 
 def _write_report(path: Path, lines: List[str]) -> str:
@@ -384,8 +451,12 @@ def _binary_row(name: str, methods: List[Dict[str, Any]]) -> str:
         t_baseline = time_to_reach(baseline["trace"], target)
         t_xgpc = time_to_reach(xgpc["trace"], target)
         ratio = "–" if t_xgpc is None or not t_baseline else f"{t_baseline / t_xgpc:.1f}×"
-        return [f"{target:.4f}", f"{t_baseline:.2f}",
-                "never" if t_xgpc is None else f"{t_xgpc:.2f}", ratio]
+        return [
+            f"{target:.4f}",
+            f"{t_baseline:.2f}",
+            "never" if t_xgpc is None else f"{t_xgpc:.2f}",
+            ratio,
+        ]
 
     # Every trace here has at least one evaluation: a best NLL exists.
     target = cast(float, best_nll(baseline["trace"]))
@@ -393,8 +464,12 @@ def _binary_row(name: str, methods: List[Dict[str, Any]]) -> str:
     cells = times(target) + times(common)
     for m in (xgpc, baseline):
         final = m["final"]
-        cells += [f"{final['error']:.4f}", f"{final['nll']:.4f}", f"{final['ece']:.4f}",
-                  str(m["iterations"])]
+        cells += [
+            f"{final['error']:.4f}",
+            f"{final['nll']:.4f}",
+            f"{final['ece']:.4f}",
+            str(m["iterations"]),
+        ]
     return f"| {name} | " + " | ".join(cells) + " |"
 
 
@@ -412,8 +487,9 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
             int(positive or 0),
         )
 
-    output = _benchmark_output(args, [f"{t.partition(':')[0]}-{t.partition(':')[2] or 0}-vs-rest"
-                                      for t in args.datasets])
+    output = _benchmark_output(
+        args, [f"{t.partition(':')[0]}-{t.partition(':')[2] or 0}-vs-rest" for t in args.datasets]
+    )
     started = time.perf_counter()
     rows, failed, payloads = [], [], []
     for task in args.datasets:
@@ -423,10 +499,15 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
             failed.append((task, str(error)))
             continue
         ran = _run_dataset(
-            load, args, output,
-            lambda dataset: (f"{dataset.name}: {len(dataset.X_train)} train / "
-                             f"{len(dataset.X_test)} test, {dataset.Y_train.mean():.1%} positive"),
-            task, failed,
+            load,
+            args,
+            output,
+            lambda dataset: (
+                f"{dataset.name}: {len(dataset.X_train)} train / "
+                f"{len(dataset.X_test)} test, {dataset.Y_train.mean():.1%} positive"
+            ),
+            task,
+            failed,
         )
         if ran is not None:
             payloads.append(ran[1])
@@ -452,4 +533,3 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
         *_not_run(failed),
     ]
     return _write_report(output / "binary.md", lines), failed
-

@@ -9,12 +9,19 @@ run each notebook top to bottom in seconds; where the benchmark data lives; wher
                               use the bundled datasets
 ``GPFLOW_AUGMENTED_OUTPUT``   where figures are written (default: ``notebook-output``)
 """
+
 import os
 from pathlib import Path
 from typing import Optional, TypeVar
 
-__all__ = ["DATA_DIR_VARIABLE", "FAST_MODE_VARIABLE", "is_fast_mode", "reduce_in_fast_mode", "benchmark_data_dir",
-           "output_dir"]
+__all__ = [
+    "DATA_DIR_VARIABLE",
+    "FAST_MODE_VARIABLE",
+    "is_fast_mode",
+    "reduce_in_fast_mode",
+    "benchmark_data_dir",
+    "output_dir",
+]
 
 FAST_MODE_VARIABLE = "GPFLOW_AUGMENTED_FAST"
 DATA_DIR_VARIABLE = "GPFLOW_AUGMENTED_DATA"

@@ -8,6 +8,7 @@ the table in docs/benchmarks.md (:mod:`gpflow_augmented.comparison.benchmark`). 
 posterior of a small dataset (wine by default) by Gibbs and NUTS and draws how far each variational
 method is from it (:mod:`gpflow_augmented.sampling.ground_truth`, the paper's Figure 5).
 """
+
 import argparse
 import datetime
 import math
@@ -18,8 +19,17 @@ from typing import Any, List, NoReturn, Optional, Sequence, Tuple
 
 from ..training import raised_by_interrupt
 from .ci_utils import DATA_DIR_VARIABLE
-from .runs import (PROG, check_run, machine, prepare_output, release_output, run_comparison,
-                   summary_table, write_atomically, write_json)
+from .runs import (
+    PROG,
+    check_run,
+    machine,
+    prepare_output,
+    release_output,
+    run_comparison,
+    summary_table,
+    write_atomically,
+    write_json,
+)
 
 COMMANDS = ("compare", "benchmark", "ground-truth", "scale", "predict")
 
@@ -34,7 +44,8 @@ def _integer(minimum: int) -> Any:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"must be an integer ≥ {minimum}, got {text!r}") from None
+                f"must be an integer ≥ {minimum}, got {text!r}"
+            ) from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be an integer ≥ {minimum}, got {text!r}")
         return value
@@ -55,8 +66,11 @@ def _number(minimum: float, *, inclusive: bool, maximum: Optional[float] = None)
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}") from None
-        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive) or (
-            maximum is not None and value >= maximum
+        if (
+            not math.isfinite(value)
+            or value < minimum
+            or (value == minimum and not inclusive)
+            or (maximum is not None and value >= maximum)
         ):
             raise argparse.ArgumentTypeError(f"must be {wanted}, got {text!r}")
         return value
@@ -74,68 +88,125 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -> None:
-    from .baselines import (DEFAULT_MULTICLASS_METHODS, DEFAULT_POSITIVE_BIJECTOR, METHODS,
-                            METHOD_POSITIVE_BIJECTORS, PEER_LEARNING_RATES, POSITIVE_BIJECTORS,
-                            method_learning_rate)
+    from .baselines import (
+        DEFAULT_MULTICLASS_METHODS,
+        DEFAULT_POSITIVE_BIJECTOR,
+        METHODS,
+        METHOD_POSITIVE_BIJECTORS,
+        PEER_LEARNING_RATES,
+        POSITIVE_BIJECTORS,
+        method_learning_rate,
+    )
 
-    parser.add_argument("--methods", type=_methods, default=None,
-                        help=f"comma-separated, from {', '.join(METHODS)}, described below (default: xgpc and "
-                             f"bernoulli for binary labels, {', '.join(DEFAULT_MULTICLASS_METHODS)} "
-                             "for more classes)")
-    parser.add_argument("--num-inducing", type=_integer(1), default=100,
-                        help="M (default 100; at most the number of training points)")
+    parser.add_argument(
+        "--methods",
+        type=_methods,
+        default=None,
+        help=f"comma-separated, from {', '.join(METHODS)}, described below (default: xgpc and "
+        f"bernoulli for binary labels, {', '.join(DEFAULT_MULTICLASS_METHODS)} "
+        "for more classes)",
+    )
+    parser.add_argument(
+        "--num-inducing",
+        type=_integer(1),
+        default=100,
+        help="M (default 100; at most the number of training points)",
+    )
     parser.add_argument("--batch-size", type=_integer(1), default=200, help="B (default 200)")
-    parser.add_argument("--time-budget", type=_number(0, inclusive=True), default=time_budget,
-                        help=f"training seconds per method (default {time_budget:g}; 0: no "
-                             "limit, with --max-iterations)")
-    parser.add_argument("--max-iterations", type=_integer(1), default=None,
-                        help="stop each method after this many steps as well")
-    own_rates = ", ".join(f"{name} {method_learning_rate(name):g}"
-                          for name in ("lsm", *PEER_LEARNING_RATES))
-    parser.add_argument("--learning-rate", type=_number(0, inclusive=False), default=None,
-                        help="Adam's learning rate for every method (default: each method's own, "
-                             f"chosen by one rule on validation splits: {own_rates}; 0.01 for "
-                             "the methods not swept)")
-    own_bijectors = "".join(f"{name} {bijector}, "
-                            for name, bijector in METHOD_POSITIVE_BIJECTORS.items())
-    parser.add_argument("--positive-bijector", choices=POSITIVE_BIJECTORS, default=None,
-                        help="how every method keeps its kernel variance, lengthscales and other "
-                             "positive parameters positive, GPflow's setting (default: each "
-                             f"method's own, chosen by the same rule: {own_bijectors}GPflow's "
-                             f"{DEFAULT_POSITIVE_BIJECTOR} for the others; with --tune, chosen "
-                             f"from {', '.join(POSITIVE_BIJECTORS)})")
-    parser.add_argument("--tune", action="store_true",
-                        help="first choose each method's learning rate and positive bijector "
-                             "(and a CAVI method's ρ schedule) on a validation split of the "
-                             "training data, each candidate under the same budget; then run the "
-                             "chosen settings")
-    parser.add_argument("--class-subset-size", type=_integer(1), default=None,
-                        help="classes lsm-subsets updates per step (default ⌈C/4⌉, at least 2)")
-    parser.add_argument("--alpha-epsilon", type=_number(0.0, inclusive=False), default=None,
-                        help="the dirichlet method's α_ε (default 0.01; with --tune, chosen from "
-                             "0.001, 0.01, 0.1)")
-    parser.add_argument("--train-inducing-points", action="store_true",
-                        help="let Adam move the inducing points (of every method)")
-    parser.add_argument("--trace-test-points", type=_integer(1), default=2000,
-                        help="evaluate the trace on a seeded subset of this many test points "
-                             "(the final metrics use all of them; default 2000)")
+    parser.add_argument(
+        "--time-budget",
+        type=_number(0, inclusive=True),
+        default=time_budget,
+        help=f"training seconds per method (default {time_budget:g}; 0: no "
+        "limit, with --max-iterations)",
+    )
+    parser.add_argument(
+        "--max-iterations",
+        type=_integer(1),
+        default=None,
+        help="stop each method after this many steps as well",
+    )
+    own_rates = ", ".join(
+        f"{name} {method_learning_rate(name):g}" for name in ("lsm", *PEER_LEARNING_RATES)
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=_number(0, inclusive=False),
+        default=None,
+        help="Adam's learning rate for every method (default: each method's own, "
+        f"chosen by one rule on validation splits: {own_rates}; 0.01 for "
+        "the methods not swept)",
+    )
+    own_bijectors = "".join(
+        f"{name} {bijector}, " for name, bijector in METHOD_POSITIVE_BIJECTORS.items()
+    )
+    parser.add_argument(
+        "--positive-bijector",
+        choices=POSITIVE_BIJECTORS,
+        default=None,
+        help="how every method keeps its kernel variance, lengthscales and other "
+        "positive parameters positive, GPflow's setting (default: each "
+        f"method's own, chosen by the same rule: {own_bijectors}GPflow's "
+        f"{DEFAULT_POSITIVE_BIJECTOR} for the others; with --tune, chosen "
+        f"from {', '.join(POSITIVE_BIJECTORS)})",
+    )
+    parser.add_argument(
+        "--tune",
+        action="store_true",
+        help="first choose each method's learning rate and positive bijector "
+        "(and a CAVI method's ρ schedule) on a validation split of the "
+        "training data, each candidate under the same budget; then run the "
+        "chosen settings",
+    )
+    parser.add_argument(
+        "--class-subset-size",
+        type=_integer(1),
+        default=None,
+        help="classes lsm-subsets updates per step (default ⌈C/4⌉, at least 2)",
+    )
+    parser.add_argument(
+        "--alpha-epsilon",
+        type=_number(0.0, inclusive=False),
+        default=None,
+        help="the dirichlet method's α_ε (default 0.01; with --tune, chosen from 0.001, 0.01, 0.1)",
+    )
+    parser.add_argument(
+        "--train-inducing-points",
+        action="store_true",
+        help="let Adam move the inducing points (of every method)",
+    )
+    parser.add_argument(
+        "--trace-test-points",
+        type=_integer(1),
+        default=2000,
+        help="evaluate the trace on a seeded subset of this many test points "
+        "(the final metrics use all of them; default 2000)",
+    )
     parser.add_argument("--seed", type=_integer(0), default=0)
-    parser.add_argument("--test-fraction", type=_number(0, inclusive=False, maximum=1),
-                        default=0.2, help="test share of a dataset without a test split "
-                                          "(default 0.2)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the interrupted run in --output: the methods (and, in a "
-                             "benchmark, the datasets) it finished are kept, the rest are run")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the results of an earlier run in --output")
+    parser.add_argument(
+        "--test-fraction",
+        type=_number(0, inclusive=False, maximum=1),
+        default=0.2,
+        help="test share of a dataset without a test split (default 0.2)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run in --output: the methods (and, in a "
+        "benchmark, the datasets) it finished are kept, the rest are run",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace the results of an earlier run in --output"
+    )
     _add_progress_options(parser)
 
 
 def _add_progress_options(parser: argparse.ArgumentParser) -> None:
     """--progress / --no-progress; neither means: a progress bar when stderr is a terminal.
     --verbose: TensorFlow's start-up and runtime logs (read before argparse runs, by _quiet)."""
-    parser.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow's own log lines (hidden by default)")
+    parser.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden by default)"
+    )
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None)
     progress.add_argument("--no-progress", dest="progress", action="store_false")
@@ -145,121 +216,198 @@ def _add_header_options(parser: argparse.ArgumentParser) -> None:
     """CSV/TSV: override how the first row is read (by default a header when it names the columns
     or numbers them above non-integer data; README, "Tables")."""
     header = parser.add_mutually_exclusive_group()
-    header.add_argument("--header", dest="header", action="store_true", default=None,
-                        help="CSV/TSV: the first row names the columns")
-    header.add_argument("--no-header", dest="header", action="store_false",
-                        help="CSV/TSV: the first row is data")
+    header.add_argument(
+        "--header",
+        dest="header",
+        action="store_true",
+        default=None,
+        help="CSV/TSV: the first row names the columns",
+    )
+    header.add_argument(
+        "--no-header", dest="header", action="store_false", help="CSV/TSV: the first row is data"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", parser_class=_Parser)
     from .baselines import METHODS
 
     width = max(map(len, METHODS))
     methods_epilog = "methods:\n" + "\n".join(
-        f"  {name:<{width}}  {description}" for name, description in METHODS.items())
+        f"  {name:<{width}}  {description}" for name, description in METHODS.items()
+    )
     compare = commands.add_parser(
-        "compare", help="side-by-side comparison on one dataset (the default command)",
-        epilog=methods_epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-    compare.add_argument("data", nargs="?", default="vehicle",
-                         help=".npz, .csv/.tsv or LIBSVM file, or a bundled dataset name "
-                              "(default: vehicle)")
+        "compare",
+        help="side-by-side comparison on one dataset (the default command)",
+        epilog=methods_epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compare.add_argument(
+        "data",
+        nargs="?",
+        default="vehicle",
+        help=".npz, .csv/.tsv or LIBSVM file, or a bundled dataset name (default: vehicle)",
+    )
     compare.add_argument("--test-file", default=None, help="a separate test file of the same kind")
-    compare.add_argument("--label-column", default=None,
-                         help="CSV/TSV: the labels' column, a header name or an index (negative "
-                              "from the end; default: the last column)")
+    compare.add_argument(
+        "--label-column",
+        default=None,
+        help="CSV/TSV: the labels' column, a header name or an index (negative "
+        "from the end; default: the last column)",
+    )
     _add_header_options(compare)
-    compare.add_argument("--zero-based", action="store_true",
-                         help="the LIBSVM file's feature indices count from 0 (LIBSVM's own "
-                              "count from 1)")
-    compare.add_argument("--output", default=None,
-                         help="folder for results.json, figures/ and tensorboard/ "
-                              "(default: gpflow-augmented-results/<dataset>)")
+    compare.add_argument(
+        "--zero-based",
+        action="store_true",
+        help="the LIBSVM file's feature indices count from 0 (LIBSVM's own count from 1)",
+    )
+    compare.add_argument(
+        "--output",
+        default=None,
+        help="folder for results.json, figures/ and tensorboard/ "
+        "(default: gpflow-augmented-results/<dataset>)",
+    )
     compare.add_argument("--no-tensorboard", dest="tensorboard", action="store_false")
     _add_training_options(compare, time_budget=20.0)
 
-    benchmark = commands.add_parser("benchmark", help="compare on many datasets; write the table",
-                                    epilog=methods_epilog,
-                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-    benchmark.add_argument("--data-dir", default=os.environ.get(DATA_DIR_VARIABLE) or None,
-                           help=f"folder of .npz datasets (default: ${DATA_DIR_VARIABLE})")
+    benchmark = commands.add_parser(
+        "benchmark",
+        help="compare on many datasets; write the table",
+        epilog=methods_epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    benchmark.add_argument(
+        "--data-dir",
+        default=os.environ.get(DATA_DIR_VARIABLE) or None,
+        help=f"folder of .npz datasets (default: ${DATA_DIR_VARIABLE})",
+    )
     from .benchmark import BINARY_TASKS, DEFAULT_DATASETS
 
-    benchmark.add_argument("--datasets", type=_methods, default=None,
-                           help=f"comma-separated (default {','.join(DEFAULT_DATASETS)}; with "
-                                f"--binary, name:class tasks, default {','.join(BINARY_TASKS)})")
+    benchmark.add_argument(
+        "--datasets",
+        type=_methods,
+        default=None,
+        help=f"comma-separated (default {','.join(DEFAULT_DATASETS)}; with "
+        f"--binary, name:class tasks, default {','.join(BINARY_TASKS)})",
+    )
     benchmark.add_argument("--output", default="benchmark-results")
-    benchmark.add_argument("--binary", action="store_true",
-                           help="X-GPC against SVGP + Bernoulli on one-vs-rest tasks "
-                                "(one class against the rest)")
-    benchmark.add_argument("--report-only", action="store_true",
-                           help="re-write benchmark.md from the results already in --output")
+    benchmark.add_argument(
+        "--binary",
+        action="store_true",
+        help="X-GPC against SVGP + Bernoulli on one-vs-rest tasks (one class against the rest)",
+    )
+    benchmark.add_argument(
+        "--report-only",
+        action="store_true",
+        help="re-write benchmark.md from the results already in --output",
+    )
     _add_training_options(benchmark, time_budget=60.0)
 
     truth = commands.add_parser(
-        "ground-truth", help="exact posterior by Gibbs and NUTS against the variational methods")
-    truth.add_argument("data", nargs="?", default="wine",
-                       help=".npz or LIBSVM file, or a bundled dataset name (default: wine); "
-                            "a full GP is sampled, so keep it small (a few hundred points)")
+        "ground-truth", help="exact posterior by Gibbs and NUTS against the variational methods"
+    )
+    truth.add_argument(
+        "data",
+        nargs="?",
+        default="wine",
+        help=".npz or LIBSVM file, or a bundled dataset name (default: wine); "
+        "a full GP is sampled, so keep it small (a few hundred points)",
+    )
     truth.add_argument("--test-file", default=None, help="a separate test file of the same kind")
-    truth.add_argument("--label-column", default=None,
-                       help="CSV/TSV: the labels' column, a header name or an index (default: "
-                            "the last column)")
+    truth.add_argument(
+        "--label-column",
+        default=None,
+        help="CSV/TSV: the labels' column, a header name or an index (default: the last column)",
+    )
     _add_header_options(truth)
-    truth.add_argument("--zero-based", action="store_true",
-                       help="the LIBSVM file's feature indices count from 0")
-    truth.add_argument("--output", default=None,
-                       help="folder for results.json and figures/ "
-                            "(default: gpflow-augmented-results/ground-truth-<dataset>)")
-    truth.add_argument("--samples", type=_integer(1), default=5000,
-                       help="Gibbs draws per chain")
-    truth.add_argument("--nuts-samples", type=_integer(1), default=1000,
-                       help="NUTS draws per chain")
+    truth.add_argument(
+        "--zero-based", action="store_true", help="the LIBSVM file's feature indices count from 0"
+    )
+    truth.add_argument(
+        "--output",
+        default=None,
+        help="folder for results.json and figures/ "
+        "(default: gpflow-augmented-results/ground-truth-<dataset>)",
+    )
+    truth.add_argument("--samples", type=_integer(1), default=5000, help="Gibbs draws per chain")
+    truth.add_argument(
+        "--nuts-samples", type=_integer(1), default=1000, help="NUTS draws per chain"
+    )
     truth.add_argument("--chains", type=_integer(2), default=4)
-    truth.add_argument("--burnin", type=_integer(0), default=500,
-                       help="burn-in steps of both samplers")
+    truth.add_argument(
+        "--burnin", type=_integer(0), default=500, help="burn-in steps of both samplers"
+    )
     truth.add_argument("--seed", type=_integer(0), default=0)
-    truth.add_argument("--test-fraction", type=_number(0, inclusive=False, maximum=1),
-                       default=0.2, help="test share of a dataset without a test split "
-                                         "(default 0.2)")
+    truth.add_argument(
+        "--test-fraction",
+        type=_number(0, inclusive=False, maximum=1),
+        default=0.2,
+        help="test share of a dataset without a test split (default 0.2)",
+    )
     _add_progress_options(truth)
 
     predict = commands.add_parser(
-        "predict", help="class probabilities of an exported model (gpflow_augmented.export_model) "
-                        "for the rows of a table")
+        "predict",
+        help="class probabilities of an exported model (gpflow_augmented.export_model) "
+        "for the rows of a table",
+    )
     predict.add_argument("model", help="the folder export_model wrote")
     predict.add_argument("data", help=".csv/.tsv table of feature rows (or .npz with X)")
-    predict.add_argument("--label-column", default=None,
-                         help="a column of the table to leave out (e.g. the labels)")
+    predict.add_argument(
+        "--label-column", default=None, help="a column of the table to leave out (e.g. the labels)"
+    )
     _add_header_options(predict)
-    predict.add_argument("--output", default=None,
-                         help="write the probabilities to this CSV file (default: standard output)")
-    predict.add_argument("--verbose", action="store_true",
-                         help="show TensorFlow's own log lines (hidden by default)")
+    predict.add_argument(
+        "--output",
+        default=None,
+        help="write the probabilities to this CSV file (default: standard output)",
+    )
+    predict.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden by default)"
+    )
 
     scale = commands.add_parser(
-        "scale", help="step time against C (class subsets), N (streamed), M, precision; roofline")
-    scale.add_argument("--output", default="gpflow-augmented-results/scale",
-                       help="folder for scale.json and scale.md")
+        "scale", help="step time against C (class subsets), N (streamed), M, precision; roofline"
+    )
+    scale.add_argument(
+        "--output",
+        default="gpflow-augmented-results/scale",
+        help="folder for scale.json and scale.md",
+    )
     scale.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    scale.add_argument("--export-hlo", metavar="DIR", default=None,
-                       help="instead of timing: write each method's whole iteration as an XLA HLO "
-                            "module with its inputs and TensorFlow's outputs into DIR, for another "
-                            "XLA client (e.g. ../shared/tools/xla-gpu/run_hlo.py on a GPU)")
-    scale.add_argument("--sizes", nargs="+", metavar="B,M,C,D", default=None,
-                       help="with --export-hlo: batch size, inducing points, classes, input "
-                            "dimension of each module (default: the five sizes of "
-                            "hlo_export.DEFAULT_SIZES)")
-    scale.add_argument("--methods", default=None,
-                       help="with --export-hlo: comma-separated methods (default "
-                            "lsm,lsm-collapsed,softmax,rm)")
-    scale.add_argument("--dtypes", default=None,
-                       help="with --export-hlo: comma-separated, float64 and/or float32 (default "
-                            "both)")
-    scale.add_argument("--verbose", action="store_true",
-                       help="show TensorFlow's own log lines (hidden by default)")
+    scale.add_argument(
+        "--export-hlo",
+        metavar="DIR",
+        default=None,
+        help="instead of timing: write each method's whole iteration as an XLA HLO "
+        "module with its inputs and TensorFlow's outputs into DIR, for another "
+        "XLA client (e.g. ../shared/tools/xla-gpu/run_hlo.py on a GPU)",
+    )
+    scale.add_argument(
+        "--sizes",
+        nargs="+",
+        metavar="B,M,C,D",
+        default=None,
+        help="with --export-hlo: batch size, inducing points, classes, input "
+        "dimension of each module (default: the five sizes of "
+        "hlo_export.DEFAULT_SIZES)",
+    )
+    scale.add_argument(
+        "--methods",
+        default=None,
+        help="with --export-hlo: comma-separated methods (default lsm,lsm-collapsed,softmax,rm)",
+    )
+    scale.add_argument(
+        "--dtypes",
+        default=None,
+        help="with --export-hlo: comma-separated, float64 and/or float32 (default both)",
+    )
+    scale.add_argument(
+        "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden by default)"
+    )
     return parser
 
 
@@ -274,15 +422,18 @@ def _export_hlo(args: argparse.Namespace) -> int:
         except ValueError:
             sizes = ()
         if not sizes or any(len(size) != 4 or min(size) < 1 for size in sizes):
-            raise ValueError(f"--sizes takes B,M,C,D groups of four positive integers, got "
-                             f"{' '.join(args.sizes)}")
+            raise ValueError(
+                f"--sizes takes B,M,C,D groups of four positive integers, got "
+                f"{' '.join(args.sizes)}"
+            )
     methods = DEFAULT_METHODS if args.methods is None else tuple(args.methods.split(","))
     # Minibatch methods for C classes: a full GP's step holds its training set, not a batch.
     exportable = [name for name in MULTICLASS_METHODS if name not in FULL_GP_METHODS]
     unknown = [name for name in methods if name not in exportable]
     if unknown or len(set(methods)) != len(methods):
-        raise ValueError(f"--methods takes distinct names from {', '.join(exportable)}, got "
-                         f"{','.join(methods)}")
+        raise ValueError(
+            f"--methods takes distinct names from {', '.join(exportable)}, got {','.join(methods)}"
+        )
     dtypes = ("float64", "float32") if args.dtypes is None else tuple(args.dtypes.split(","))
     if any(dtype not in ("float64", "float32") for dtype in dtypes):
         raise ValueError(f"--dtypes takes float64 and/or float32, got {args.dtypes}")
@@ -298,13 +449,20 @@ def _load(args: argparse.Namespace) -> Any:
     from .. import datasets
 
     if Path(args.data).is_file() or args.test_file is not None:
-        return datasets.load_file(args.data, args.test_file, test_fraction=args.test_fraction,
-                                  seed=args.seed, zero_based=args.zero_based,
-                                  label_column=args.label_column, header=args.header)
+        return datasets.load_file(
+            args.data,
+            args.test_file,
+            test_fraction=args.test_fraction,
+            seed=args.seed,
+            zero_based=args.zero_based,
+            label_column=args.label_column,
+            header=args.header,
+        )
     if args.data in datasets.BUNDLED:
         return datasets.load_dataset(args.data, test_fraction=args.test_fraction, seed=args.seed)
     raise FileNotFoundError(
-        f"{args.data!r} is neither a file nor a bundled dataset ({', '.join(datasets.BUNDLED)})")
+        f"{args.data!r} is neither a file nor a bundled dataset ({', '.join(datasets.BUNDLED)})"
+    )
 
 
 def run_ground_truth(args: argparse.Namespace) -> str:
@@ -316,14 +474,21 @@ def run_ground_truth(args: argparse.Namespace) -> str:
 
     dataset = _load(args)
     output = Path(args.output or Path("gpflow-augmented-results") / f"ground-truth-{dataset.name}")
-    print(f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
-          f"full GP, fixed SE-ARD kernel (variance 1, median-distance lengthscales)", flush=True)
+    print(
+        f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
+        f"full GP, fixed SE-ARD kernel (variance 1, median-distance lengthscales)",
+        flush=True,
+    )
     if dataset.description is not None:
         print(f"  read: {dataset.description}", flush=True)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     comparison = compare_with_gibbs(
-        dataset, num_samples=args.samples, num_burnin=args.burnin,
-        num_nuts_samples=args.nuts_samples, num_chains=args.chains, seed=args.seed,
+        dataset,
+        num_samples=args.samples,
+        num_burnin=args.burnin,
+        num_nuts_samples=args.nuts_samples,
+        num_chains=args.chains,
+        seed=args.seed,
         progress=progress,
     )
     payload = {
@@ -331,21 +496,30 @@ def run_ground_truth(args: argparse.Namespace) -> str:
         "command": [PROG, *sys.argv[1:]],
         "machine": machine(),
         "dataset": dataset.name,
-        "kernel": {"variance": float(comparison.kernel.variance.numpy()),
-                   "lengthscales": np.atleast_1d(comparison.kernel.lengthscales.numpy()).tolist()},
+        "kernel": {
+            "variance": float(comparison.kernel.variance.numpy()),
+            "lengthscales": np.atleast_1d(comparison.kernel.lengthscales.numpy()).tolist(),
+        },
         "discrepancies": {
-            method: {quantity: {"mean": mean, "max": largest}
-                     for quantity, (mean, largest) in table.items()}
+            method: {
+                quantity: {"mean": mean, "max": largest}
+                for quantity, (mean, largest) in table.items()
+            }
             for method, table in comparison.discrepancies().items()
         },
         "diagnostics": {
-            name: {"max_split_rhat": d.max_rhat, "min_ess": d.min_ess,
-                   "min_predictive_ess": float(d.probability_ess.min()),
-                   "min_latent_ess": float(d.latent_ess.min())}
+            name: {
+                "max_split_rhat": d.max_rhat,
+                "min_ess": d.min_ess,
+                "min_predictive_ess": float(d.probability_ess.min()),
+                "min_latent_ess": float(d.latent_ess.min()),
+            }
             for name, d in comparison.diagnostics.items()
         },
-        "summaries": {name: {q: v.tolist() for q, v in summary._asdict().items()}
-                      for name, summary in comparison.summaries.items()},
+        "summaries": {
+            name: {q: v.tolist() for q, v in summary._asdict().items()}
+            for name, summary in comparison.summaries.items()
+        },
     }
     write_json(output / "results.json", payload)
     save_figure(ground_truth_figure(comparison.summaries), output / "figures" / "ground_truth.png")
@@ -366,16 +540,19 @@ def _predict(args: argparse.Namespace) -> int:
     metadata = read_metadata(args.model)
     X = read_features(args.data, args.label_column, header=args.header)
     if X.shape[1] != metadata["input_dim"]:
-        raise ValueError(f"{args.data} has {X.shape[1]} feature columns, the model takes "
-                         f"{metadata['input_dim']}")
+        raise ValueError(
+            f"{args.data} has {X.shape[1]} feature columns, the model takes {metadata['input_dim']}"
+        )
     exported = load_model(args.model)  # held: its variables must outlive the call
     probabilities = exported.predict_y(X)["mean"].numpy()
     if probabilities.shape[1] == 1:  # a binary model predicts p(y = 1)
         probabilities = np.hstack([1.0 - probabilities, probabilities])
     names = metadata["class_names"] or [f"p_{k}" for k in range(probabilities.shape[1])]
     if len(names) != probabilities.shape[1]:
-        raise InvalidDataError(f"{args.model}: {METADATA} names {len(names)} classes, the saved "
-                               f"model predicts {probabilities.shape[1]}; export the model again")
+        raise InvalidDataError(
+            f"{args.model}: {METADATA} names {len(names)} classes, the saved "
+            f"model predicts {probabilities.shape[1]}; export the model again"
+        )
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(names)
@@ -401,17 +578,20 @@ def _check_options(args: argparse.Namespace) -> None:
             raise ValueError(f"--methods names {repeated[0]!r} twice; each method runs once")
     if args.class_subset_size is not None:
         if args.methods is not None and "lsm-subsets" not in args.methods:
-            raise ValueError("--class-subset-size is an option of lsm-subsets, which --methods "
-                             "does not name")
+            raise ValueError(
+                "--class-subset-size is an option of lsm-subsets, which --methods does not name"
+            )
     if getattr(args, "alpha_epsilon", None) is not None:
         if args.methods is None or "dirichlet" not in args.methods:
-            raise ValueError("--alpha-epsilon is an option of dirichlet, which --methods does not "
-                             "name")
+            raise ValueError(
+                "--alpha-epsilon is an option of dirichlet, which --methods does not name"
+            )
         if getattr(args, "tune", False):
             raise ValueError("--alpha-epsilon fixes what --tune would choose; give one of them")
     if getattr(args, "command", None) == "benchmark" and args.data_dir is None:
-        raise ValueError(f"benchmark needs a folder of .npz datasets: pass --data-dir or set "
-                         f"{DATA_DIR_VARIABLE}")
+        raise ValueError(
+            f"benchmark needs a folder of .npz datasets: pass --data-dir or set {DATA_DIR_VARIABLE}"
+        )
     if args.time_budget <= 0 and args.max_iterations is None:
         raise ValueError("--time-budget must be positive (or give --max-iterations)")
     if args.time_budget <= 0:
@@ -432,8 +612,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not raised_by_interrupt(error):
             raise
         where = getattr(args, "output", None)
-        kept = (f"; the finished results are in {where}/ (continue with --resume)"
-                if where and args.command in ("compare", "benchmark") else "")
+        kept = (
+            f"; the finished results are in {where}/ (continue with --resume)"
+            if where and args.command in ("compare", "benchmark")
+            else ""
+        )
         print(f"{PROG}: interrupted{kept}", file=sys.stderr)
         return 130
 
@@ -479,7 +662,10 @@ def _run(args: argparse.Namespace) -> int:
         check_run(dataset, args)
         output = prepare_output(
             Path(args.output or Path("gpflow-augmented-results") / dataset.name),
-            resume=args.resume, overwrite=args.overwrite, explicit=args.output is not None)
+            resume=args.resume,
+            overwrite=args.overwrite,
+            explicit=args.output is not None,
+        )
         try:
             result = _compare_into(dataset, args, output)
         finally:
@@ -488,8 +674,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     print(summary_table(result))
-    print(f"t(NLL): training seconds until the test NLL is within 0.01 nats of the method's best; "
-          f"written to {output}/ (results.json, figures/, tensorboard/)")
+    print(
+        f"t(NLL): training seconds until the test NLL is within 0.01 nats of the method's best; "
+        f"written to {output}/ (results.json, figures/, tensorboard/)"
+    )
     return 0
 
 
@@ -497,12 +685,18 @@ def _compare_into(dataset: Any, args: argparse.Namespace, output: Path) -> Any:
     """The ``compare`` command's run into the claimed folder ``output``."""
     args.output = str(output)
     num_inducing = min(args.num_inducing, len(dataset.X_train))
-    capped = (f" (--num-inducing {args.num_inducing} capped at the training points)"
-              if num_inducing < args.num_inducing else "")
-    print(f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
-          f"{dataset.X_train.shape[1]} features, {dataset.num_classes} classes; "
-          f"M={num_inducing}{capped}, batch {min(args.batch_size, len(dataset.X_train))}, "
-          f"{args.time_budget or '-'} s per method", flush=True)
+    capped = (
+        f" (--num-inducing {args.num_inducing} capped at the training points)"
+        if num_inducing < args.num_inducing
+        else ""
+    )
+    print(
+        f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
+        f"{dataset.X_train.shape[1]} features, {dataset.num_classes} classes; "
+        f"M={num_inducing}{capped}, batch {min(args.batch_size, len(dataset.X_train))}, "
+        f"{args.time_budget or '-'} s per method",
+        flush=True,
+    )
     if dataset.description is not None:
         print(f"  read: {dataset.description}", flush=True)
     if dataset.class_names is not None:

@@ -14,6 +14,7 @@ the softmax of q(f)'s draws, averaged by quasi-Monte Carlo.
 The observations are the class labels [N, 1], as for every other method; the likelihood computes
 the regression targets and noise from them.
 """
+
 from typing import Tuple
 
 import numpy as np
@@ -63,8 +64,9 @@ class DirichletClassification(Likelihood):
         super().__init__(input_dim=None, latent_dim=num_classes, observation_dim=None)
         self.num_classes = num_classes
         self.alpha_epsilon = check_positive_number(alpha_epsilon, "alpha_epsilon")
-        self.num_predictive_samples = check_integer(num_predictive_samples,
-                                                    "num_predictive_samples")
+        self.num_predictive_samples = check_integer(
+            num_predictive_samples, "num_predictive_samples"
+        )
         self.seed = check_integer(seed, "seed", minimum=0)
 
     def regression_targets(self, Y: TensorType, dtype: tf.DType) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -85,8 +87,14 @@ class DirichletClassification(Likelihood):
         Fmu = tf.convert_to_tensor(Fmu)
         targets, variance = self.regression_targets(Y, Fmu.dtype)
         return tf.reduce_sum(
-            -0.5 * (np.log(2.0 * np.pi) + tf.math.log(variance)
-                    + (tf.square(targets - Fmu) + Fvar) / variance), axis=-1)
+            -0.5
+            * (
+                np.log(2.0 * np.pi)
+                + tf.math.log(variance)
+                + (tf.square(targets - Fmu) + Fvar) / variance
+            ),
+            axis=-1,
+        )
 
     def _latent_samples(self, Fmu: TensorType, Fvar: TensorType) -> tf.Tensor:
         return quasi_latent_samples(Fmu, Fvar, self.num_predictive_samples, self.seed)

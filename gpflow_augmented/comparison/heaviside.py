@@ -13,6 +13,7 @@ Two computations live here:
   N(m_c, τ_c) of the two latents, Z = Φ(β), β = (m_y − m_k) / √D, D = s_y + s_k + τ_y + τ_k, and
   the rank-one Gaussian site that matches the tilted mean and variance of each latent.
 """
+
 from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -26,8 +27,15 @@ from gpflow.utilities import positive
 
 from ..validation import check_integer, check_num_classes, check_positive_number, checked_labels
 
-__all__ = ["ArgMaxLikelihood", "FactorSites", "HeavisideLikelihood", "RobustHeavisideLikelihood", "log_ndtr",
-           "pairwise_probit_sites", "site_totals"]
+__all__ = [
+    "ArgMaxLikelihood",
+    "FactorSites",
+    "HeavisideLikelihood",
+    "RobustHeavisideLikelihood",
+    "log_ndtr",
+    "pairwise_probit_sites",
+    "site_totals",
+]
 
 _LOG_2PI = np.log(2.0 * np.pi)
 
@@ -102,11 +110,17 @@ def pairwise_probit_sites(
         # The site whose product with the cavity N(mean, variance) has the tilted moments
         # mean + variance·slope and variance + variance²·curvature.
         denominator = 1.0 + variance * curvature
-        return (others * -curvature / denominator,
-                others * (slope - mean * curvature) / denominator)
+        return (
+            others * -curvature / denominator,
+            others * (slope - mean * curvature) / denominator,
+        )
 
-    return FactorSites(others * log_z, *site(label_mean, label_variance, gradient),
-                       *site(other_mean, other_variance, -gradient), others * log_heaviside)
+    return FactorSites(
+        others * log_z,
+        *site(label_mean, label_variance, gradient),
+        *site(other_mean, other_variance, -gradient),
+        others * log_heaviside,
+    )
 
 
 @check_shapes(
@@ -118,9 +132,13 @@ def pairwise_probit_sites(
     "return[0]: [N, C]",
     "return[1]: [N, C]",
 )
-def site_totals(labels: tf.Tensor, label_precision: tf.Tensor, label_shift: tf.Tensor,
-                other_precision: tf.Tensor, other_shift: tf.Tensor
-                ) -> Tuple[tf.Tensor, tf.Tensor]:
+def site_totals(
+    labels: tf.Tensor,
+    label_precision: tf.Tensor,
+    label_shift: tf.Tensor,
+    other_precision: tf.Tensor,
+    other_shift: tf.Tensor,
+) -> Tuple[tf.Tensor, tf.Tensor]:
     """(π, ν) [N, C] that each point's factors place on each latent, summed: on the label's
     column the C − 1 factors' sites on f_y, elsewhere factor k = c's site on f_c (the parts of
     :class:`FactorSites`)."""
@@ -171,9 +189,15 @@ class ArgMaxLikelihood(Likelihood):
         rate = self._outlier_rate(dtype)
         if rate is None:
             return log_p
-        return tf.reduce_logsumexp(tf.stack([
-            tf.math.log1p(-rate) + log_p,
-            tf.broadcast_to(tf.math.log(rate) - np.log(num_classes), tf.shape(log_p))]), 0)
+        return tf.reduce_logsumexp(
+            tf.stack(
+                [
+                    tf.math.log1p(-rate) + log_p,
+                    tf.broadcast_to(tf.math.log(rate) - np.log(num_classes), tf.shape(log_p)),
+                ]
+            ),
+            0,
+        )
 
     @inherit_check_shapes
     def _variational_expectations(
@@ -181,7 +205,8 @@ class ArgMaxLikelihood(Likelihood):
     ) -> tf.Tensor:
         raise NotImplementedError(
             f"{type(self).__name__} is trained by expectation propagation, not by a variational "
-            "bound; use gpflow.likelihoods.MultiClass (robust-max) for VI")
+            "bound; use gpflow.likelihoods.MultiClass (robust-max) for VI"
+        )
 
     @inherit_check_shapes
     def _predict_mean_and_var(
@@ -215,11 +240,15 @@ class HeavisideLikelihood(ArgMaxLikelihood):
     :param num_hermite: Gauss–Hermite nodes of the one-dimensional predictive integral.
     """
 
-    def __init__(self, num_classes: int, noise_variance: float = 0.1,
-                 num_hermite: int = 64) -> None:
+    def __init__(
+        self, num_classes: int, noise_variance: float = 0.1, num_hermite: int = 64
+    ) -> None:
         super().__init__(num_classes, num_hermite)
-        self.noise_variance = Parameter(check_positive_number(noise_variance, "noise_variance"),
-                                        transform=positive(), dtype=default_float())
+        self.noise_variance = Parameter(
+            check_positive_number(noise_variance, "noise_variance"),
+            transform=positive(),
+            dtype=default_float(),
+        )
 
     def latent_noise(self, dtype: tf.DType) -> tf.Tensor:
         return tf.cast(self.noise_variance, dtype)
@@ -241,8 +270,7 @@ class RobustHeavisideLikelihood(ArgMaxLikelihood):
     :param num_hermite: Gauss–Hermite nodes of the one-dimensional predictive integral.
     """
 
-    def __init__(self, num_classes: int, outlier_rate: float = 0.1,
-                 num_hermite: int = 64) -> None:
+    def __init__(self, num_classes: int, outlier_rate: float = 0.1, num_hermite: int = 64) -> None:
         super().__init__(num_classes, num_hermite)
         rate = check_positive_number(outlier_rate, "outlier_rate", allow_zero=True)
         if rate >= 1:
@@ -258,7 +286,6 @@ class RobustHeavisideLikelihood(ArgMaxLikelihood):
         labels, valid = checked_labels(Y, self.num_classes)
         rate = tf.cast(self.outlier_rate, F.dtype)
         # ties have probability zero under any Gaussian q(f)
-        is_arg_max = tf.cast(tf.equal(tf.argmax(F, axis=-1, output_type=tf.int32), labels),
-                             F.dtype)
+        is_arg_max = tf.cast(tf.equal(tf.argmax(F, axis=-1, output_type=tf.int32), labels), F.dtype)
         log_p = tf.math.log((1.0 - rate) * is_arg_max + rate / self.num_classes)
         return tf.where(valid, log_p, tf.constant(np.nan, log_p.dtype))

@@ -21,6 +21,7 @@ past the exact bound's warm start, so that the exact step is the one compiled an
 The file layout is the one ``../shared/tools/xla-gpu/run_hlo.py`` reads (``--platform cpu``
 checks the modules here; ``tests/test_hlo_export.py``).
 """
+
 import dataclasses
 import gzip
 import hashlib
@@ -36,13 +37,23 @@ import tensorflow as tf
 from ..initialisation import initial_kernel
 from .baselines import AugmentedMethod, Method, build_method
 
-__all__ = ["DEFAULT_SIZES", "DEFAULT_METHODS", "module_key", "synthetic_batch", "export_iteration",
-           "export_steps"]
+__all__ = [
+    "DEFAULT_SIZES",
+    "DEFAULT_METHODS",
+    "module_key",
+    "synthetic_batch",
+    "export_iteration",
+    "export_steps",
+]
 
 # (B, M, C, D): the sizes of issue 35's GPU table.
 DEFAULT_SIZES: Tuple[Tuple[int, int, int, int], ...] = (
-    (200, 100, 6, 36), (1000, 200, 10, 64), (4096, 500, 10, 64), (1000, 200, 100, 64),
-    (4096, 1000, 10, 784))
+    (200, 100, 6, 36),
+    (1000, 200, 10, 64),
+    (4096, 500, 10, 64),
+    (1000, 200, 100, 64),
+    (4096, 1000, 10, 784),
+)
 DEFAULT_METHODS = ("lsm", "lsm-collapsed", "softmax", "rm")
 DEFAULT_DTYPES = ("float64", "float32")
 # References up to this many elements are stored whole, larger ones by a seeded sample: a trained
@@ -65,7 +76,9 @@ def _normal(seed: int, shape: Sequence[int], dtype: str) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(tuple(shape)).astype(dtype)
 
 
-def synthetic_batch(size: Sequence[int], dtype: str) -> Tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+def synthetic_batch(
+    size: Sequence[int], dtype: str
+) -> Tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """(seed, X [B, D], Z [M, D], Y [B, 1]): X from ``seed``, Z from ``seed + 1``."""
     B, M, C, D = size
     seed = 1000 * B + 7 * M + 3 * C + D
@@ -74,8 +87,9 @@ def synthetic_batch(size: Sequence[int], dtype: str) -> Tuple[int, np.ndarray, n
     return seed, X, Z, Y
 
 
-def _reference(label: str, value: np.ndarray, arrays: Dict[str, np.ndarray],
-               rng: np.random.Generator) -> Dict:
+def _reference(
+    label: str, value: np.ndarray, arrays: Dict[str, np.ndarray], rng: np.random.Generator
+) -> Dict:
     value = np.asarray(value)
     if value.size <= WHOLE_REFERENCE_ELEMENTS:
         arrays["ref_" + label] = value
@@ -99,10 +113,13 @@ def _check_module(hlo_text: str, num_inputs: int) -> None:
     if num_parameters != num_inputs or baked:
         raise RuntimeError(
             f"the exported module has {num_parameters} parameters for {num_inputs} inputs and "
-            f"{len(baked)} variable reads compiled in as constants: it would not run the step")
+            f"{len(baked)} variable reads compiled in as constants: it would not run the step"
+        )
 
 
-def _build(name: str, size: Sequence[int], dtype: str) -> Tuple[Method, Tuple[tf.Tensor, tf.Tensor], int, np.ndarray]:
+def _build(
+    name: str, size: Sequence[int], dtype: str
+) -> Tuple[Method, Tuple[tf.Tensor, tf.Tensor], int, np.ndarray]:
     B, M, C, D = size
     seed, X, Z, Y = synthetic_batch(size, dtype)
     method = build_method(name, initial_kernel(X), Z, C, num_data=20 * B)
@@ -112,8 +129,9 @@ def _build(name: str, size: Sequence[int], dtype: str) -> Tuple[Method, Tuple[tf
     return method, (tf.constant(X), tf.constant(Y)), seed, Z
 
 
-def export_iteration(name: str, size: Sequence[int], dtype: str, folder: Path,
-                     reference_steps: int = 2) -> Dict:
+def export_iteration(
+    name: str, size: Sequence[int], dtype: str, folder: Path, reference_steps: int = 2
+) -> Dict:
     """Write method ``name``'s iteration at ``size`` = (B, M, C, D) in ``dtype`` into ``folder``;
     returns its manifest entry. The reference is the package's own compiled step (graph mode, as
     ``compare`` runs it) taken ``reference_steps`` times; at least 2, because the first step from
@@ -135,26 +153,45 @@ def export_iteration(name: str, size: Sequence[int], dtype: str, folder: Path,
 
         variables = {id(v.handle): v for v in concrete.variables}
         captured = [variables.get(id(handle)) for handle in concrete.captured_inputs]
-        if any(v is None and h.dtype == tf.resource
-               for v, h in zip(captured, concrete.captured_inputs)):
-            raise RuntimeError(f"{key}: the step captures a variable that its concrete function "
-                               "does not list; its value cannot be exported")
+        if any(
+            v is None and h.dtype == tf.resource for v, h in zip(captured, concrete.captured_inputs)
+        ):
+            raise RuntimeError(
+                f"{key}: the step captures a variable that its concrete function "
+                "does not list; its value cannot be exported"
+            )
         # Parameters by their place in the model (".kernel.lengthscales"), then the variable's
         # own name, which says which transform it is under (run_hlo.py groups by that name).
-        paths = {id(parameter.unconstrained_variable): path for path, parameter
-                 in gpflow.utilities.parameter_dict(method.model).items()}
+        paths = {
+            id(parameter.unconstrained_variable): path
+            for path, parameter in gpflow.utilities.parameter_dict(method.model).items()
+        }
         arrays: Dict[str, np.ndarray] = {"arg_1": args[1].numpy()}
         parameters: List[Dict] = [
-            {"name": "X", "shape": list(args[0].shape), "dtype": dtype, "source": "normal",
-             "seed": seed, "sha256": _sha256(args[0].numpy())},
-            {"name": "Y", "shape": list(args[1].shape), "dtype": args[1].dtype.name,
-             "source": "npz"},
+            {
+                "name": "X",
+                "shape": list(args[0].shape),
+                "dtype": dtype,
+                "source": "normal",
+                "seed": seed,
+                "sha256": _sha256(args[0].numpy()),
+            },
+            {
+                "name": "Y",
+                "shape": list(args[1].shape),
+                "dtype": args[1].dtype.name,
+                "source": "npz",
+            },
         ]
         for handle, variable in zip(concrete.captured_inputs, captured):
             value = handle.numpy() if variable is None else variable.numpy()
-            name = (f"captured_constant_{len(parameters)}" if variable is None else
-                    f"{paths[id(variable)]} {variable.name}" if id(variable) in paths
-                    else variable.name)
+            name = (
+                f"captured_constant_{len(parameters)}"
+                if variable is None
+                else f"{paths[id(variable)]} {variable.name}"
+                if id(variable) in paths
+                else variable.name
+            )
             entry = {"name": name, "shape": list(value.shape), "dtype": value.dtype.name}
             if variable is not None and value.dtype == Z.dtype and np.array_equal(value, Z):
                 entry.update(source="normal", seed=seed + 1, sha256=_sha256(value))
@@ -171,11 +208,17 @@ def export_iteration(name: str, size: Sequence[int], dtype: str, folder: Path,
         after = [None if v is None else v.numpy() for v in captured]
         rng = np.random.default_rng(0)
         references: List[Optional[dict]] = [
-            _reference(f"ret_{k}", r, arrays, rng) for k, r in enumerate(returned)]
-        references += [None if a is None else _reference(f"var_{j}", a, arrays, rng)
-                       for j, a in enumerate(after)]
-        changed = [parameters[len(args) + j]["name"] for j, (b, a) in enumerate(zip(before, after))
-                   if b is not None and a is not None and not np.array_equal(b, a)]
+            _reference(f"ret_{k}", r, arrays, rng) for k, r in enumerate(returned)
+        ]
+        references += [
+            None if a is None else _reference(f"var_{j}", a, arrays, rng)
+            for j, a in enumerate(after)
+        ]
+        changed = [
+            parameters[len(args) + j]["name"]
+            for j, (b, a) in enumerate(zip(before, after))
+            if b is not None and a is not None and not np.array_equal(b, a)
+        ]
         for variable, value in zip(captured, before):
             if variable is not None:
                 variable.assign(value)
@@ -183,14 +226,26 @@ def export_iteration(name: str, size: Sequence[int], dtype: str, folder: Path,
     with gzip.open(folder / f"{key}.hlo.pb.gz", "wb") as file:
         file.write(hlo_bytes)
     np.savez_compressed(folder / f"{key}.npz", **arrays)
-    return {"key": key, "method": name, "size": list(size), "dtype": dtype, "params": parameters,
-            "num_returns": len(returned), "references": references, "ref_steps": reference_steps,
-            "changed_variables": changed}
+    return {
+        "key": key,
+        "method": name,
+        "size": list(size),
+        "dtype": dtype,
+        "params": parameters,
+        "num_returns": len(returned),
+        "references": references,
+        "ref_steps": reference_steps,
+        "changed_variables": changed,
+    }
 
 
-def export_steps(folder: str, sizes: Iterable[Sequence[int]] = DEFAULT_SIZES,
-                 methods: Iterable[str] = DEFAULT_METHODS, dtypes: Iterable[str] = DEFAULT_DTYPES,
-                 reference_steps: int = 2) -> Dict[str, Dict]:
+def export_steps(
+    folder: str,
+    sizes: Iterable[Sequence[int]] = DEFAULT_SIZES,
+    methods: Iterable[str] = DEFAULT_METHODS,
+    dtypes: Iterable[str] = DEFAULT_DTYPES,
+    reference_steps: int = 2,
+) -> Dict[str, Dict]:
     """Export every (method, size, dtype) into ``folder`` and write its ``manifest.json`` (entries
     already there for other keys are kept). A module that cannot be exported (a step that fails
     at that size, say) is recorded as an entry with its ``error`` (which ``run_hlo.py`` skips),
@@ -205,9 +260,13 @@ def export_steps(folder: str, sizes: Iterable[Sequence[int]] = DEFAULT_SIZES,
                 try:
                     entry = export_iteration(name, size, dtype, path, reference_steps)
                 except (RuntimeError, ValueError, tf.errors.OpError) as error:
-                    entry = {"key": module_key(name, size, dtype), "method": name,
-                             "size": list(size), "dtype": dtype,
-                             "error": f"{type(error).__name__}: {error}"[:2000]}
+                    entry = {
+                        "key": module_key(name, size, dtype),
+                        "method": name,
+                        "size": list(size),
+                        "dtype": dtype,
+                        "error": f"{type(error).__name__}: {error}"[:2000],
+                    }
                 manifest[entry["key"]] = entry
                 manifest_file.write_text(json.dumps(manifest, indent=1))
     return manifest

@@ -7,6 +7,7 @@ Functions draw on axes they are given, so they also serve ``gpflow.monitor.Image
 the ``*_figure`` helpers build a whole :class:`matplotlib.figure.Figure` without pyplot (no display
 needed) for :func:`save_figure`.
 """
+
 from pathlib import Path
 from typing import Any, Dict, Mapping, Sequence, Union
 
@@ -25,24 +26,36 @@ __all__ = [
 ]
 
 
-def plot_confidence_histogram(ax: Any, probabilities: np.ndarray, y: np.ndarray,
-                              num_bins: int = 15, title: str = "") -> None:
+def plot_confidence_histogram(
+    ax: Any, probabilities: np.ndarray, y: np.ndarray, num_bins: int = 15, title: str = ""
+) -> None:
     """The share of test points per confidence bin, with mean accuracy and mean confidence."""
     probabilities = np.asarray(probabilities)
     confidence = probabilities.max(axis=1)
     accuracy = 1.0 - error_rate(probabilities, y)
     weights = np.full(len(confidence), 1.0 / len(confidence))
-    ax.hist(confidence, bins=np.linspace(0, 1, num_bins + 1), weights=weights, color="tab:blue",
-            edgecolor="black", linewidth=0.5)
+    ax.hist(
+        confidence,
+        bins=np.linspace(0, 1, num_bins + 1),
+        weights=weights,
+        color="tab:blue",
+        edgecolor="black",
+        linewidth=0.5,
+    )
     ax.axvline(accuracy, color="black", linestyle="--", label=f"accuracy {accuracy:.3f}")
-    ax.axvline(confidence.mean(), color="tab:red", linestyle=":",
-               label=f"mean confidence {confidence.mean():.3f}")
+    ax.axvline(
+        confidence.mean(),
+        color="tab:red",
+        linestyle=":",
+        label=f"mean confidence {confidence.mean():.3f}",
+    )
     ax.legend(loc="upper left", fontsize="small")
     ax.set(xlim=(0, 1), xlabel="confidence", ylabel="share of test points", title=title)
 
 
-def calibration_figure(probabilities: Mapping[str, np.ndarray], y: np.ndarray,
-                       num_bins: int = 15) -> Any:
+def calibration_figure(
+    probabilities: Mapping[str, np.ndarray], y: np.ndarray, num_bins: int = 15
+) -> Any:
     """Confidence histograms (top row) over reliability diagrams (bottom row), one column per
     method, as in the paper's Figure 3."""
     from matplotlib.figure import Figure
@@ -56,14 +69,22 @@ def calibration_figure(probabilities: Mapping[str, np.ndarray], y: np.ndarray,
     return figure
 
 
-def traces_figure(traces: Mapping[str, Sequence[Dict[str, float]]],
-                  metrics: Sequence[str] = ("error", "nll"), title: str = "") -> Any:
+def traces_figure(
+    traces: Mapping[str, Sequence[Dict[str, float]]],
+    metrics: Sequence[str] = ("error", "nll"),
+    title: str = "",
+) -> Any:
     """Each metric against training time (log axis), one line per method: the paper's Figure 7.
     Points at time 0 (before training) cannot be drawn on a log axis and are left out."""
     from matplotlib.figure import Figure
 
-    labels = {"error": "test error", "nll": "test NLL (nats)", "ece": "ECE (top-label)",
-              "classwise_ece": "ECE (class-wise)", "brier": "Brier score"}
+    labels = {
+        "error": "test error",
+        "nll": "test NLL (nats)",
+        "ece": "ECE (top-label)",
+        "classwise_ece": "ECE (class-wise)",
+        "brier": "Brier score",
+    }
     figure = Figure(figsize=(5.0 * len(metrics), 3.8), layout="constrained")
     axes = np.atleast_1d(figure.subplots(1, len(metrics)))
     for ax, metric in zip(axes, metrics):

@@ -8,6 +8,7 @@ execution, and is then restored exactly to its initial state (the warm-up is rep
 ``compile_seconds``). Test metrics are evaluated at geometrically spaced iterations, so a trace has
 evenly spaced points on the log-time axis of the paper's Figure 7.
 """
+
 import hashlib
 import time
 from typing import (
@@ -29,9 +30,18 @@ from gpflow.config import default_float
 
 from ..checkpoints import keep_values
 from ..metrics import Evaluator
-from .baselines import (FULL_GP_METHODS, METHODS, Method, build_method, check_full_gp_method,
-                        check_method_options, default_methods, hyperparameter_snapshot,
-                        method_positive_bijector, positive_parameters)
+from .baselines import (
+    FULL_GP_METHODS,
+    METHODS,
+    Method,
+    build_method,
+    check_full_gp_method,
+    check_method_options,
+    default_methods,
+    hyperparameter_snapshot,
+    method_positive_bijector,
+    positive_parameters,
+)
 from ..datasets import Dataset
 from ..initialisation import inducing_points as kmeans_inducing_points
 from ..initialisation import initial_kernel
@@ -97,10 +107,18 @@ class MethodResult(NamedTuple):
     def from_json(cls, payload: Dict[str, Any], probabilities: np.ndarray) -> "MethodResult":
         """A finished method's result as :meth:`to_json` saved it, without the trained method."""
         return cls(
-            payload["name"], payload["description"], payload["trace"], payload["final"],
-            payload["compile_seconds"], payload["iterations"], payload["failed_steps"],
-            payload["initial_hyperparameters"], payload["batches_digest"], None,
-            np.asarray(probabilities), payload.get("options"),
+            payload["name"],
+            payload["description"],
+            payload["trace"],
+            payload["final"],
+            payload["compile_seconds"],
+            payload["iterations"],
+            payload["failed_steps"],
+            payload["initial_hyperparameters"],
+            payload["batches_digest"],
+            None,
+            np.asarray(probabilities),
+            payload.get("options"),
         )
 
     def to_json(self) -> Dict[str, Any]:
@@ -172,8 +190,14 @@ def _evaluation_iterations(growth: float = 1.25):
 
 
 #: The options ``method_options`` may give a method (:func:`compare`).
-METHOD_OPTIONS = ("learning_rate", "positive_bijector", "step_size", "class_subset_size",
-                  "alpha_epsilon", "update_variance")
+METHOD_OPTIONS = (
+    "learning_rate",
+    "positive_bijector",
+    "step_size",
+    "class_subset_size",
+    "alpha_epsilon",
+    "update_variance",
+)
 
 
 def compare(
@@ -240,10 +264,15 @@ def compare(
         methods = default_methods(dataset.num_classes)
     if time_budget is None and max_iterations is None:
         raise ValueError("give a time_budget, max_iterations or both")
-    options = check_methods(methods, len(dataset.X_train), batch_size=batch_size,
-                            learning_rate=learning_rate, positive_bijector=positive_bijector,
-                            method_options=method_options,
-                            train_inducing_points=train_inducing_points)
+    options = check_methods(
+        methods,
+        len(dataset.X_train),
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        positive_bijector=positive_bijector,
+        method_options=method_options,
+        train_inducing_points=train_inducing_points,
+    )
     X: np.ndarray = np.asarray(dataset.X_train, dtype=default_float())
     Y = np.asarray(dataset.Y_train).reshape(-1, 1).astype(np.int64)
     stream = MinibatchStream(len(X), batch_size, seed)
@@ -252,19 +281,28 @@ def compare(
     evaluator = Evaluator(dataset.X_test, dataset.Y_test)
     trace_evaluator = evaluator
     if trace_test_points is not None and len(dataset.X_test) > trace_test_points:
-        subset = np.sort(np.random.default_rng(seed).choice(
-            len(dataset.X_test), trace_test_points, replace=False))
+        subset = np.sort(
+            np.random.default_rng(seed).choice(
+                len(dataset.X_test), trace_test_points, replace=False
+            )
+        )
         trace_evaluator = Evaluator(dataset.X_test[subset], dataset.Y_test[subset])
     X_device, Y_device = tf.constant(X), tf.constant(Y)
     settings = {
-        "num_train": len(X), "num_test": len(dataset.X_test), "input_dim": X.shape[1],
-        "num_classes": dataset.num_classes, "num_inducing": num_inducing,
-        "batch_size": stream.batch_size, "time_budget": time_budget,
-        "max_iterations": max_iterations, "learning_rate": learning_rate,
+        "num_train": len(X),
+        "num_test": len(dataset.X_test),
+        "input_dim": X.shape[1],
+        "num_classes": dataset.num_classes,
+        "num_inducing": num_inducing,
+        "batch_size": stream.batch_size,
+        "time_budget": time_budget,
+        "max_iterations": max_iterations,
+        "learning_rate": learning_rate,
         "positive_bijector": positive_bijector,
         "method_options": options,
         "trace_test_points": min(len(dataset.X_test), trace_test_points or len(dataset.X_test)),
-        "train_inducing_points": train_inducing_points, "seed": seed,
+        "train_inducing_points": train_inducing_points,
+        "seed": seed,
     }
 
     results = []
@@ -275,12 +313,29 @@ def compare(
         chosen = dict(options[name])
         with positive_parameters(chosen.pop("positive_bijector")):
             method = build_method(
-                name, initial_kernel(X), Z, dataset.num_classes, len(X),
-                train_inducing_points=train_inducing_points, full_batch=stream.full_batch,
-                data=(X, Y) if name in FULL_GP_METHODS else None, **chosen,
+                name,
+                initial_kernel(X),
+                Z,
+                dataset.num_classes,
+                len(X),
+                train_inducing_points=train_inducing_points,
+                full_batch=stream.full_batch,
+                data=(X, Y) if name in FULL_GP_METHODS else None,
+                **chosen,
             )
-        result = _run(method, stream, X_device, Y_device, trace_evaluator, evaluator,
-                      time_budget, max_iterations, evaluation_growth, callback, progress)
+        result = _run(
+            method,
+            stream,
+            X_device,
+            Y_device,
+            trace_evaluator,
+            evaluator,
+            time_budget,
+            max_iterations,
+            evaluation_growth,
+            callback,
+            progress,
+        )
         results.append(result._replace(options=options[name]))
         if on_method_done is not None:
             on_method_done(results[-1])
@@ -309,15 +364,21 @@ def check_methods(
     if repeated:
         raise ValueError(f"method {repeated[0]!r} is named twice; each method runs once")
     options = {
-        name: {"learning_rate": learning_rate, "positive_bijector": positive_bijector,
-               "step_size": None, **dict((method_options or {}).get(name, {}))}
+        name: {
+            "learning_rate": learning_rate,
+            "positive_bijector": positive_bijector,
+            "step_size": None,
+            **dict((method_options or {}).get(name, {})),
+        }
         for name in methods
     }
     for name, chosen in options.items():
         unknown_options = set(chosen) - set(METHOD_OPTIONS)
         if unknown_options:
-            raise ValueError(f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
-                             f"({', '.join(METHOD_OPTIONS)})")
+            raise ValueError(
+                f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
+                f"({', '.join(METHOD_OPTIONS)})"
+            )
         chosen["learning_rate"] = check_method_options(name, **chosen)
         if chosen["positive_bijector"] is None:
             chosen["positive_bijector"] = method_positive_bijector(name)
@@ -339,16 +400,31 @@ def _warm_up(method: Method, X: tf.Tensor, Y: tf.Tensor, indices: np.ndarray) ->
     return seconds
 
 
-def _run(method: Method, stream: MinibatchStream, X: tf.Tensor, Y: tf.Tensor,
-         evaluator: Evaluator, final_evaluator: Evaluator, time_budget: Optional[float],
-         max_iterations: Optional[int], evaluation_growth: float, callback: Optional[Callable], progress: bool) -> MethodResult:
+def _run(
+    method: Method,
+    stream: MinibatchStream,
+    X: tf.Tensor,
+    Y: tf.Tensor,
+    evaluator: Evaluator,
+    final_evaluator: Evaluator,
+    time_budget: Optional[float],
+    max_iterations: Optional[int],
+    evaluation_growth: float,
+    callback: Optional[Callable],
+    progress: bool,
+) -> MethodResult:
     initial = hyperparameter_snapshot(method.model)
     digest = hashlib.sha256()
     trace: List[Dict[str, float]] = []
 
     def evaluate(iteration: int, seconds: float, elbo: float) -> None:
-        entry = {"time": seconds, "iteration": iteration, "elbo": elbo,
-                 "step_size": method.step_size, **evaluator(method.model)}
+        entry = {
+            "time": seconds,
+            "iteration": iteration,
+            "elbo": elbo,
+            "step_size": method.step_size,
+            **evaluator(method.model),
+        }
         trace.append(entry)
         if callback is not None:
             callback(method, entry, evaluator)
@@ -386,6 +462,16 @@ def _run(method: Method, stream: MinibatchStream, X: tf.Tensor, Y: tf.Tensor,
     if bar is not None:
         bar.close()
     final_metrics = {**trace[-1], **final_evaluator(method.model)}
-    return MethodResult(method.name, METHODS[method.name], trace, final_metrics, compile_seconds,
-                        iteration, method.failed_steps, initial, digest.hexdigest(), method,
-                        cast(np.ndarray, final_evaluator.latest_probabilities))
+    return MethodResult(
+        method.name,
+        METHODS[method.name],
+        trace,
+        final_metrics,
+        compile_seconds,
+        iteration,
+        method.failed_steps,
+        initial,
+        digest.hexdigest(),
+        method,
+        cast(np.ndarray, final_evaluator.latest_probabilities),
+    )

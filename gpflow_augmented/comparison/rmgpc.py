@@ -18,6 +18,7 @@ probability with 1/C by the posterior mean of ρ.
 
 What limits its scale: the full GP's O(C N³) per EP sweep and O(C N²) memory.
 """
+
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -46,8 +47,9 @@ def _log_beta(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:
     return tf.math.lgamma(a) + tf.math.lgamma(b) - tf.math.lgamma(a + b)
 
 
-def _prior_factor_moments(cavity_odds: tf.Tensor, cavity_a: tf.Tensor, cavity_b: tf.Tensor
-                          ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def _prior_factor_moments(
+    cavity_odds: tf.Tensor, cavity_a: tf.Tensor, cavity_b: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """The normaliser Z_i of the prior factor ρ^z (1 − ρ)^(1−z) times the cavity
     Bernoulli(z; σ(q)) Beta(ρ; a, b), and ρ's first two moments under the tilted distribution
     (supplement, eq. 11)."""
@@ -57,16 +59,23 @@ def _prior_factor_moments(cavity_odds: tf.Tensor, cavity_a: tf.Tensor, cavity_b:
     normaliser = inlier_weight + outlier_weight
     total = cavity_a + cavity_b
     first = (inlier_weight * cavity_a + outlier_weight * (cavity_a + 1.0)) / (
-        (total + 1.0) * normaliser)
-    second = (inlier_weight * cavity_a * (cavity_a + 1.0)
-              + outlier_weight * (cavity_a + 1.0) * (cavity_a + 2.0)) / (
-        (total + 1.0) * (total + 2.0) * normaliser)
+        (total + 1.0) * normaliser
+    )
+    second = (
+        inlier_weight * cavity_a * (cavity_a + 1.0)
+        + outlier_weight * (cavity_a + 1.0) * (cavity_a + 2.0)
+    ) / ((total + 1.0) * (total + 2.0) * normaliser)
     return normaliser, first, second
 
 
-def _sequential_rate_sites(cavity_odds: tf.Tensor, site_odds: tf.Tensor, site_a: tf.Tensor,
-                           site_b: tf.Tensor, a: tf.Tensor, b: tf.Tensor
-                           ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def _sequential_rate_sites(
+    cavity_odds: tf.Tensor,
+    site_odds: tf.Tensor,
+    site_a: tf.Tensor,
+    site_b: tf.Tensor,
+    a: tf.Tensor,
+    b: tf.Tensor,
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """One sweep over the prior factors, each updated from the Beta(a, b) the previous left:
     the new Bernoulli sites log a' − log b' (a', b' the cavity's) and the Beta sites
     (ã − 1, b̃ − 1) of the Beta that matches the tilted ρ's first two moments (supplement,
@@ -74,7 +83,9 @@ def _sequential_rate_sites(cavity_odds: tf.Tensor, site_odds: tf.Tensor, site_a:
     update would leave Q's Beta improper, keeps its sites, as EP skips such updates: one such
     factor would otherwise make the whole step non-finite, and every later step with it."""
 
-    def update(carry: Tuple[tf.Tensor, ...], factor: Tuple[tf.Tensor, ...]) -> Tuple[tf.Tensor, ...]:
+    def update(
+        carry: Tuple[tf.Tensor, ...], factor: Tuple[tf.Tensor, ...]
+    ) -> Tuple[tf.Tensor, ...]:
         a, b = carry[0], carry[1]
         odds, cavity_log_odds, old_a, old_b = factor
         cavity_a, cavity_b = a - old_a, b - old_b
@@ -93,8 +104,9 @@ def _sequential_rate_sites(cavity_odds: tf.Tensor, site_odds: tf.Tensor, site_a:
         return (a - old_a + new_a, b - old_b + new_b, new_odds, new_a, new_b)
 
     zero = tf.zeros([], a.dtype)
-    swept = tf.scan(update, (site_odds, cavity_odds, site_a, site_b),
-                    initializer=(a, b, zero, zero, zero))
+    swept = tf.scan(
+        update, (site_odds, cavity_odds, site_a, site_b), initializer=(a, b, zero, zero, zero)
+    )
     return swept[2], swept[3], swept[4]
 
 
@@ -148,17 +160,26 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
 
     @property
     def site_parameters(self) -> Tuple[Parameter, ...]:
-        return (self.label_site_precision, self.label_site_shift, self.other_site_precision,
-                self.other_site_shift, self.factor_outlier_log_odds, self.prior_outlier_log_odds,
-                self.rate_site_a, self.rate_site_b)
+        return (
+            self.label_site_precision,
+            self.label_site_shift,
+            self.other_site_precision,
+            self.other_site_shift,
+            self.factor_outlier_log_odds,
+            self.prior_outlier_log_odds,
+            self.rate_site_a,
+            self.rate_site_b,
+        )
 
-    def _whitened_sites(self, L: tf.Tensor, A: Optional[tf.Tensor] = None
-                        ) -> Tuple[tf.Tensor, tf.Tensor]:
+    def _whitened_sites(
+        self, L: tf.Tensor, A: Optional[tf.Tensor] = None
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
         return untied_whitened_sites(self, A)
 
     def _outlier_log_odds(self) -> tf.Tensor:
-        return (tf.reduce_sum(self.factor_outlier_log_odds, axis=-1)
-                + tf.convert_to_tensor(self.prior_outlier_log_odds))
+        return tf.reduce_sum(self.factor_outlier_log_odds, axis=-1) + tf.convert_to_tensor(
+            self.prior_outlier_log_odds
+        )
 
     def _rate_posterior(self, site_a: tf.Tensor, site_b: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         a0, b0 = self.outlier_prior
@@ -171,11 +192,13 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
 
     def outlier_rate_posterior(self) -> Tuple[tf.Tensor, tf.Tensor]:
         """(a, b) of the posterior Beta(a, b) of the outlier rate ρ."""
-        return self._rate_posterior(tf.convert_to_tensor(self.rate_site_a),
-                                    tf.convert_to_tensor(self.rate_site_b))
+        return self._rate_posterior(
+            tf.convert_to_tensor(self.rate_site_a), tf.convert_to_tensor(self.rate_site_b)
+        )
 
-    def derived_assignments(self, state: EPState, new_sites: Sequence[tf.Tensor]
-                            ) -> List[Tuple[Parameter, tf.Tensor]]:
+    def derived_assignments(
+        self, state: EPState, new_sites: Sequence[tf.Tensor]
+    ) -> List[Tuple[Parameter, tf.Tensor]]:
         """The predictive's outlier rate: the posterior mean of ρ under the new sites."""
         a, b = self._rate_posterior(new_sites[6], new_sites[7])
         return [(self.likelihood.outlier_rate, a / (a + b))]
@@ -197,8 +220,16 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
         own = tf.one_hot(labels, C, dtype=default_float())
         others = 1.0 - own
         stored = [tf.convert_to_tensor(p) for p in self.site_parameters]
-        (label_precision, label_shift, other_precision, other_shift, factor_odds, prior_odds,
-         site_a, site_b) = stored
+        (
+            label_precision,
+            label_shift,
+            other_precision,
+            other_shift,
+            factor_odds,
+            prior_odds,
+            site_a,
+            site_b,
+        ) = stored
         outlier_odds = self._outlier_log_odds()  # q_i [N]
         a, b = self._rate_posterior(site_a, site_b)
 
@@ -208,9 +239,15 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
         label_cavity = rank_one_cavity(label_mean, label_variance, label_precision, label_shift)
         other_cavity = rank_one_cavity(mean, variance, other_precision, other_shift)
         factor_cavity_odds = outlier_odds[:, None] - factor_odds  # [N, C]
-        sites = pairwise_probit_sites(label_cavity[0], label_cavity[1], other_cavity[0],
-                                      other_cavity[1], tf.zeros_like(mean), labels,
-                                      factor_cavity_odds)
+        sites = pairwise_probit_sites(
+            label_cavity[0],
+            label_cavity[1],
+            other_cavity[0],
+            other_cavity[1],
+            tf.zeros_like(mean),
+            labels,
+            factor_cavity_odds,
+        )
         # The tilted outlier odds are log(p c / ((1 − p) Φ(β))): the site is their excess over
         # the cavity's.
         new_factor_odds = others * (-np.log(C) / (C - 1) - sites.log_heaviside)
@@ -224,7 +261,8 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
         # improper, so they are updated one after the other, each from the ρ the previous left
         # (supplement, eq. 12); their Bernoulli parts are independent.
         new_prior_odds, new_site_a, new_site_b = _sequential_rate_sites(
-            prior_cavity_odds, prior_odds, site_a, site_b, a, b)
+            prior_cavity_odds, prior_odds, site_a, site_b, a, b
+        )
 
         # log Z_EP: Q's normalisers against the priors', and each factor's log Z plus the change
         # of the normalisers its cavity makes (Gaussian, Bernoulli, Beta).
@@ -232,17 +270,36 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
         log_marginal = (
             tf.reduce_sum(log_normaliser_change(site_shift, chol))
             + tf.reduce_sum(softplus(outlier_odds))
-            + _log_beta(a, b) - _log_beta(*(tf.constant(v, default_float())
-                                           for v in self.outlier_prior))
-            + tf.reduce_sum(sites.log_normaliser + others * (
-                label_cavity[2] + other_cavity[2] + softplus(factor_cavity_odds)
-                - softplus(outlier_odds)[:, None]))
-            + tf.reduce_sum(tf.math.log(prior_z) + softplus(prior_cavity_odds)
-                            - softplus(outlier_odds) + _log_beta(cavity_a, cavity_b)
-                            - _log_beta(a, b))
+            + _log_beta(a, b)
+            - _log_beta(*(tf.constant(v, default_float()) for v in self.outlier_prior))
+            + tf.reduce_sum(
+                sites.log_normaliser
+                + others
+                * (
+                    label_cavity[2]
+                    + other_cavity[2]
+                    + softplus(factor_cavity_odds)
+                    - softplus(outlier_odds)[:, None]
+                )
+            )
+            + tf.reduce_sum(
+                tf.math.log(prior_z)
+                + softplus(prior_cavity_odds)
+                - softplus(outlier_odds)
+                + _log_beta(cavity_a, cavity_b)
+                - _log_beta(a, b)
+            )
         )
-        targets = (sites.label_precision, sites.label_shift, sites.other_precision,
-                   sites.other_shift, new_factor_odds, new_prior_odds, new_site_a, new_site_b)
+        targets = (
+            sites.label_precision,
+            sites.label_shift,
+            sites.other_precision,
+            sites.other_shift,
+            new_factor_odds,
+            new_prior_odds,
+            new_site_a,
+            new_site_b,
+        )
         return EPState(self._valid_or_nan(log_marginal, valid), tuple(stored), targets, L)
 
     def log_marginal_likelihood(self) -> tf.Tensor:

@@ -4,6 +4,7 @@ replaced), each method's result written atomically as it finishes, ``results.jso
 the TensorBoard logs. Shared by the ``compare`` and ``benchmark`` commands (:mod:`.cli`,
 :mod:`.benchmark`).
 """
+
 import argparse
 import contextlib
 import datetime
@@ -36,9 +37,12 @@ def machine() -> Dict[str, Any]:
     from .. import __version__
 
     return {
-        "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(), "python": platform.python_version(),
-        "tensorflow": tf.__version__, "gpflow": gpflow.__version__,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "gpflow": gpflow.__version__,
         "gpflow_augmented": __version__,
     }
 
@@ -118,8 +122,9 @@ def release_output(output: Path) -> None:
             lock.unlink()
 
 
-def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: bool,
-                   names: Sequence[str] = RUN_FILES) -> Path:
+def prepare_output(
+    output: Path, *, resume: bool, overwrite: bool, explicit: bool, names: Sequence[str] = RUN_FILES
+) -> Path:
     """Check, before any training, that results can be written to ``output``, and claim it; return
     the folder to use, which the caller gives up with :func:`release_output`. An earlier run's
     results there are kept (``resume``), replaced (``overwrite``) or, for a folder the user named,
@@ -137,8 +142,9 @@ def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: boo
             output.mkdir(parents=True, exist_ok=True)
             holder = _claim(output)
         except OSError as error:
-            raise ValueError(f"--output {output} cannot be written "
-                             f"({error.strerror or error})") from None
+            raise ValueError(
+                f"--output {output} cannot be written ({error.strerror or error})"
+            ) from None
         if holder is None:
             earlier = [name for name in names if (output / name).exists()]
             if not earlier or resume or overwrite or explicit:
@@ -148,10 +154,12 @@ def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: boo
             process = f"process {holder}" if holder else "a process"
             raise ValueError(
                 f"--output {output} is being written by another run ({process}); wait for it or "
-                f"choose another folder (if no run is using it, delete {output / LOCK_FILE})")
+                f"choose another folder (if no run is using it, delete {output / LOCK_FILE})"
+            )
         stem, _, number = output.name.rpartition("-")
-        output = output.with_name(f"{stem}-{int(number) + 1}" if stem and number.isdigit()
-                                  else f"{output.name}-2")
+        output = output.with_name(
+            f"{stem}-{int(number) + 1}" if stem and number.isdigit() else f"{output.name}-2"
+        )
     if earlier and not (resume or overwrite):
         release_output(output)
         raise ValueError(
@@ -168,20 +176,38 @@ def prepare_output(output: Path, *, resume: bool, overwrite: bool, explicit: boo
         probe.unlink()
     except OSError as error:
         release_output(output)
-        raise ValueError(f"--output {output} cannot be written ({error.strerror or error})") from None
+        raise ValueError(
+            f"--output {output} cannot be written ({error.strerror or error})"
+        ) from None
     return output
 
 
 def _run_settings(dataset: Any, args: argparse.Namespace) -> Dict[str, Any]:
     """What a resumed run must share with the run it continues."""
-    keys = ("methods", "num_inducing", "batch_size", "time_budget", "max_iterations",
-            "learning_rate", "positive_bijector", "tune", "class_subset_size", "alpha_epsilon",
-            "train_inducing_points", "trace_test_points", "seed", "test_fraction")
-    return {"dataset": dataset.name, "num_train": len(dataset.X_train),
-            **{key: getattr(args, key, None) for key in keys},
-            # Same name, same size, other contents would otherwise resume into one results.json.
-            "training_data_digest": _digest(dataset.X_train, dataset.Y_train),
-            "test_data_digest": _digest(dataset.X_test, dataset.Y_test)}
+    keys = (
+        "methods",
+        "num_inducing",
+        "batch_size",
+        "time_budget",
+        "max_iterations",
+        "learning_rate",
+        "positive_bijector",
+        "tune",
+        "class_subset_size",
+        "alpha_epsilon",
+        "train_inducing_points",
+        "trace_test_points",
+        "seed",
+        "test_fraction",
+    )
+    return {
+        "dataset": dataset.name,
+        "num_train": len(dataset.X_train),
+        **{key: getattr(args, key, None) for key in keys},
+        # Same name, same size, other contents would otherwise resume into one results.json.
+        "training_data_digest": _digest(dataset.X_train, dataset.Y_train),
+        "test_data_digest": _digest(dataset.X_test, dataset.Y_test),
+    }
 
 
 def _digest(*arrays: Any) -> str:
@@ -202,8 +228,10 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path} is not readable JSON ({error}); it was not written whole by "
-                         "this package: delete it, or pass --overwrite") from None
+        raise ValueError(
+            f"{path} is not readable JSON ({error}); it was not written whole by "
+            "this package: delete it, or pass --overwrite"
+        ) from None
 
 
 def _data_file(args: argparse.Namespace, test: bool) -> str:
@@ -215,8 +243,9 @@ def _data_file(args: argparse.Namespace, test: bool) -> str:
     return str(Path(getattr(args, "data_dir", None) or ".") / "<dataset>.npz")
 
 
-def _finished_methods(output: Path, settings: Dict[str, Any],
-                      args: argparse.Namespace) -> Dict[str, Any]:
+def _finished_methods(
+    output: Path, settings: Dict[str, Any], args: argparse.Namespace
+) -> Dict[str, Any]:
     """The methods an interrupted run in ``output`` finished, after checking that it was the
     same run on the same data."""
     from .protocol import MethodResult
@@ -235,7 +264,8 @@ def _finished_methods(output: Path, settings: Dict[str, Any],
             file = _data_file(args, test).replace("<dataset>", settings["dataset"])
             raise ValueError(
                 f"--resume: {file} has changed since the run in {output} began (its "
-                f"{'test' if test else 'training'} data differ); pass --overwrite to start again")
+                f"{'test' if test else 'training'} data differ); pass --overwrite to start again"
+            )
         raise ValueError(
             f"--resume: the run in {output} had {key} = {earlier.get(key)!r}, this one has "
             f"{settings[key]!r}; resume with the same options, or pass --overwrite"
@@ -245,7 +275,8 @@ def _finished_methods(output: Path, settings: Dict[str, Any],
         payload_file = output / "methods" / f"{name}.json"
         if payload_file.exists():
             finished[name] = MethodResult.from_json(
-                read_json(payload_file), _read_probabilities(output / "methods" / f"{name}.npy"))
+                read_json(payload_file), _read_probabilities(output / "methods" / f"{name}.npy")
+            )
     return finished
 
 
@@ -259,12 +290,16 @@ def _read_probabilities(path: Path) -> Any:
     try:
         probabilities = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as error:
-        raise ValueError(f"{path} is not a readable .npy file ({first_line(error)}); it was not "
-                         "written whole by this package: delete it, or pass --overwrite") from None
+        raise ValueError(
+            f"{path} is not a readable .npy file ({first_line(error)}); it was not "
+            "written whole by this package: delete it, or pass --overwrite"
+        ) from None
     if probabilities.ndim != 2 or probabilities.dtype.kind != "f":
-        raise ValueError(f"{path} holds a {probabilities.dtype} array of shape "
-                         f"{probabilities.shape}, not a method's test probabilities; delete it, "
-                         "or pass --overwrite")
+        raise ValueError(
+            f"{path} holds a {probabilities.dtype} array of shape "
+            f"{probabilities.shape}, not a method's test probabilities; delete it, "
+            "or pass --overwrite"
+        )
     return probabilities
 
 
@@ -273,17 +308,22 @@ def _save_method(output: Path, result: Any) -> None:
     import numpy as np
 
     folder = output / "methods"
-    write_atomically(folder / f"{result.name}.npy",
-                     lambda handle: np.save(handle, result.probabilities), mode="wb")
+    write_atomically(
+        folder / f"{result.name}.npy",
+        lambda handle: np.save(handle, result.probabilities),
+        mode="wb",
+    )
     write_json(folder / f"{result.name}.json", result.to_json())
 
 
 def summary_table(result: Any) -> str:
     from .protocol import time_to_converge
 
-    header = (f"{'method':<10} {'Adam lr':>7} {'bijector':>8} {'iters':>6} {'train s':>8} "
-              f"{'error':>7} {'NLL':>7} {'ECE':>7} {'cw-ECE':>7} {'Brier':>7} {'t(NLL) s':>9} "
-              f"{'failed':>6}")
+    header = (
+        f"{'method':<10} {'Adam lr':>7} {'bijector':>8} {'iters':>6} {'train s':>8} "
+        f"{'error':>7} {'NLL':>7} {'ECE':>7} {'cw-ECE':>7} {'Brier':>7} {'t(NLL) s':>9} "
+        f"{'failed':>6}"
+    )
     lines = [header, "-" * len(header)]
     for m in result.methods:
         final = m.final()
@@ -296,7 +336,8 @@ def summary_table(result: Any) -> str:
             f"{final['time']:>8.1f} {final['error']:>7.4f} "
             f"{final['nll']:>7.4f} {final['ece']:>7.4f} {final['classwise_ece']:>7.4f} "
             f"{final['brier']:>7.4f} {converged if converged is not None else float('nan'):>9.2f} "
-            f"{m.failed_steps:>6d}")
+            f"{m.failed_steps:>6d}"
+        )
     return "\n".join(lines)
 
 
@@ -318,14 +359,20 @@ def check_run(dataset: Any, args: argparse.Namespace) -> None:
     from .protocol import check_methods
 
     methods = args.methods or list(default_methods(dataset.num_classes))
-    check_methods(methods, len(dataset.X_train), batch_size=args.batch_size,
-                  learning_rate=args.learning_rate, positive_bijector=args.positive_bijector,
-                  method_options=_fixed_options(args),
-                  train_inducing_points=args.train_inducing_points)
+    check_methods(
+        methods,
+        len(dataset.X_train),
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        positive_bijector=args.positive_bijector,
+        method_options=_fixed_options(args),
+        train_inducing_points=args.train_inducing_points,
+    )
 
 
-def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
-                   tensorboard: bool = True) -> Any:
+def run_comparison(
+    dataset: Any, args: argparse.Namespace, output: Path, tensorboard: bool = True
+) -> Any:
     """Compare on ``dataset`` and write ``output``/results.json, figures/ and tensorboard/; each
     method's result is also written to methods/ as it finishes, which ``args.resume`` reads back
     (``output`` has passed :func:`prepare_output`, and the run :func:`check_run`)."""
@@ -353,8 +400,12 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
 
     def log(method: Any, entry: Dict[str, float], evaluator: Any) -> None:
         if method.name not in monitors:
-            tasks = tensorboard_tasks(str(output / "tensorboard" / method.name), method.model,
-                                      method, test_data=(dataset.X_test, dataset.Y_test))
+            tasks = tensorboard_tasks(
+                str(output / "tensorboard" / method.name),
+                method.model,
+                method,
+                test_data=(dataset.X_test, dataset.Y_test),
+            )
             assert tasks.test_metrics is not None and tasks.reliability is not None  # test data
             monitors[method.name] = (
                 Monitor(MonitorTaskGroup([*tasks.every_step, tasks.test_metrics])),
@@ -364,17 +415,28 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
         scalars, image, count = monitors[method.name]
         step = int(entry["iteration"])
         elbo = entry["elbo"] if math.isfinite(entry["elbo"]) else None
-        scalars(step, elbo=elbo, metrics=entry, probabilities=evaluator.latest_probabilities,
-                labels=evaluator.Y)
+        scalars(
+            step,
+            elbo=elbo,
+            metrics=entry,
+            probabilities=evaluator.latest_probabilities,
+            labels=evaluator.Y,
+        )
         if count[0] % image_every == 0:
             image(step)
         count[0] += 1
 
     progress = sys.stderr.isatty() if args.progress is None else args.progress
-    shared = dict(num_inducing=args.num_inducing, batch_size=args.batch_size,
-                  time_budget=args.time_budget, max_iterations=args.max_iterations,
-                  train_inducing_points=args.train_inducing_points, seed=args.seed,
-                  trace_test_points=args.trace_test_points, progress=progress)
+    shared = dict(
+        num_inducing=args.num_inducing,
+        batch_size=args.batch_size,
+        time_budget=args.time_budget,
+        max_iterations=args.max_iterations,
+        train_inducing_points=args.train_inducing_points,
+        seed=args.seed,
+        trace_test_points=args.trace_test_points,
+        progress=progress,
+    )
     fixed_options = _fixed_options(args)
     tuning = None
     if getattr(args, "tune", False):
@@ -386,15 +448,23 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
         else:
             tuning = tune(dataset, args.methods, method_options=fixed_options, **shared).to_json()
             write_json(tuning_file, tuning)
-        print("  chosen on the validation split: " + "; ".join(
-            f"{name} {settings_text(chosen)}" for name, chosen in tuning["chosen"].items()),
-            flush=True)
+        print(
+            "  chosen on the validation split: "
+            + "; ".join(
+                f"{name} {settings_text(chosen)}" for name, chosen in tuning["chosen"].items()
+            ),
+            flush=True,
+        )
     result = compare(
-        dataset, args.methods, learning_rate=args.learning_rate,
+        dataset,
+        args.methods,
+        learning_rate=args.learning_rate,
         positive_bijector=args.positive_bijector,
         method_options=fixed_options if tuning is None else tuning["chosen"],
-        callback=log if tensorboard else None, completed=finished,
-        on_method_done=lambda method_result: _save_method(output, method_result), **shared,
+        callback=log if tensorboard else None,
+        completed=finished,
+        on_method_done=lambda method_result: _save_method(output, method_result),
+        **shared,
     )
     payload = {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -409,8 +479,12 @@ def run_comparison(dataset: Any, args: argparse.Namespace, output: Path,
                 monitors[m.name][1](m.iterations)
     write_json(output / "results.json", payload)
     traces = {m.name: m.trace for m in result.methods}
-    save_figure(traces_figure(traces, ("error", "nll"), title=dataset.name),
-                output / "figures" / "traces.png")
-    save_figure(calibration_figure({m.name: m.probabilities for m in result.methods},
-                                   dataset.Y_test), output / "figures" / "calibration.png")
+    save_figure(
+        traces_figure(traces, ("error", "nll"), title=dataset.name),
+        output / "figures" / "traces.png",
+    )
+    save_figure(
+        calibration_figure({m.name: m.probabilities for m in result.methods}, dataset.Y_test),
+        output / "figures" / "calibration.png",
+    )
     return result

@@ -6,6 +6,7 @@ linear algebra it cannot avoid (a roofline for this machine).
 Every figure is a median of compiled, warmed-up steps measured side by side in one run. Run it as
 ``gpflow-augmented scale --output DIR`` (writes ``scale.md`` and ``scale.json``).
 """
+
 import json
 import resource
 import subprocess
@@ -40,6 +41,7 @@ __all__ = [
 def median_time(function: Callable[[], object], repeats: int = 20, warmup: int = 3) -> float:
     """Median wall time of ``function()`` in seconds; its result is read back to the host, so
     asynchronous work is counted."""
+
     def run_to_host() -> None:
         tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, function())
 
@@ -61,8 +63,9 @@ def synthetic_model(
     Z = rng.normal(size=(num_inducing, input_dim))
     kernel = gpflow.kernels.SquaredExponential(lengthscales=np.sqrt(input_dim))
     # The scheme the scale figures of docs/scale.md were measured with.
-    return LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data,
-                               scheme="negative-multinomial")
+    return LogisticSoftmaxSVGP(
+        kernel, Z, num_classes, num_data=num_data, scheme="negative-multinomial"
+    )
 
 
 def _batch(batch_size: int, num_classes: int, input_dim: int, seed: int = 0) -> tuple:
@@ -71,8 +74,13 @@ def _batch(batch_size: int, num_classes: int, input_dim: int, seed: int = 0) -> 
 
 
 def _cavi_step_time(
-    num_classes: int, subset_size: Optional[int], batch_size: int, num_inducing: int,
-    input_dim: int, jit_compile: bool = False, repeats: int = 20,
+    num_classes: int,
+    subset_size: Optional[int],
+    batch_size: int,
+    num_inducing: int,
+    input_dim: int,
+    jit_compile: bool = False,
+    repeats: int = 20,
 ) -> float:
     model = synthetic_model(num_classes, num_inducing, input_dim, num_data=100 * batch_size)
     cavi = CAVI(model, RobbinsMonro(), class_subset_size=subset_size, jit_compile=jit_compile)
@@ -93,8 +101,14 @@ def class_scaling(
     for num_classes in class_counts:
         subset = _cavi_step_time(num_classes, subset_size, batch_size, num_inducing, input_dim)
         full = _cavi_step_time(num_classes, None, batch_size, num_inducing, input_dim, repeats=3)
-        rows.append({"C": num_classes, "K": subset_size, "subset_step_s": subset,
-                     "all_classes_step_s": full})
+        rows.append(
+            {
+                "C": num_classes,
+                "K": subset_size,
+                "subset_step_s": subset,
+                "all_classes_step_s": full,
+            }
+        )
     base = rows[0]["subset_step_s"]
     for row in rows:
         row["subset_ratio"] = row["subset_step_s"] / base
@@ -102,8 +116,12 @@ def class_scaling(
 
 
 def streamed_fit_memory(
-    num_data: int, steps: int = 40, batch_size: int = 500, num_inducing: int = 50,
-    num_classes: int = 5, input_dim: int = 32,
+    num_data: int,
+    steps: int = 40,
+    batch_size: int = 500,
+    num_inducing: int = 50,
+    num_classes: int = 5,
+    input_dim: int = 32,
 ) -> Dict:
     """Peak resident memory of a process that trains on ``num_data`` streamed points, and the
     median step time (run each size in its own process: the peak is per process)."""
@@ -112,8 +130,9 @@ def streamed_fit_memory(
         f"print(json.dumps(_streamed_fit_in_process({num_data}, {steps}, {batch_size}, "
         f"{num_inducing}, {num_classes}, {input_dim})))"
     )
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               check=True)
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
@@ -122,7 +141,11 @@ def _peak_rss_mb() -> float:
 
 
 def _streamed_fit_in_process(
-    num_data: int, steps: int, batch_size: int, num_inducing: int, num_classes: int,
+    num_data: int,
+    steps: int,
+    batch_size: int,
+    num_inducing: int,
+    num_classes: int,
     input_dim: int,
 ) -> Dict:
     model = synthetic_model(num_classes, num_inducing, input_dim, num_data)
@@ -137,8 +160,13 @@ def _streamed_fit_in_process(
         start = time.perf_counter()
         trainer.step(batch)
         times.append(time.perf_counter() - start)
-    return {"N": num_data, "peak_rss_mb": _peak_rss_mb(), "peak_after_warmup_mb": before,
-            "step_s": float(np.median(times)), "iteration": int(trainer.iteration.numpy())}
+    return {
+        "N": num_data,
+        "peak_rss_mb": _peak_rss_mb(),
+        "peak_after_warmup_mb": before,
+        "step_s": float(np.median(times)),
+        "iteration": int(trainer.iteration.numpy()),
+    }
 
 
 def data_scaling(sizes: Sequence[int] = (10**4, 10**5, 10**6), **kwargs: int) -> List[Dict]:
@@ -156,8 +184,12 @@ def inducing_scaling(
     """The CAVI step's time against M, the exponent of a power law fitted to all of it, and the
     local exponents between consecutive M (B·M² terms dominate while M < B, M³ terms beyond)."""
     rows = [
-        {"M": M, "step_s": _cavi_step_time(num_classes, None, batch_size, M, input_dim,
-                                           jit_compile=jit_compile)}
+        {
+            "M": M,
+            "step_s": _cavi_step_time(
+                num_classes, None, batch_size, M, input_dim, jit_compile=jit_compile
+            ),
+        }
         for M in inducing
     ]
     log_m, log_t = np.log([r["M"] for r in rows]), np.log([r["step_s"] for r in rows])
@@ -196,11 +228,15 @@ def roofline(
         row = {"C": num_classes, "B": batch_size, "M": num_inducing}
         for jit_compile in (False, True):
             key = "xla" if jit_compile else "graph"
-            dense = tf.function(_dense_operations(num_classes, batch_size, num_inducing),
-                                jit_compile=jit_compile, autograph=False)
+            dense = tf.function(
+                _dense_operations(num_classes, batch_size, num_inducing),
+                jit_compile=jit_compile,
+                autograph=False,
+            )
             row[f"dense_{key}_s"] = median_time(dense)
-            row[f"step_{key}_s"] = _cavi_step_time(num_classes, None, batch_size, num_inducing,
-                                                   input_dim, jit_compile=jit_compile)
+            row[f"step_{key}_s"] = _cavi_step_time(
+                num_classes, None, batch_size, num_inducing, input_dim, jit_compile=jit_compile
+            )
             row[f"ratio_{key}"] = row[f"step_{key}_s"] / row[f"dense_{key}_s"]
         rows.append(row)
     return rows
@@ -221,20 +257,42 @@ def precision_comparison(
 
     data = load_dataset(dataset, seed=seed)
     Z = inducing_points(data.X_train, num_inducing, seed=seed)
-    results: Dict = {"dataset": dataset, "iterations": iterations, "B": batch_size,
-                     "M": num_inducing}
+    results: Dict = {
+        "dataset": dataset,
+        "iterations": iterations,
+        "B": batch_size,
+        "M": num_inducing,
+    }
     probabilities = {}
     for name, dtype in (("float64", np.float64), ("float32", np.float32)):
         with gpflow.config.as_context(gpflow.config.Config(float=dtype, jitter=1e-6)):
-            model = LogisticSoftmaxSVGP(initial_kernel(data.X_train), Z.astype(dtype),
-                                        data.num_classes, num_data=len(data.X_train),
-                                        scheme="negative-multinomial")  # as docs/scale.md's figures
+            model = LogisticSoftmaxSVGP(
+                initial_kernel(data.X_train),
+                Z.astype(dtype),
+                data.num_classes,
+                num_data=len(data.X_train),
+                scheme="negative-multinomial",
+            )  # as docs/scale.md's figures
             trainer = Trainer(model, RobbinsMonro(), 0.01, jit_compile=True)
-            fit(model, (data.X_train, data.Y_train), iterations=2, batch_size=batch_size,
-                trainer=trainer, seed=seed, progress=False)  # compile
+            fit(
+                model,
+                (data.X_train, data.Y_train),
+                iterations=2,
+                batch_size=batch_size,
+                trainer=trainer,
+                seed=seed,
+                progress=False,
+            )  # compile
             start = time.perf_counter()
-            result = fit(model, (data.X_train, data.Y_train), iterations=iterations,
-                         batch_size=batch_size, trainer=trainer, seed=seed, progress=False)
+            result = fit(
+                model,
+                (data.X_train, data.Y_train),
+                iterations=iterations,
+                batch_size=batch_size,
+                trainer=trainer,
+                seed=seed,
+                progress=False,
+            )
             seconds = time.perf_counter() - start
             X_test = data.X_test.astype(dtype)
             p = model.predict_y(X_test)[0].numpy().astype(np.float64)
@@ -248,7 +306,9 @@ def precision_comparison(
         }
     results["float32_speedup"] = results["float64"]["step_s"] / results["float32"]["step_s"]
     results["max_abs_dp"] = float(np.abs(probabilities["float64"] - probabilities["float32"]).max())
-    results["mean_abs_dp"] = float(np.abs(probabilities["float64"] - probabilities["float32"]).mean())
+    results["mean_abs_dp"] = float(
+        np.abs(probabilities["float64"] - probabilities["float32"]).mean()
+    )
     return results
 
 
@@ -262,8 +322,9 @@ def run_scaling(output: Optional[str] = None, quick: bool = False) -> Dict:
             "classes": class_scaling((10, 20), subset_size=5, batch_size=50, num_inducing=20),
             "data": data_scaling((10**3,), steps=3, batch_size=100, num_inducing=10),
             "inducing": inducing_scaling((10, 20), num_classes=3, batch_size=50),
-            "precision": precision_comparison("wine", iterations=10, batch_size=50,
-                                              num_inducing=10),
+            "precision": precision_comparison(
+                "wine", iterations=10, batch_size=50, num_inducing=10
+            ),
             "roofline": roofline(((3, 50, 10),)),
         }
     else:
@@ -284,44 +345,73 @@ def run_scaling(output: Optional[str] = None, quick: bool = False) -> Dict:
 
 def scaling_report(results: Dict) -> str:
     """The Markdown tables of :func:`run_scaling`'s results."""
-    lines = ["Compiled CAVI steps (`tf.function`, no XLA unless stated), medians; "
-             "synthetic Gaussian-mixture data, D = 10, one SE kernel shared by all classes.", "",
-             "### Step time against the number of classes (class subsets, B = 200, M = 100)", "",
-             "| C | \\|K\\| | step with \\|K\\| classes | ratio to C = "
-             f"{results['classes'][0]['C']} | step with all C classes |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "Compiled CAVI steps (`tf.function`, no XLA unless stated), medians; "
+        "synthetic Gaussian-mixture data, D = 10, one SE kernel shared by all classes.",
+        "",
+        "### Step time against the number of classes (class subsets, B = 200, M = 100)",
+        "",
+        "| C | \\|K\\| | step with \\|K\\| classes | ratio to C = "
+        f"{results['classes'][0]['C']} | step with all C classes |",
+        "|---|---|---|---|---|",
+    ]
     for r in results["classes"]:
-        lines.append(f"| {r['C']} | {r['K']} | {1e3 * r['subset_step_s']:.1f} ms | "
-                     f"{r['subset_ratio']:.2f} | {1e3 * r['all_classes_step_s']:.1f} ms |")
-    lines += ["", "### Streamed training against N", "",
-              "| N | peak memory (process) | median step |", "|---|---|---|"]
+        lines.append(
+            f"| {r['C']} | {r['K']} | {1e3 * r['subset_step_s']:.1f} ms | "
+            f"{r['subset_ratio']:.2f} | {1e3 * r['all_classes_step_s']:.1f} ms |"
+        )
+    lines += [
+        "",
+        "### Streamed training against N",
+        "",
+        "| N | peak memory (process) | median step |",
+        "|---|---|---|",
+    ]
     for r in results["data"]:
         lines.append(f"| {r['N']:,} | {r['peak_rss_mb']:.0f} MB | {1e3 * r['step_s']:.1f} ms |")
     inducing = results["inducing"]
-    lines += ["", f"### Step time against M (C = {inducing['C']}, B = {inducing['B']}): "
-              f"fitted exponent {inducing['exponent']:.2f}", "",
-              "| M | step | local exponent (from the previous M) |", "|---|---|---|"]
+    lines += [
+        "",
+        f"### Step time against M (C = {inducing['C']}, B = {inducing['B']}): "
+        f"fitted exponent {inducing['exponent']:.2f}",
+        "",
+        "| M | step | local exponent (from the previous M) |",
+        "|---|---|---|",
+    ]
     for r in inducing["rows"]:
         local = f"{r['local_exponent']:.2f}" if "local_exponent" in r else "-"
         lines.append(f"| {r['M']} | {1e3 * r['step_s']:.1f} ms | {local} |")
     p = results["precision"]
-    lines += ["", f"### float32 against float64 (`fit`, XLA, {p['dataset']}, "
-              f"{p['iterations']} steps, B = {p['B']}, M = {p['M']})", "",
-              "| precision | step | final minibatch ELBO | test error | test NLL |",
-              "|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"### float32 against float64 (`fit`, XLA, {p['dataset']}, "
+        f"{p['iterations']} steps, B = {p['B']}, M = {p['M']})",
+        "",
+        "| precision | step | final minibatch ELBO | test error | test NLL |",
+        "|---|---|---|---|---|",
+    ]
     for name in ("float64", "float32"):
         r = p[name]
-        lines.append(f"| {name} | {1e3 * r['step_s']:.1f} ms | {r['final_elbo']:.1f} | "
-                     f"{r['error']:.4f} | {r['nll']:.4f} |")
-    lines += ["", f"float32 speed-up {p['float32_speedup']:.2f}×; predictive probabilities "
-              f"differ by {p['max_abs_dp']:.2e} at most ({p['mean_abs_dp']:.2e} on average).", "",
-              "### Roofline: the step against its unavoidable dense operations", "",
-              "| C | B | M | dense ops (graph) | step (graph) | ratio | dense ops (XLA) | "
-              "step (XLA) | ratio |", "|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {name} | {1e3 * r['step_s']:.1f} ms | {r['final_elbo']:.1f} | "
+            f"{r['error']:.4f} | {r['nll']:.4f} |"
+        )
+    lines += [
+        "",
+        f"float32 speed-up {p['float32_speedup']:.2f}×; predictive probabilities "
+        f"differ by {p['max_abs_dp']:.2e} at most ({p['mean_abs_dp']:.2e} on average).",
+        "",
+        "### Roofline: the step against its unavoidable dense operations",
+        "",
+        "| C | B | M | dense ops (graph) | step (graph) | ratio | dense ops (XLA) | "
+        "step (XLA) | ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results["roofline"]:
         lines.append(
             f"| {r['C']} | {r['B']} | {r['M']} | {1e3 * r['dense_graph_s']:.2f} ms | "
             f"{1e3 * r['step_graph_s']:.2f} ms | {r['ratio_graph']:.1f} | "
             f"{1e3 * r['dense_xla_s']:.2f} ms | {1e3 * r['step_xla_s']:.2f} ms | "
-            f"{r['ratio_xla']:.1f} |")
+            f"{r['ratio_xla']:.1f} |"
+        )
     return "\n".join(lines) + "\n"

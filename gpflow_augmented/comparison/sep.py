@@ -27,6 +27,7 @@ follow the gradient of the EP estimate of log p(y) (eq. 9) with the sites held f
 training set held by the model, memory O(N C). It is the reference SEP approximates, and the one
 that is close to the exact posterior on problems small enough to integrate.
 """
+
 from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -38,20 +39,34 @@ from gpflow.config import default_float
 from gpflow.inducing_variables import InducingVariables
 from gpflow.kernels import Kernel
 from gpflow.models import GPModel
-from gpflow.models.training_mixins import (ExternalDataTrainingLossMixin,
-                                           InternalDataTrainingLossMixin)
+from gpflow.models.training_mixins import (
+    ExternalDataTrainingLossMixin,
+    InternalDataTrainingLossMixin,
+)
 from gpflow.models.util import inducingpoint_wrapper
 
-from ..projection import (canonical_kernel_and_inducing, inducing_inputs, kuu_cholesky,
-                          whitened_projection)
+from ..projection import (
+    canonical_kernel_and_inducing,
+    inducing_inputs,
+    kuu_cholesky,
+    whitened_projection,
+)
 from ..updates import conjugate_statistics, mean_and_sqrt, minibatch_scale
 from ..schedules import ConstantStepSize, StepSizeSchedule
-from ..validation import (check_data, check_integer, check_positive_number,
-                          checked_labels)
+from ..validation import check_data, check_integer, check_positive_number, checked_labels
 from .heaviside import ArgMaxLikelihood, HeavisideLikelihood, pairwise_probit_sites, site_totals
 
-__all__ = ["EPState", "ExpectationPropagation", "ExpectationPropagationModel", "HeavisideEP", "HeavisideSEP", "log_normaliser_change",
-           "rank_one_cavity", "untied_whitened_sites", "whitened_marginals"]
+__all__ = [
+    "EPState",
+    "ExpectationPropagation",
+    "ExpectationPropagationModel",
+    "HeavisideEP",
+    "HeavisideSEP",
+    "log_normaliser_change",
+    "rank_one_cavity",
+    "untied_whitened_sites",
+    "whitened_marginals",
+]
 
 
 class EPState(NamedTuple):
@@ -70,8 +85,9 @@ def log_normaliser_change(shift: tf.Tensor, chol: tf.Tensor) -> tf.Tensor:
     return half_quadratic - tf.reduce_sum(tf.math.log(tf.linalg.diag_part(chol)), axis=-1)
 
 
-def whitened_marginals(chol: tf.Tensor, shift: tf.Tensor, A: tf.Tensor
-                       ) -> Tuple[tf.Tensor, tf.Tensor]:
+def whitened_marginals(
+    chol: tf.Tensor, shift: tf.Tensor, A: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor]:
     """Mean and variance [N, C] of aᵀv at every point under N(Λ⁻¹η, Λ⁻¹), R Rᵀ = Λ."""
     mean_v = tf.linalg.cholesky_solve(chol, tf.transpose(shift)[:, :, None])  # [C, M, 1]
     mean = tf.transpose(tf.linalg.matmul(A, mean_v, transpose_a=True)[:, :, 0])
@@ -79,28 +95,34 @@ def whitened_marginals(chol: tf.Tensor, shift: tf.Tensor, A: tf.Tensor
     return mean, tf.transpose(tf.reduce_sum(tf.square(solved), axis=1))
 
 
-def rank_one_cavity(mean: tf.Tensor, variance: tf.Tensor, precision: tf.Tensor, shift: tf.Tensor
-                    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def rank_one_cavity(
+    mean: tf.Tensor, variance: tf.Tensor, precision: tf.Tensor, shift: tf.Tensor
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """Remove a rank-one site exp(−π u²/2 + ν u) of the projection u from a Gaussian whose
     marginal of u is N(mean, variance): the cavity's marginal of u (mean, variance) and the change
     of the log normaliser, g(cavity) − g(q) = ½ log(τ'/τ) + ½(m'²/τ' − m²/τ) (primes: the
     cavity's). Only u's marginal changes: the conditional of the rest given u is the same."""
     cavity_variance = variance / (1.0 - variance * precision)
     cavity_mean = cavity_variance * (mean / variance - shift)
-    change = 0.5 * (tf.math.log(cavity_variance / variance)
-                    + tf.square(cavity_mean) / cavity_variance - tf.square(mean) / variance)
+    change = 0.5 * (
+        tf.math.log(cavity_variance / variance)
+        + tf.square(cavity_mean) / cavity_variance
+        - tf.square(mean) / variance
+    )
     return cavity_mean, cavity_variance, change
 
 
-def untied_whitened_sites(model: "ExpectationPropagationModel", A: Optional[tf.Tensor] = None
-                          ) -> Tuple[tf.Tensor, tf.Tensor]:
+def untied_whitened_sites(
+    model: "ExpectationPropagationModel", A: Optional[tf.Tensor] = None
+) -> Tuple[tf.Tensor, tf.Tensor]:
     """(Λ̃ [C, M, M], η̃ [M, C]): the product of a model's per-factor Gaussian sites, its first
     four ``site_parameters`` (as :class:`HeavisideEP` stores them), over its training set."""
     if A is None:
         _, A, _ = model._geometry(model.data[0])
     labels, _ = checked_labels(model.data[1], model.num_classes)
     point_precision, point_shift = site_totals(
-        labels, *(tf.convert_to_tensor(p) for p in model.site_parameters[:4]))
+        labels, *(tf.convert_to_tensor(p) for p in model.site_parameters[:4])
+    )
     return conjugate_statistics(A, point_shift, point_precision)
 
 
@@ -110,13 +132,15 @@ class ExpectationPropagationModel(GPModel):
     gives their product in whitened coordinates (``_whitened_sites``) and computes a step's
     :class:`EPState` (``ep_state``), which :class:`ExpectationPropagation` assigns."""
 
-    def __init__(self, kernel: Kernel, inducing_variable: object,
-                 likelihood: ArgMaxLikelihood) -> None:
+    def __init__(
+        self, kernel: Kernel, inducing_variable: object, likelihood: ArgMaxLikelihood
+    ) -> None:
         num_classes = likelihood.num_classes
         if not isinstance(inducing_variable, InducingVariables):
             inducing_variable = np.asarray(inducing_variable, dtype=default_float())
         kernel, inducing_variable = canonical_kernel_and_inducing(
-            kernel, inducingpoint_wrapper(inducing_variable), num_classes)
+            kernel, inducingpoint_wrapper(inducing_variable), num_classes
+        )
         super().__init__(kernel, likelihood, None, num_latent_gps=num_classes)
         self.num_classes = num_classes
         self.inducing_variable = inducing_variable
@@ -125,8 +149,9 @@ class ExpectationPropagationModel(GPModel):
     def site_parameters(self) -> Tuple[Parameter, ...]:
         raise NotImplementedError
 
-    def derived_assignments(self, state: EPState, new_sites: Sequence[tf.Tensor]
-                            ) -> List[Tuple[Parameter, tf.Tensor]]:
+    def derived_assignments(
+        self, state: EPState, new_sites: Sequence[tf.Tensor]
+    ) -> List[Tuple[Parameter, tf.Tensor]]:
         """What else an EP step writes, besides the sites: nothing here."""
         return []
 
@@ -144,8 +169,9 @@ class ExpectationPropagationModel(GPModel):
     def _geometry(self, X: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(L [P, M, M], A [C, M, N], s [N, C]): the whitened projection and each latent's factor
         noise, the FITC conditional variance plus σ²."""
-        L, A, residual = whitened_projection(self.kernel, self.inducing_variable, X,
-                                             self.num_classes, broadcast=False)
+        L, A, residual = whitened_projection(
+            self.kernel, self.inducing_variable, X, self.num_classes, broadcast=False
+        )
         A = tf.broadcast_to(A, [self.num_classes, tf.shape(A)[1], tf.shape(A)[2]])
         noise = residual + self.likelihood.latent_noise(default_float())
         return L, A, tf.broadcast_to(noise, [tf.shape(A)[2], self.num_classes])
@@ -162,13 +188,21 @@ class ExpectationPropagationModel(GPModel):
         self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
         q_mu, q_sqrt = self.whitened_posterior()
-        return conditional(tf.convert_to_tensor(Xnew, default_float()), self.inducing_variable,
-                           self.kernel, q_mu, q_sqrt=q_sqrt, full_cov=full_cov, white=True,
-                           full_output_cov=full_output_cov)
+        return conditional(
+            tf.convert_to_tensor(Xnew, default_float()),
+            self.inducing_variable,
+            self.kernel,
+            q_mu,
+            q_sqrt=q_sqrt,
+            full_cov=full_cov,
+            white=True,
+            full_output_cov=full_output_cov,
+        )
 
     @check_shapes("Xnew: [N, D]", "Y: [N, 1]", "return[0]: [N, C]", "return[1]: [N]")
-    def predict_y_and_log_density(self, Xnew: InputData, Y: tf.Tensor
-                                  ) -> Tuple[tf.Tensor, tf.Tensor]:
+    def predict_y_and_log_density(
+        self, Xnew: InputData, Y: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
         """``predict_y``'s class probabilities and ``predict_log_density``'s values from one
         evaluation of the likelihood's Gauss–Hermite integral ([N, C, C, J] normal CDFs, the cost
         of both), for a caller that needs the two (:class:`~gpflow_augmented.metrics.Evaluator`)."""
@@ -209,38 +243,41 @@ class HeavisideSEP(ExpectationPropagationModel, ExternalDataTrainingLossMixin):
         noise_variance: float = 0.1,
         num_hermite: int = 64,
     ) -> None:
-        super().__init__(kernel, inducing_variable,
-                         HeavisideLikelihood(num_classes, noise_variance, num_hermite))
+        super().__init__(
+            kernel, inducing_variable, HeavisideLikelihood(num_classes, noise_variance, num_hermite)
+        )
         self.num_data = None if num_data is None else check_integer(num_data, "num_data")
         M = self.inducing_variable.num_inducing
         C = self.num_classes
-        self.site_precision = Parameter(np.zeros((C, M, M)), dtype=default_float(),
-                                        trainable=False)
+        self.site_precision = Parameter(np.zeros((C, M, M)), dtype=default_float(), trainable=False)
         self.site_shift = Parameter(np.zeros((M, C)), dtype=default_float(), trainable=False)
         num_priors = kuu_cholesky(self.kernel, self.inducing_variable).shape[0]  # 1 or C
-        self.site_cholesky = Parameter(np.tile(np.eye(M), (num_priors, 1, 1)),
-                                       dtype=default_float(), trainable=False)
+        self.site_cholesky = Parameter(
+            np.tile(np.eye(M), (num_priors, 1, 1)), dtype=default_float(), trainable=False
+        )
 
     @property
     def site_parameters(self) -> Tuple[Parameter, ...]:
         return self.site_precision, self.site_shift
 
-    def derived_assignments(self, state: EPState, new_sites: Sequence[tf.Tensor]
-                            ) -> List[Tuple[Parameter, tf.Tensor]]:
+    def derived_assignments(
+        self, state: EPState, new_sites: Sequence[tf.Tensor]
+    ) -> List[Tuple[Parameter, tf.Tensor]]:
         """The coordinates the new sites are written in: the current L."""
         return [(self.site_cholesky, state.cholesky)]
 
     def _whitened_sites(self, L: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         """The tied site, fixed in ū, in the whitened coordinates of L: Tᵀ Λ̃ T, Tᵀ η̃ with
         T = L_site⁻¹ L."""
-        change = tf.linalg.triangular_solve(
-            tf.convert_to_tensor(self.site_cholesky), L, lower=True)
+        change = tf.linalg.triangular_solve(tf.convert_to_tensor(self.site_cholesky), L, lower=True)
         change = tf.broadcast_to(change, tf.shape(self.site_precision))
-        precision = tf.linalg.matmul(change, tf.linalg.matmul(self.site_precision, change),
-                                     transpose_a=True)
+        precision = tf.linalg.matmul(
+            change, tf.linalg.matmul(self.site_precision, change), transpose_a=True
+        )
         precision = 0.5 * (precision + tf.linalg.matrix_transpose(precision))
-        shift = tf.transpose(tf.linalg.matvec(change, tf.transpose(self.site_shift),
-                                              transpose_a=True))
+        shift = tf.transpose(
+            tf.linalg.matvec(change, tf.transpose(self.site_shift), transpose_a=True)
+        )
         return precision, shift
 
     def ep_state(self, data: Optional[RegressionData] = None) -> EPState:
@@ -268,13 +305,17 @@ class HeavisideSEP(ExpectationPropagationModel, ExternalDataTrainingLossMixin):
         removed_precision = removed[:, None, None] * site_precision
         removed_shift = site_shift * removed
         cavity_chol = tf.linalg.cholesky(precision - removed_precision)
-        cavity_mean, cavity_variance = whitened_marginals(cavity_chol, site_shift - removed_shift, A)
+        cavity_mean, cavity_variance = whitened_marginals(
+            cavity_chol, site_shift - removed_shift, A
+        )
         own = tf.one_hot(labels, C, dtype=default_float())
         label_mean, label_variance = (
             tf.broadcast_to(tf.reduce_sum(own * value, -1, keepdims=True), tf.shape(value))
-            for value in (cavity_mean, cavity_variance))
-        sites = pairwise_probit_sites(label_mean, label_variance, cavity_mean, cavity_variance,
-                                      factor_noise, labels)
+            for value in (cavity_mean, cavity_variance)
+        )
+        sites = pairwise_probit_sites(
+            label_mean, label_variance, cavity_mean, cavity_variance, factor_noise, labels
+        )
 
         # log Z_q = Σ_c [g(q_c) − g(prior_c)] + Σ_c n_c [g(cavity_c) − g(q_c)] + Σ_ik log Z_ik.
         # The second term is written through the removed site δ = (Λ̃, η̃)/n_c, so that n_c times
@@ -283,28 +324,46 @@ class HeavisideSEP(ExpectationPropagationModel, ExternalDataTrainingLossMixin):
         mean = tf.linalg.cholesky_solve(chol, tf.transpose(site_shift)[:, :, None])  # [C, M, 1]
         delta_shift = tf.transpose(removed_shift)[:, :, None]
         residual_shift = tf.linalg.matmul(removed_precision, mean) - delta_shift
-        quadratic = (tf.linalg.matmul(mean, tf.linalg.matmul(removed_precision, mean),
-                                      transpose_a=True)
-                     - 2.0 * tf.linalg.matmul(delta_shift, mean, transpose_a=True)
-                     + tf.linalg.matmul(residual_shift,
-                                        tf.linalg.cholesky_solve(cavity_chol, residual_shift),
-                                        transpose_a=True))[:, 0, 0]
+        quadratic = (
+            tf.linalg.matmul(mean, tf.linalg.matmul(removed_precision, mean), transpose_a=True)
+            - 2.0 * tf.linalg.matmul(delta_shift, mean, transpose_a=True)
+            + tf.linalg.matmul(
+                residual_shift,
+                tf.linalg.cholesky_solve(cavity_chol, residual_shift),
+                transpose_a=True,
+            )
+        )[:, 0, 0]
         whitened_removed = tf.linalg.triangular_solve(
-            chol, tf.linalg.matrix_transpose(
-                tf.linalg.triangular_solve(chol, removed_precision, lower=True)), lower=True)
-        log_det_ratio = 2.0 * tf.reduce_sum(tf.math.log(tf.linalg.diag_part(
-            tf.linalg.cholesky(eye - whitened_removed))), axis=-1)
+            chol,
+            tf.linalg.matrix_transpose(
+                tf.linalg.triangular_solve(chol, removed_precision, lower=True)
+            ),
+            lower=True,
+        )
+        log_det_ratio = 2.0 * tf.reduce_sum(
+            tf.math.log(tf.linalg.diag_part(tf.linalg.cholesky(eye - whitened_removed))), axis=-1
+        )
         cavity_terms = num_factors * (0.5 * quadratic - 0.5 * log_det_ratio)
-        log_marginal = (tf.reduce_sum(log_normaliser_change(site_shift, chol))
-                        + tf.reduce_sum(cavity_terms)
-                        + scale * tf.reduce_sum(sites.log_normaliser))
+        log_marginal = (
+            tf.reduce_sum(log_normaliser_change(site_shift, chol))
+            + tf.reduce_sum(cavity_terms)
+            + scale * tf.reduce_sum(sites.log_normaliser)
+        )
 
         point_precision, point_shift = site_totals(
-            labels, sites.label_precision, sites.label_shift, sites.other_precision,
-            sites.other_shift)
+            labels,
+            sites.label_precision,
+            sites.label_shift,
+            sites.other_precision,
+            sites.other_shift,
+        )
         target_precision, target_shift = conjugate_statistics(A, point_shift, point_precision)
-        return EPState(self._valid_or_nan(log_marginal, valid), (site_precision, site_shift),
-                       (scale * target_precision, scale * target_shift), L)
+        return EPState(
+            self._valid_or_nan(log_marginal, valid),
+            (site_precision, site_shift),
+            (scale * target_precision, scale * target_shift),
+            L,
+        )
 
     @check_shapes("return: []")
     def log_marginal_likelihood(self, data: RegressionData) -> tf.Tensor:
@@ -339,23 +398,32 @@ class HeavisideEP(ExpectationPropagationModel, InternalDataTrainingLossMixin):
         noise_variance: float = 0.1,
         num_hermite: int = 64,
     ) -> None:
-        super().__init__(kernel, inducing_variable,
-                         HeavisideLikelihood(num_classes, noise_variance, num_hermite))
+        super().__init__(
+            kernel, inducing_variable, HeavisideLikelihood(num_classes, noise_variance, num_hermite)
+        )
         X, Y = data
         check_data(X, Y, self.num_classes, self._input_dim())
         self.data = (tf.convert_to_tensor(X, dtype=default_float()), tf.convert_to_tensor(Y))
         shape = (len(X), self.num_classes)
-        self.label_site_precision, self.label_site_shift, self.other_site_precision, \
-            self.other_site_shift = (Parameter(np.zeros(shape), dtype=default_float(),
-                                               trainable=False) for _ in range(4))
+        (
+            self.label_site_precision,
+            self.label_site_shift,
+            self.other_site_precision,
+            self.other_site_shift,
+        ) = (Parameter(np.zeros(shape), dtype=default_float(), trainable=False) for _ in range(4))
 
     @property
     def site_parameters(self) -> Tuple[Parameter, ...]:
-        return (self.label_site_precision, self.label_site_shift, self.other_site_precision,
-                self.other_site_shift)
+        return (
+            self.label_site_precision,
+            self.label_site_shift,
+            self.other_site_precision,
+            self.other_site_shift,
+        )
 
-    def _whitened_sites(self, L: tf.Tensor, A: Optional[tf.Tensor] = None
-                        ) -> Tuple[tf.Tensor, tf.Tensor]:
+    def _whitened_sites(
+        self, L: tf.Tensor, A: Optional[tf.Tensor] = None
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
         return untied_whitened_sites(self, A)
 
     def ep_state(self, data: Optional[RegressionData] = None) -> EPState:
@@ -365,8 +433,9 @@ class HeavisideEP(ExpectationPropagationModel, InternalDataTrainingLossMixin):
         labels, valid = checked_labels(Y, self.num_classes)
         L, A, factor_noise = self._geometry(X)
         site_precision, site_shift = self._whitened_sites(L, A)
-        eye = tf.eye(tf.shape(site_precision)[-1], batch_shape=[self.num_classes],
-                     dtype=default_float())
+        eye = tf.eye(
+            tf.shape(site_precision)[-1], batch_shape=[self.num_classes], dtype=default_float()
+        )
         chol = tf.linalg.cholesky(eye + site_precision)
         mean, variance = whitened_marginals(chol, site_shift, A)  # q's marginals [N, C]
         own = tf.one_hot(labels, self.num_classes, dtype=default_float())
@@ -375,18 +444,31 @@ class HeavisideEP(ExpectationPropagationModel, InternalDataTrainingLossMixin):
 
         stored = [tf.convert_to_tensor(p) for p in self.site_parameters]
         label_cavity_mean, label_cavity_variance, label_change = rank_one_cavity(
-            label_mean, label_variance, stored[0], stored[1])
+            label_mean, label_variance, stored[0], stored[1]
+        )
         other_cavity_mean, other_cavity_variance, other_change = rank_one_cavity(
-            mean, variance, stored[2], stored[3])
-        sites = pairwise_probit_sites(label_cavity_mean, label_cavity_variance, other_cavity_mean,
-                                      other_cavity_variance, factor_noise, labels)
+            mean, variance, stored[2], stored[3]
+        )
+        sites = pairwise_probit_sites(
+            label_cavity_mean,
+            label_cavity_variance,
+            other_cavity_mean,
+            other_cavity_variance,
+            factor_noise,
+            labels,
+        )
         others = 1.0 - own
-        log_marginal = (tf.reduce_sum(log_normaliser_change(site_shift, chol))
-                        + tf.reduce_sum(sites.log_normaliser)
-                        + tf.reduce_sum(others * (label_change + other_change)))
-        return EPState(self._valid_or_nan(log_marginal, valid), tuple(stored),
-                       (sites.label_precision, sites.label_shift, sites.other_precision,
-                        sites.other_shift), L)
+        log_marginal = (
+            tf.reduce_sum(log_normaliser_change(site_shift, chol))
+            + tf.reduce_sum(sites.log_normaliser)
+            + tf.reduce_sum(others * (label_change + other_change))
+        )
+        return EPState(
+            self._valid_or_nan(log_marginal, valid),
+            tuple(stored),
+            (sites.label_precision, sites.label_shift, sites.other_precision, sites.other_shift),
+            L,
+        )
 
     @check_shapes("return: []")
     def log_marginal_likelihood(self) -> tf.Tensor:
@@ -408,13 +490,16 @@ class ExpectationPropagation(tf.Module):
     :param damping: ρ in (0, 1], a constant or a schedule of the step count (minibatches).
     """
 
-    def __init__(self, model: ExpectationPropagationModel, damping: Union[float, StepSizeSchedule] = 0.5
-                 ) -> None:
+    def __init__(
+        self, model: ExpectationPropagationModel, damping: Union[float, StepSizeSchedule] = 0.5
+    ) -> None:
         super().__init__()
         self.model = model
-        self.damping = (damping if isinstance(damping, StepSizeSchedule)
-                        else ConstantStepSize(check_positive_number(damping, "damping",
-                                                                    maximum=1.0)))
+        self.damping = (
+            damping
+            if isinstance(damping, StepSizeSchedule)
+            else ConstantStepSize(check_positive_number(damping, "damping", maximum=1.0))
+        )
         self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False)
 
     def step(self, data: Optional[RegressionData] = None) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -422,12 +507,16 @@ class ExpectationPropagation(tf.Module):
         model = self.model
         state = model.ep_state(data)
         rho = tf.cast(self.damping(self.iteration), default_float())
-        new_sites = [(1.0 - rho) * site + rho * target
-                     for site, target in zip(state.sites, state.targets)]
+        new_sites = [
+            (1.0 - rho) * site + rho * target for site, target in zip(state.sites, state.targets)
+        ]
         derived = model.derived_assignments(state, new_sites)
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(value)) for value in
-                                (*new_sites, *(v for _, v in derived),
-                                 state.log_marginal_likelihood)])
+        finite = tf.reduce_all(
+            [
+                tf.reduce_all(tf.math.is_finite(value))
+                for value in (*new_sites, *(v for _, v in derived), state.log_marginal_likelihood)
+            ]
+        )
 
         def assign() -> tf.Tensor:
             for parameter, value in (*zip(model.site_parameters, new_sites), *derived):

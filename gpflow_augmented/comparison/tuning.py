@@ -12,6 +12,7 @@ Each candidate is one :func:`~gpflow_augmented.comparison.compare` run on the tr
 split, under the same budget as the final run, scored by its final validation NLL. The test set is
 not read until the chosen settings are run on the whole training set.
 """
+
 import math
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
@@ -21,8 +22,15 @@ from .baselines import DAMPED_METHODS, POSITIVE_BIJECTORS, STEP_SIZE_SCHEDULES, 
 from .protocol import check_methods, compare
 from ..datasets import Dataset, from_arrays, train_test_split
 
-__all__ = ["ALPHA_EPSILONS", "LEARNING_RATES", "TuningResult", "candidate_settings", "settings_text", "tune",
-           "validation_split"]
+__all__ = [
+    "ALPHA_EPSILONS",
+    "LEARNING_RATES",
+    "TuningResult",
+    "candidate_settings",
+    "settings_text",
+    "tune",
+    "validation_split",
+]
 
 LEARNING_RATES = (0.003, 0.01, 0.03, 0.1)
 # The Dirichlet classifier's α_ε: GPyTorch's suggested 0.01 and a decade either side (Milios et al.
@@ -35,8 +43,9 @@ def validation_split(dataset: Dataset, fraction: float = 0.2, seed: int = 0) -> 
     returned dataset (re-standardised with the remaining points' statistics). The test set of
     ``dataset`` is not part of it."""
     is_validation = train_test_split(len(dataset.X_train), fraction, seed)
-    split = from_arrays(f"{dataset.name} (validation)", dataset.X_train, dataset.Y_train,
-                        is_validation)
+    split = from_arrays(
+        f"{dataset.name} (validation)", dataset.X_train, dataset.Y_train, is_validation
+    )
     if split.num_classes != dataset.num_classes:  # the highest label fell in neither part
         split = split._replace(num_classes=dataset.num_classes)
     return split
@@ -48,24 +57,31 @@ def candidate_settings(method: str, full_batch: bool) -> List[Dict[str, Any]]:
     schedules: Sequence[Optional[str]] = (None,)
     if method in DAMPED_METHODS and not full_batch:
         schedules = tuple(STEP_SIZE_SCHEDULES)
-    grid = [{"learning_rate": rate, "positive_bijector": bijector, "step_size": schedule}
-            for bijector in POSITIVE_BIJECTORS for schedule in schedules
-            for rate in LEARNING_RATES]
+    grid = [
+        {"learning_rate": rate, "positive_bijector": bijector, "step_size": schedule}
+        for bijector in POSITIVE_BIJECTORS
+        for schedule in schedules
+        for rate in LEARNING_RATES
+    ]
     if method == "dirichlet":
-        grid = [{**settings, "alpha_epsilon": alpha_epsilon}
-                for alpha_epsilon in ALPHA_EPSILONS for settings in grid]
+        grid = [
+            {**settings, "alpha_epsilon": alpha_epsilon}
+            for alpha_epsilon in ALPHA_EPSILONS
+            for settings in grid
+        ]
     return grid
 
 
 def settings_text(settings: Dict[str, Any]) -> str:
-    """"lr 0.03, exp, ρ constant-0.1": a method's settings as the reports print them."""
+    """ "lr 0.03, exp, ρ constant-0.1": a method's settings as the reports print them."""
     text = f"lr {settings['learning_rate']:g}"
     text += f", {settings['positive_bijector']}" if settings.get("positive_bijector") else ""
     text += f", ρ {settings['step_size']}" if settings.get("step_size") else ""
     text += f", α_ε {settings['alpha_epsilon']:g}" if settings.get("alpha_epsilon") else ""
     text += ", σ² by Adam" if settings.get("update_variance") is False else ""
-    return text + (f", |K| {settings['class_subset_size']}"
-                   if settings.get("class_subset_size") else "")
+    return text + (
+        f", |K| {settings['class_subset_size']}" if settings.get("class_subset_size") else ""
+    )
 
 
 class TuningResult(NamedTuple):
@@ -97,9 +113,13 @@ def tune(
     if methods is None:
         methods = default_methods(dataset.num_classes)
     # On the whole training set: what the final run would refuse is refused before any candidate.
-    check_methods(methods, len(dataset.X_train), batch_size=batch_size,
-                  method_options=method_options,
-                  train_inducing_points=compare_options.get("train_inducing_points", False))
+    check_methods(
+        methods,
+        len(dataset.X_train),
+        batch_size=batch_size,
+        method_options=method_options,
+        train_inducing_points=compare_options.get("train_inducing_points", False),
+    )
     split = validation_split(dataset, validation_fraction, seed)
     full_batch = batch_size >= len(split.X_train)
     chosen: Dict[str, Dict[str, Any]] = {}
@@ -108,12 +128,25 @@ def tune(
         scored = []
         for candidate in candidate_settings(method, full_batch):
             settings = {**dict((method_options or {}).get(method, {})), **candidate}
-            result = compare(split, [method], method_options={method: settings}, seed=seed,
-                             batch_size=batch_size, progress=progress, **compare_options)
+            result = compare(
+                split,
+                [method],
+                method_options={method: settings},
+                seed=seed,
+                batch_size=batch_size,
+                progress=progress,
+                **compare_options,
+            )
             final = result.methods[0].final_metrics
-            candidates.append({"method": method, **settings, "validation_error": final["error"],
-                               "validation_nll": final["nll"],
-                               "iterations": result.methods[0].iterations})
+            candidates.append(
+                {
+                    "method": method,
+                    **settings,
+                    "validation_error": final["error"],
+                    "validation_nll": final["nll"],
+                    "iterations": result.methods[0].iterations,
+                }
+            )
             scored.append((final["nll"] if np.isfinite(final["nll"]) else math.inf, settings))
         # Ties go to the earlier candidate: the smaller learning rate, the default schedule.
         chosen[method] = dict(min(scored, key=lambda pair: pair[0])[1])

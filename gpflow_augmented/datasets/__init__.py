@@ -8,6 +8,7 @@ folder of ``.npz`` files with arrays ``X``, ``y`` and optionally a boolean ``is_
 :func:`load_file` reads one such file, a CSV/TSV table or a LIBSVM text file, for the command-line
 tool.
 """
+
 import csv
 from pathlib import Path
 from typing import List, NamedTuple, Optional, Sequence, Tuple, Union, cast
@@ -61,9 +62,7 @@ def _raw(name: str, data_dir: Optional[Union[str, Path]]) -> tuple:
     return _read_npz(path)
 
 
-def train_test_split(
-    num_points: int, test_fraction: float, seed: int
-) -> np.ndarray:
+def train_test_split(num_points: int, test_fraction: float, seed: int) -> np.ndarray:
     """A seeded boolean test mask."""
     rng = np.random.default_rng(seed)
     is_test = np.zeros(num_points, dtype=bool)
@@ -106,9 +105,11 @@ def from_arrays(
     if absent.size:
         # Class k is absent from the whole dataset: C = max + 1 would give it a latent GP with
         # no data. The usual cause is 1-based labels.
-        hint = (f"the labels look 1-based ({y.min()}..{y.max()}): subtract 1"
-                if absent.tolist() == list(range(y.min())) else
-                "map the labels to 0..C-1 first")
+        hint = (
+            f"the labels look 1-based ({y.min()}..{y.max()}): subtract 1"
+            if absent.tolist() == list(range(y.min()))
+            else "map the labels to 0..C-1 first"
+        )
         raise InvalidDataError(
             f"{name}: no point has label {', '.join(map(str, absent[:5]))}"
             f"{' …' if absent.size > 5 else ''}; labels must be 0..C-1 with every class present "
@@ -122,20 +123,25 @@ def from_arrays(
             raise InvalidDataError(
                 f"{name}: a test fraction of {test_fraction:g} of {len(y)} rows leaves "
                 f"{'no training' if is_test.all() else 'no test'} point; choose a fraction "
-                f"between {1 / len(y):.3g} and {1 - 1 / len(y):.3g}")
+                f"between {1 / len(y):.3g} and {1 - 1 / len(y):.3g}"
+            )
     is_test = np.asarray(is_test, dtype=bool).reshape(-1)
     if len(is_test) != len(y) or is_test.all() or not is_test.any():
         raise InvalidDataError(f"{name}: is_test must mark some, not all, of the {len(y)} rows")
     untrained = np.setdiff1d(np.arange(num_classes), y[~is_test])
     if untrained.size:
-        shown = ", ".join((repr(class_names[k]) if class_names else str(k)) +
-                          f" ({np.sum(y == k)} rows)" for k in untrained[:5])
+        shown = ", ".join(
+            (repr(class_names[k]) if class_names else str(k)) + f" ({np.sum(y == k)} rows)"
+            for k in untrained[:5]
+        )
         raise InvalidDataError(
             f"{name}: class {shown} has no training point, only test points; a class needs "
-            "training data (another split, or drop the class)")
+            "training data (another split, or drop the class)"
+        )
     X = _standardised(np.asarray(X, dtype=np.float64), ~is_test, name)
-    return Dataset(name, X[~is_test], y[~is_test, None], X[is_test], y[is_test, None], num_classes,
-                   class_names)
+    return Dataset(
+        name, X[~is_test], y[~is_test, None], X[is_test], y[is_test, None], num_classes, class_names
+    )
 
 
 def _class_keys(labels: Union[Sequence[str], np.ndarray]) -> list:
@@ -149,7 +155,7 @@ def _class_keys(labels: Union[Sequence[str], np.ndarray]) -> list:
 
 
 def _names_to_indices(
-    labels: Union[Sequence[str], np.ndarray]
+    labels: Union[Sequence[str], np.ndarray],
 ) -> Tuple[Tuple[str, ...], np.ndarray]:
     """Class names in sorted order (numerically if every name is a number) and each label's
     index among them. Numeric labels are one class per value, named by their first spelling."""
@@ -159,8 +165,10 @@ def _names_to_indices(
         first_spelling.setdefault(key, label)
     order = sorted(first_spelling)
     index = {key: i for i, key in enumerate(order)}
-    return (tuple(first_spelling[key] for key in order),
-            np.array([index[key] for key in keys], dtype=np.int64))
+    return (
+        tuple(first_spelling[key] for key in order),
+        np.array([index[key] for key in keys], dtype=np.int64),
+    )
 
 
 def _standardised(X: np.ndarray, train: np.ndarray, name: str) -> np.ndarray:
@@ -239,8 +247,11 @@ def _decide_header(path: Path, rows: List[List[str]], header: Optional[bool]) ->
     unnamed columns) above data that is not all integers. Column numbers above integer data could
     be either, and are refused."""
     if header is not None:
-        return header, ("the first row read as a header (--header)" if header else
-                        "the first row read as data (--no-header)")
+        return header, (
+            "the first row read as a header (--header)"
+            if header
+            else "the first row read as data (--no-header)"
+        )
     first, below = rows[0], rows[1:51]
     for i, cell in enumerate(first):
         if below and all(_is_number(row[i]) != _is_number(cell) for row in below):
@@ -250,20 +261,30 @@ def _decide_header(path: Path, rows: List[List[str]], header: Optional[bool]) ->
         return False, "the first row read as data"
     values = [float(cell) for cell in first]
     width = len(first)
-    if below and values in ([float(i) for i in range(width)], [float(i) for i in range(1, width + 1)]):
-        integers = all(float(cell) == round(float(cell)) for row in below for cell in row
-                       if _is_number(cell))
+    if below and values in (
+        [float(i) for i in range(width)],
+        [float(i) for i in range(1, width + 1)],
+    ):
+        integers = all(
+            float(cell) == round(float(cell)) for row in below for cell in row if _is_number(cell)
+        )
         if integers:
             raise InvalidDataError(
                 f"{path}: the first row ({','.join(first)}) numbers the columns but could also be "
                 "a data row of integers; say which with --header or --no-header "
-                "(load_file(..., header=True/False))")
+                "(load_file(..., header=True/False))"
+            )
         return True, f"the first row read as a header (the column numbers {first[0]}..{first[-1]})"
     return False, "the first row read as data (all numbers)"
 
 
-def _read_table(path: Path, label_column: Union[int, str, None], has_labels: bool = True,
-                header: Optional[bool] = None, default_label_name: Optional[str] = None) -> _Table:
+def _read_table(
+    path: Path,
+    label_column: Union[int, str, None],
+    has_labels: bool = True,
+    header: Optional[bool] = None,
+    default_label_name: Optional[str] = None,
+) -> _Table:
     """Features and label strings of a CSV (``.csv``) or TSV (other suffixes) file, read by the
     standard library's csv module (a UTF-8 byte-order mark is dropped). Whether the first row is a
     header: see :func:`_decide_header`. ``label_column``: a header name, or an index (negative
@@ -272,11 +293,15 @@ def _read_table(path: Path, label_column: Union[int, str, None], has_labels: boo
     delimiter = "," if path.suffix.lower() == ".csv" else "\t"
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            rows = [row for row in csv.reader(handle, delimiter=delimiter)
-                    if any(cell.strip() for cell in row)]
+            rows = [
+                row
+                for row in csv.reader(handle, delimiter=delimiter)
+                if any(cell.strip() for cell in row)
+            ]
     except (UnicodeDecodeError, csv.Error) as error:
-        raise InvalidDataError(f"{path}: not a readable {path.suffix[1:].upper()} file "
-                               f"({error})") from None
+        raise InvalidDataError(
+            f"{path}: not a readable {path.suffix[1:].upper()} file ({error})"
+        ) from None
     if not rows or len(rows) < 2 and has_labels:
         raise InvalidDataError(f"{path}: needs a row per point and at least two rows")
     width = len(rows[0])
@@ -287,11 +312,13 @@ def _read_table(path: Path, label_column: Union[int, str, None], has_labels: boo
             raise InvalidDataError(
                 f"{path}: a {path.suffix.lower() or 'table'} file's columns are separated by "
                 f"{named[delimiter]}, but its first row is one column holding {named[other]}; "
-                "write it with " + ("commas (.csv)" if delimiter == "," else "tabs (.tsv)"))
+                "write it with " + ("commas (.csv)" if delimiter == "," else "tabs (.tsv)")
+            )
     for number, row in enumerate(rows, start=1):
         if len(row) != width:
-            raise InvalidDataError(f"{path}: row {number} has {len(row)} columns, row 1 has "
-                                   f"{width}")
+            raise InvalidDataError(
+                f"{path}: row {number} has {len(row)} columns, row 1 has {width}"
+            )
     has_header, header_rule = _decide_header(path, rows, header)
     names = None
     if has_header:
@@ -308,14 +335,17 @@ def _read_table(path: Path, label_column: Union[int, str, None], has_labels: boo
             raise InvalidDataError(f"{path}: no column named {label_column!r} ({found})")
         if names.count(label_column) > 1:
             where = [i + 1 for i, name in enumerate(names) if name == label_column]
-            raise InvalidDataError(f"{path}: the header names {label_column!r} "
-                                   f"{len(where)} times (columns {', '.join(map(str, where))})")
+            raise InvalidDataError(
+                f"{path}: the header names {label_column!r} "
+                f"{len(where)} times (columns {', '.join(map(str, where))})"
+            )
         column = names.index(label_column)
     else:
         column = int(label_column)
         if not -width <= column < width:
-            raise InvalidDataError(f"{path}: label column {column} is outside the file's "
-                                   f"{width} columns")
+            raise InvalidDataError(
+                f"{path}: label column {column} is outside the file's {width} columns"
+            )
         column %= width
     num_features = width - (column < width)
     if num_features < 1:
@@ -323,7 +353,7 @@ def _read_table(path: Path, label_column: Union[int, str, None], has_labels: boo
     features = np.empty((len(rows), num_features))
     first_row = 2 if names is not None else 1
     for i, row in enumerate(rows):
-        cells = row[:column] + row[column + 1:]
+        cells = row[:column] + row[column + 1 :]
         for j, cell in enumerate(cells):
             try:
                 features[i, j] = float(cell)
@@ -333,7 +363,7 @@ def _read_table(path: Path, label_column: Union[int, str, None], has_labels: boo
                     f"{path}: row {i + first_row}, column {feature + 1}: {cell!r} is not a number"
                 ) from None
     labels = [row[column].strip() for row in rows] if column < width else []
-    feature_names = None if names is None else names[:column] + names[column + 1:]
+    feature_names = None if names is None else names[:column] + names[column + 1 :]
     label_name = None if names is None or column == width else names[column]
     return _Table(features, labels, feature_names, label_name, header_rule)
 
@@ -346,21 +376,29 @@ def _match_test_columns(path: Path, train: _Table, test_path: Path, test: _Table
     for names, where in ((train.feature_names, path), (test.feature_names, test_path)):
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
-            raise InvalidDataError(f"{where}: the header names column {repeated[0]!r} more than "
-                                   "once, so the test file's columns cannot be matched by name")
+            raise InvalidDataError(
+                f"{where}: the header names column {repeated[0]!r} more than "
+                "once, so the test file's columns cannot be matched by name"
+            )
     missing = [name for name in train.feature_names if name not in test.feature_names]
     extra = [name for name in test.feature_names if name not in train.feature_names]
     if missing or extra:
         parts = ([f"lacks {', '.join(map(repr, missing))}"] if missing else []) + (
-            [f"has {', '.join(map(repr, extra))} that the training file lacks"] if extra else [])
-        raise InvalidDataError(f"{test_path}: its header {' and '.join(parts)} (columns are "
-                               f"matched by name when both files have a header)")
+            [f"has {', '.join(map(repr, extra))} that the training file lacks"] if extra else []
+        )
+        raise InvalidDataError(
+            f"{test_path}: its header {' and '.join(parts)} (columns are "
+            f"matched by name when both files have a header)"
+        )
     order = [test.feature_names.index(name) for name in train.feature_names]
     return test.features[:, order]
 
 
-def read_features(path: Union[str, Path], label_column: Union[int, str, None] = None,
-                  header: Optional[bool] = None) -> np.ndarray:
+def read_features(
+    path: Union[str, Path],
+    label_column: Union[int, str, None] = None,
+    header: Optional[bool] = None,
+) -> np.ndarray:
     """The feature rows [N, D] of a ``.csv``/``.tsv`` table (without ``label_column``, if the
     table has one) or of an ``.npz`` file's ``X``, as given (not standardised): the input of an
     exported model's ``predict``."""
@@ -370,25 +408,30 @@ def read_features(path: Union[str, Path], label_column: Union[int, str, None] = 
     if path.suffix == ".npz":
         X = _read_npz(path, labels_required=False)[0]
     else:
-        X = _read_table(path, label_column, has_labels=label_column is not None,
-                        header=header).features
+        X = _read_table(
+            path, label_column, has_labels=label_column is not None, header=header
+        ).features
     X = np.asarray(X)
     if X.ndim != 2 or not np.issubdtype(X.dtype, np.number) or not np.all(np.isfinite(X)):
         raise InvalidDataError(f"{path}: the features must be a 2-D table of finite numbers")
     return X.astype(np.float64)
 
 
-def _read_npz(path: Path, labels_required: bool = True) -> Tuple[np.ndarray, Optional[np.ndarray],
-                                                                 Optional[np.ndarray]]:
+def _read_npz(
+    path: Path, labels_required: bool = True
+) -> Tuple[np.ndarray, Optional[np.ndarray], Optional[np.ndarray]]:
     import zipfile
 
     try:
         with np.load(path, allow_pickle=False) as d:
-            missing = [key for key in ("X", "y")[:1 + labels_required] if key not in d.files]
+            missing = [key for key in ("X", "y")[: 1 + labels_required] if key not in d.files]
             if missing:
                 raise InvalidDataError(f"{path}: no array {missing[0]!r} (found {d.files})")
-            return (d["X"], d["y"] if "y" in d.files else None,
-                    d["is_test"] if "is_test" in d.files else None)
+            return (
+                d["X"],
+                d["y"] if "y" in d.files else None,
+                d["is_test"] if "is_test" in d.files else None,
+            )
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
         reason = "empty file" if path.stat().st_size == 0 else str(error)
         raise InvalidDataError(f"{path}: not a readable .npz file ({reason})") from None
@@ -431,17 +474,24 @@ def load_file(
         read = [f"{path.name}: {train.header_rule}"]
         if test_path is not None:
             test_path = Path(test_path)
-            test = _read_table(test_path, label_column, header=header,
-                               default_label_name=train.label_name)
-            read.append(f"{test_path.name}: {test.header_rule}"
-                        + (", its columns matched by name" if train.feature_names is not None and
-                           test.feature_names is not None else ""))
+            test = _read_table(
+                test_path, label_column, header=header, default_label_name=train.label_name
+            )
+            read.append(
+                f"{test_path.name}: {test.header_rule}"
+                + (
+                    ", its columns matched by name"
+                    if train.feature_names is not None and test.feature_names is not None
+                    else ""
+                )
+            )
             _check_test_classes(path, train.labels, test_path, test.labels)
             X_test = _match_test_columns(path, train, test_path, test)
             X, _, is_test = _stack(X, np.zeros(len(X)), X_test, np.zeros(len(X_test)), name)
             labels = labels + test.labels
-        dataset = from_arrays(name, X, np.array(labels, dtype=str), is_test,
-                              test_fraction=test_fraction, seed=seed)
+        dataset = from_arrays(
+            name, X, np.array(labels, dtype=str), is_test, test_fraction=test_fraction, seed=seed
+        )
         return dataset._replace(description="; ".join(read))
     if path.suffix == ".npz":
         X, npz_labels, is_test = _read_npz(path)
@@ -463,13 +513,14 @@ def load_file(
     return from_arrays(name, X, y, is_test, test_fraction=test_fraction, seed=seed)
 
 
-def _check_test_classes(path: Path, train_labels: List[str], test_path: Path,
-                        test_labels: List[str]) -> None:
+def _check_test_classes(
+    path: Path, train_labels: List[str], test_path: Path, test_labels: List[str]
+) -> None:
     """A class with no training point would get a latent GP fitted to nothing; refuse it by name."""
     keys = _class_keys(train_labels + test_labels)
-    train_classes = set(keys[:len(train_labels)])
+    train_classes = set(keys[: len(train_labels)])
     unseen: dict = {}
-    for label, key in zip(test_labels, keys[len(train_labels):]):
+    for label, key in zip(test_labels, keys[len(train_labels) :]):
         if key not in train_classes:
             unseen[label] = unseen.get(label, 0) + 1
     if unseen:
@@ -477,11 +528,13 @@ def _check_test_classes(path: Path, train_labels: List[str], test_path: Path,
         raise InvalidDataError(
             f"{test_path}: class{'es' if len(unseen) > 1 else ''} {shown} "
             f"{'are' if len(unseen) > 1 else 'is'} not in the training file {path.name} "
-            f"(its classes: {', '.join(_names_to_indices(train_labels)[0][:12])})")
+            f"(its classes: {', '.join(_names_to_indices(train_labels)[0][:12])})"
+        )
 
 
-def _stack(X: np.ndarray, y: np.ndarray, X_test: np.ndarray, y_test: np.ndarray,
-           name: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _stack(
+    X: np.ndarray, y: np.ndarray, X_test: np.ndarray, y_test: np.ndarray, name: str
+) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     if np.ndim(X) != 2 or np.ndim(X_test) != 2 or X.shape[1] != X_test.shape[1]:
         raise InvalidDataError(
             f"{name}: training and test features differ in shape ({np.shape(X)} vs "
@@ -509,4 +562,3 @@ def one_vs_rest(dataset: Dataset, positive_class: int) -> Dataset:
         (dataset.Y_test == positive_class).astype(np.int64),
         2,
     )
-

@@ -4,6 +4,7 @@ Likelihoods that own their augmentation: each is a complete GPflow likelihood (u
 :class:`~gpflow_augmented.AugmentedSVGP` and :class:`~gpflow_augmented.CAVI` update q(u) in closed
 form and the Gibbs sampler draws the auxiliary variables.
 """
+
 from .augmentations import LogisticSoftmaxAugmentation, MeanFieldGammaPoisson, NegativeMultinomial
 from .base import AugmentedLikelihood
 from .binary import BinaryLogistic, binary_local_elbo

@@ -302,7 +302,8 @@ def negative_multinomial_local_elbo(
     if soft_labels:
         # Σ_c y_c (m_c/2 - log 2 - log cosh(c_c/2)): each class's Jaakkola–Jordan term, weighted.
         observed = tf.reduce_sum(
-            Y_onehot * (Fmu / 2 - np.log(2.0) - log_cosh_half(tilt(Fmu, Fvar))), axis=-1)
+            Y_onehot * (Fmu / 2 - np.log(2.0) - log_cosh_half(tilt(Fmu, Fvar))), axis=-1
+        )
     else:
         # The observed class's marginals, gathered by the one-hot row (all zero when it is not in
         # the subset, which zeroes the term): log cosh is then evaluated once per point.
@@ -323,14 +324,23 @@ class LogisticSoftmaxAugmentation:
     supports_class_weights = False
 
     def local_parameters(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_rows: tf.Tensor, num_classes: int,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_rows: tf.Tensor,
+        num_classes: int,
         log_weights: Optional[tf.Tensor] = None,
     ) -> LocalParameters:
         raise NotImplementedError
 
     def local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_rows: tf.Tensor, num_classes: int,
-        local: Optional[LocalParameters] = None, log_weights: Optional[tf.Tensor] = None,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_rows: tf.Tensor,
+        num_classes: int,
+        local: Optional[LocalParameters] = None,
+        log_weights: Optional[tf.Tensor] = None,
         soft_labels: bool = False,
     ) -> tf.Tensor:
         raise NotImplementedError
@@ -346,21 +356,30 @@ class NegativeMultinomial(LogisticSoftmaxAugmentation):
     supports_class_weights = True
 
     def local_parameters(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_rows: tf.Tensor, num_classes: int,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_rows: tf.Tensor,
+        num_classes: int,
         log_weights: Optional[tf.Tensor] = None,
     ) -> LocalParameters:
-        return negative_multinomial_local_parameters(Fmu, Fvar, Y_rows, num_classes,
-                                                       log_weights)
+        return negative_multinomial_local_parameters(Fmu, Fvar, Y_rows, num_classes, log_weights)
 
     def local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_rows: tf.Tensor, num_classes: int,
-        local: Optional[LocalParameters] = None, log_weights: Optional[tf.Tensor] = None,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_rows: tf.Tensor,
+        num_classes: int,
+        local: Optional[LocalParameters] = None,
+        log_weights: Optional[tf.Tensor] = None,
         soft_labels: bool = False,
     ) -> tf.Tensor:
         # The bound at the optimal q(n, ω) in closed form, differentiated as it stands: the
         # local parameters are always at their optimum here.
-        return negative_multinomial_local_elbo(Fmu, Fvar, Y_rows, num_classes, log_weights,
-                                                 soft_labels)
+        return negative_multinomial_local_elbo(
+            Fmu, Fvar, Y_rows, num_classes, log_weights, soft_labels
+        )
 
 
 class MeanFieldGammaPoisson(LogisticSoftmaxAugmentation):
@@ -373,22 +392,31 @@ class MeanFieldGammaPoisson(LogisticSoftmaxAugmentation):
         self.inner_iterations = check_integer(inner_iterations, "inner_iterations")
 
     def local_parameters(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_rows: tf.Tensor, num_classes: int,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_rows: tf.Tensor,
+        num_classes: int,
         log_weights: Optional[tf.Tensor] = None,
     ) -> LocalParameters:
-        return gamma_poisson_local_parameters(Fmu, Fvar, Y_rows, self.inner_iterations,
-                                                   num_classes)
+        return gamma_poisson_local_parameters(Fmu, Fvar, Y_rows, self.inner_iterations, num_classes)
 
     def local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_rows: tf.Tensor, num_classes: int,
-        local: Optional[LocalParameters] = None, log_weights: Optional[tf.Tensor] = None,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_rows: tf.Tensor,
+        num_classes: int,
+        local: Optional[LocalParameters] = None,
+        log_weights: Optional[tf.Tensor] = None,
         soft_labels: bool = False,
     ) -> tf.Tensor:
         if local is None:
             local = self.local_parameters(Fmu, Fvar, Y_rows, num_classes)
         local = tf.nest.map_structure(tf.stop_gradient, local)
-        return (polya_gamma_terms(Fmu, Fvar, Y_rows, local, num_classes)
-                + gamma_poisson_count_terms(local, num_classes))
+        return polya_gamma_terms(Fmu, Fvar, Y_rows, local, num_classes) + gamma_poisson_count_terms(
+            local, num_classes
+        )
 
     def __repr__(self) -> str:
         return f"MeanFieldGammaPoisson(inner_iterations={self.inner_iterations})"

@@ -21,6 +21,7 @@ The columns of ``Fmu`` are all latent GPs, or, for a multi-class likelihood, a
 :class:`~gpflow_augmented.class_subsets.ClassSubset` of them. Shapes are declared here once and
 inherited.
 """
+
 import abc
 from typing import Optional, Tuple
 
@@ -86,7 +87,10 @@ class AugmentedLikelihood(Likelihood):
         "return.c: [N, K]",
     )
     def local_parameters(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_rows: tf.Tensor,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_rows: tf.Tensor,
         subset: Optional[ClassSubset] = None,
     ) -> LocalParameters:
         """The optimal q(ω) given the marginals: the moments the coefficients need."""
@@ -108,8 +112,12 @@ class AugmentedLikelihood(Likelihood):
     @abc.abstractmethod
     @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, L]", "return: [N]")
     def augmented_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None, local: Optional[LocalParameters] = None,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        subset: Optional[ClassSubset] = None,
+        local: Optional[LocalParameters] = None,
     ) -> tf.Tensor:
         """E_q log p(y, ω | f) - KL(q(ω) ‖ p(ω)) per point at ``local`` (its optimum if ``None``),
         estimated from the subset's columns. Local parameters are held constant when this is
@@ -138,8 +146,10 @@ class AugmentedLikelihood(Likelihood):
         parameters: what one CAVI step on the augmented bound needs."""
         Y_rows = self.label_rows(Y, subset)
         local = self.local_parameters(Fmu, Fvar, Y_rows, subset)
-        return (self.augmented_local_elbo(Fmu, Fvar, Y, subset, local),
-                *self.conjugate_coefficients(Y_rows, local))
+        return (
+            self.augmented_local_elbo(Fmu, Fvar, Y, subset, local),
+            *self.conjugate_coefficients(Y_rows, local),
+        )
 
     @check_shapes(*_LOCAL_ELBO_AND_SITES)
     def exact_sites(
@@ -159,7 +169,11 @@ class AugmentedLikelihood(Likelihood):
         "return[1]: [N, K]",
     )
     def sites_from_derivatives(
-        self, Fmu: tf.Tensor, d_mean: tf.Tensor, d_var: tf.Tensor, Y_rows: tf.Tensor,
+        self,
+        Fmu: tf.Tensor,
+        d_mean: tf.Tensor,
+        d_var: tf.Tensor,
+        Y_rows: tf.Tensor,
         subset: Optional[ClassSubset] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """The exact sites from the derivatives of the batch's expected log-likelihood with

@@ -10,6 +10,7 @@ With σ(y'f) = ½ e^{y'f/2} E_{PG(ω|1,0)}[e^{-ωf²/2}] and q(ω) = PG(1, c):
   optimal c is the Jaakkola–Jordan bound ``y'm/2 - log(2 cosh(c/2))`` on E log σ(y'f);
 * the conjugate coefficients: given ω the augmented log-likelihood is ``(y'/2)·f - ω·f²/2``.
 """
+
 from typing import Optional, Tuple
 
 import numpy as np
@@ -83,14 +84,18 @@ class BinaryLogistic(Bernoulli, AugmentedLikelihood):
 
     @inherit_check_shapes
     def local_parameters(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_rows: tf.Tensor,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_rows: tf.Tensor,
         subset: Optional[ClassSubset] = None,
     ) -> LocalParameters:
         # The optimal q(ω) = PG(1, c) is held fixed while differentiating: at the optimum its
         # derivative vanishes. There are no Poisson counts: γ = 0.
         c = tf.stop_gradient(tilt(Fmu, Fvar))
-        return LocalParameters(gamma=tf.zeros_like(c), theta=polya_gamma_mean(tf.ones_like(c), c),
-                               c=c)
+        return LocalParameters(
+            gamma=tf.zeros_like(c), theta=polya_gamma_mean(tf.ones_like(c), c), c=c
+        )
 
     @inherit_check_shapes
     def conjugate_coefficients(
@@ -100,8 +105,12 @@ class BinaryLogistic(Bernoulli, AugmentedLikelihood):
 
     @inherit_check_shapes
     def augmented_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None, local: Optional[LocalParameters] = None,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        subset: Optional[ClassSubset] = None,
+        local: Optional[LocalParameters] = None,
     ) -> tf.Tensor:
         sign = self.label_rows(Y, subset)
         if local is None:

@@ -13,6 +13,7 @@ The variational expectation E log p(y | f) is the accurate, deterministic quadra
 exact-bound CAVI step converges to). Predictions are taken with randomised quasi-Monte Carlo: a Sobol
 sequence with a seeded random shift, mapped through the normal quantile function.
 """
+
 import warnings
 from typing import Any, Optional, Tuple
 
@@ -74,13 +75,15 @@ def quasi_normal_samples(num_samples: int, dim: int, seed: int, dtype: Any) -> n
     return ndtri(np.clip(uniform, eps, 1 - eps)).astype(dtype)
 
 
-def quasi_latent_samples(Fmu: TensorType, Fvar: TensorType, num_samples: int,
-                         seed: int) -> tf.Tensor:
+def quasi_latent_samples(
+    Fmu: TensorType, Fvar: TensorType, num_samples: int, seed: int
+) -> tf.Tensor:
     """[S, N, C] draws of q(f) = N(Fmu, Fvar) [N, C] at the same ``num_samples`` quasi-normal
     points for every point."""
     Fmu = tf.convert_to_tensor(Fmu)
-    eps = tf.constant(quasi_normal_samples(num_samples, Fmu.shape[-1], seed,
-                                           Fmu.dtype.as_numpy_dtype))  # [S, C]
+    eps = tf.constant(
+        quasi_normal_samples(num_samples, Fmu.shape[-1], seed, Fmu.dtype.as_numpy_dtype)
+    )  # [S, C]
     return Fmu[None] + tf.sqrt(tf.maximum(Fvar, 0.0))[None] * eps[:, None, :]
 
 
@@ -128,15 +131,20 @@ class LogisticSoftmax(AugmentedLikelihood):
         super().__init__(input_dim=None, latent_dim=num_classes, observation_dim=None, **kwargs)
         self._num_classes = num_classes
         self.num_hermite = check_integer(num_hermite, "num_hermite")
-        self.num_predictive_samples = check_integer(num_predictive_samples,
-                                                    "num_predictive_samples")
+        self.num_predictive_samples = check_integer(
+            num_predictive_samples, "num_predictive_samples"
+        )
         self.seed = check_integer(seed, "seed", minimum=0)
         # The exp bijector makes the unconstrained variable log θ: the closed-form update's
         # statistic is the gradient with respect to it.
         self.class_weights: Optional[Parameter] = (
-            Parameter(np.ones(self.num_classes), transform=positive(lower=0.0, base="exp"),
-                      name="class_weights")
-            if class_weights else None
+            Parameter(
+                np.ones(self.num_classes),
+                transform=positive(lower=0.0, base="exp"),
+                name="class_weights",
+            )
+            if class_weights
+            else None
         )
         self.augmentation = NegativeMultinomial() if augmentation is None else augmentation
 
@@ -147,11 +155,15 @@ class LogisticSoftmax(AugmentedLikelihood):
     @augmentation.setter
     def augmentation(self, augmentation: LogisticSoftmaxAugmentation) -> None:
         if not isinstance(augmentation, LogisticSoftmaxAugmentation):
-            raise TypeError(f"augmentation must be NegativeMultinomial() or "
-                            f"MeanFieldGammaPoisson(), got {augmentation!r}")
+            raise TypeError(
+                f"augmentation must be NegativeMultinomial() or "
+                f"MeanFieldGammaPoisson(), got {augmentation!r}"
+            )
         if self.class_weights is not None and not augmentation.supports_class_weights:
-            raise ValueError(f"class weights need the NegativeMultinomial augmentation (the "
-                             f"mean-field q(λ) of {augmentation!r} does not carry them)")
+            raise ValueError(
+                f"class weights need the NegativeMultinomial augmentation (the "
+                f"mean-field q(λ) of {augmentation!r} does not carry them)"
+            )
         self._augmentation = augmentation
 
     @property
@@ -206,8 +218,11 @@ class LogisticSoftmax(AugmentedLikelihood):
         # Frullani's integral, which factorises over classes, for E log Σ_c σ(f_c).
         Fmu = tf.convert_to_tensor(Fmu)
         return expected_log_logistic_softmax(
-            Fmu, tf.convert_to_tensor(Fvar), self._one_hot(Y, Fmu.dtype),
-            num_hermite=self.num_hermite, log_weights=self.log_class_weights(),
+            Fmu,
+            tf.convert_to_tensor(Fvar),
+            self._one_hot(Y, Fmu.dtype),
+            num_hermite=self.num_hermite,
+            log_weights=self.log_class_weights(),
             soft_labels=is_soft(Y, self.num_classes),
         )
 
@@ -251,22 +266,28 @@ class LogisticSoftmax(AugmentedLikelihood):
         # labels with a clear error before anything is assigned.
         if is_soft(Y, self.num_classes):
             if subset is not None:
-                raise InvalidDataError("class subsets need integer labels [N, 1], not rows of "
-                                       "class probabilities")
+                raise InvalidDataError(
+                    "class subsets need integer labels [N, 1], not rows of class probabilities"
+                )
             return tf.cast(Y, default_float())
         if subset is None:
             return tf.one_hot(tf.cast(Y[:, 0], tf.int32), self.num_classes, dtype=default_float())
         labels = tf.cast(Y, tf.int64)
-        return tf.cast(tf.equal(labels, tf.cast(subset.classes, tf.int64)[None, :]),
-                       default_float())
+        return tf.cast(
+            tf.equal(labels, tf.cast(subset.classes, tf.int64)[None, :]), default_float()
+        )
 
     @inherit_check_shapes
     def local_parameters(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y_rows: tf.Tensor,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y_rows: tf.Tensor,
         subset: Optional[ClassSubset] = None,
     ) -> LocalParameters:
-        return self.augmentation.local_parameters(Fmu, Fvar, Y_rows, self.num_classes,
-                                                  self.log_class_weights(subset))
+        return self.augmentation.local_parameters(
+            Fmu, Fvar, Y_rows, self.num_classes, self.log_class_weights(subset)
+        )
 
     @inherit_check_shapes
     def conjugate_coefficients(
@@ -277,12 +298,21 @@ class LogisticSoftmax(AugmentedLikelihood):
 
     @inherit_check_shapes
     def augmented_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None, local: Optional[LocalParameters] = None,
+        self,
+        Fmu: tf.Tensor,
+        Fvar: tf.Tensor,
+        Y: tf.Tensor,
+        subset: Optional[ClassSubset] = None,
+        local: Optional[LocalParameters] = None,
     ) -> tf.Tensor:
         return self.augmentation.local_elbo(
-            Fmu, Fvar, self.label_rows(Y, subset), self.num_classes, local,
-            self.log_class_weights(subset), is_soft(Y, self.num_classes),
+            Fmu,
+            Fvar,
+            self.label_rows(Y, subset),
+            self.num_classes,
+            local,
+            self.log_class_weights(subset),
+            is_soft(Y, self.num_classes),
         )
 
     @inherit_check_shapes
@@ -290,8 +320,13 @@ class LogisticSoftmax(AugmentedLikelihood):
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
     ) -> tf.Tensor:
         return expected_log_logistic_softmax(
-            Fmu, Fvar, self.label_rows(Y, subset), _estimated_from(subset), self.num_hermite,
-            log_weights=self.log_class_weights(subset), label_marginals=_label_marginals(subset),
+            Fmu,
+            Fvar,
+            self.label_rows(Y, subset),
+            _estimated_from(subset),
+            self.num_hermite,
+            log_weights=self.log_class_weights(subset),
+            label_marginals=_label_marginals(subset),
             soft_labels=is_soft(Y, self.num_classes),
         )
 
@@ -299,8 +334,13 @@ class LogisticSoftmax(AugmentedLikelihood):
     def refined_exact_local_elbo(self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         # Twice the Hermite nodes and half the grid step of the normaliser's quadrature.
         return expected_log_logistic_softmax(
-            Fmu, Fvar, self.label_rows(Y), num_hermite=2 * self.num_hermite, grid_step=S_STEP / 2,
-            log_weights=self.log_class_weights(), soft_labels=is_soft(Y, self.num_classes),
+            Fmu,
+            Fvar,
+            self.label_rows(Y),
+            num_hermite=2 * self.num_hermite,
+            grid_step=S_STEP / 2,
+            log_weights=self.log_class_weights(),
+            soft_labels=is_soft(Y, self.num_classes),
         )
 
     @inherit_check_shapes
@@ -309,21 +349,32 @@ class LogisticSoftmax(AugmentedLikelihood):
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         Y_rows = self.label_rows(Y, subset)
         expected, linear, quadratic = exact_sites(
-            Fmu, Fvar, Y_rows, _estimated_from(subset), self.num_hermite,
-            log_weights=self.log_class_weights(subset), label_marginals=_label_marginals(subset),
+            Fmu,
+            Fvar,
+            Y_rows,
+            _estimated_from(subset),
+            self.num_hermite,
+            log_weights=self.log_class_weights(subset),
+            label_marginals=_label_marginals(subset),
             soft_labels=is_soft(Y, self.num_classes),
         )
         return (expected, *self.own_sites(Y_rows, (linear, quadratic), subset))
 
     @inherit_check_shapes
     def sites_from_derivatives(
-        self, Fmu: tf.Tensor, d_mean: tf.Tensor, d_var: tf.Tensor, Y_rows: tf.Tensor,
+        self,
+        Fmu: tf.Tensor,
+        d_mean: tf.Tensor,
+        d_var: tf.Tensor,
+        Y_rows: tf.Tensor,
         subset: Optional[ClassSubset] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         return self.own_sites(Y_rows, sites_from_derivatives(Fmu, d_mean, d_var), subset)
 
     def own_sites(
-        self, Y_rows: tf.Tensor, sites: Tuple[tf.Tensor, tf.Tensor],
+        self,
+        Y_rows: tf.Tensor,
+        sites: Tuple[tf.Tensor, tf.Tensor],
         subset: Optional[ClassSubset] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """In a subset's estimate a column stands for several classes; a site is one class's own

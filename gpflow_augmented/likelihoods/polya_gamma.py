@@ -5,6 +5,7 @@ PG(b, c) with the tilt c = sqrt(E[f²]), and the conjugate step needs its mean E
 
 Pure functions of tensors: they compile unchanged under ``tf.function(jit_compile=True)``.
 """
+
 from typing import NamedTuple
 
 import numpy as np

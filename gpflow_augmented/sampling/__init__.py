@@ -7,10 +7,16 @@ convergence diagnostics from the draws) and :func:`compare_with_gibbs` (the pape
 This layer uses the library and is used by :mod:`gpflow_augmented.comparison`, never the reverse;
 ``import gpflow_augmented`` does not load it (nor polyagamma).
 """
+
 from .gibbs import GibbsSampler
 from .ground_truth import GroundTruthComparison, compare_with_gibbs
 from .nuts import NutsSampler
 from .posterior import PosteriorSamples
 
-__all__ = ["GibbsSampler", "GroundTruthComparison", "NutsSampler", "PosteriorSamples",
-           "compare_with_gibbs"]
+__all__ = [
+    "GibbsSampler",
+    "GroundTruthComparison",
+    "NutsSampler",
+    "PosteriorSamples",
+    "compare_with_gibbs",
+]

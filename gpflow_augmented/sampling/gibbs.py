@@ -37,6 +37,7 @@ f = K_xz K_zz⁻¹ u. The Gaussian block runs compiled in TensorFlow; the Pólya
 exact samplers of the ``polyagamma`` package on the host, which is why one sweep is not a single
 compiled step.
 """
+
 from typing import Optional, Tuple
 
 import numpy as np
@@ -128,7 +129,8 @@ class GibbsSampler(LatentSampler):
     ) -> np.ndarray:
         """ω | n, f ~ PG(y + n, |f|). [S, C, N]."""
         return sample_polya_gamma(
-            *self.likelihood.polya_gamma_parameters(f, self.labels_onehot, counts), rng)
+            *self.likelihood.polya_gamma_parameters(f, self.labels_onehot, counts), rng
+        )
 
     def draw_whitened(
         self, omega: np.ndarray, counts: np.ndarray, rng: np.random.Generator
@@ -137,7 +139,8 @@ class GibbsSampler(LatentSampler):
         noise = rng.standard_normal(omega.shape[:2] + (self.num_latent,))
         labels = np.broadcast_to(self.labels_onehot, counts.shape)
         kappa, omega = self.likelihood.conjugate_coefficients(
-            labels, LocalParameters(gamma=counts, theta=omega, c=np.zeros_like(omega)))
+            labels, LocalParameters(gamma=counts, theta=omega, c=np.zeros_like(omega))
+        )
         dtype = default_float()
         v, f = _gaussian_block(
             self.projection,

@@ -15,6 +15,7 @@ is the error of each approximation:
 Each is summarised at the test inputs by the predictive probabilities p, and the latent means μ and
 variances σ², and compared entry by entry with the Gibbs values.
 """
+
 from dataclasses import dataclass, field
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
@@ -107,13 +108,17 @@ def fit_vi(
     """GPflow's ``SVGP`` with the non-augmented likelihood on the full GP (Z = X), only q(u) free."""
     X, Y = data
     model = gpflow.models.SVGP(
-        kernel, LogisticSoftmax(num_classes), X.copy(), num_latent_gps=num_classes,
+        kernel,
+        LogisticSoftmax(num_classes),
+        X.copy(),
+        num_latent_gps=num_classes,
         whiten=True,
     )
     set_trainable(model.kernel, False)
     set_trainable(model.inducing_variable, False)
     gpflow.optimizers.Scipy().minimize(
-        model.training_loss_closure((X, Y)), model.trainable_variables,
+        model.training_loss_closure((X, Y)),
+        model.trainable_variables,
         options={"maxiter": max_iterations},
     )
     return model
@@ -190,7 +195,10 @@ def compare_with_gibbs(
     C, X_test = dataset.num_classes, dataset.X_test
     samples = {
         "gibbs": GibbsSampler(data, kernel, C).sample(
-            num_samples, num_chains=num_chains, num_burnin=num_burnin, seed=seed,
+            num_samples,
+            num_chains=num_chains,
+            num_burnin=num_burnin,
+            seed=seed,
             progress=progress,
         ),
         "nuts": NutsSampler(data, kernel, C).sample(

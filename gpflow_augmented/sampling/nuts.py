@@ -8,6 +8,7 @@ size tuned by dual averaging during burn-in. Nothing here uses the augmentation,
 :class:`~gpflow_augmented.sampling.gibbs.GibbsSampler` tests the augmentation and the Gibbs conditionals.
 Whitening makes the prior isotropic, so an identity mass matrix suits NUTS.
 """
+
 from typing import Optional
 
 import numpy as np
@@ -60,7 +61,8 @@ class NutsSampler(LatentSampler):
         stateless_seed = tf.constant(rng.integers(0, 2**31 - 1, size=2), tf.int32)
         kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
             tfp.mcmc.NoUTurnSampler(
-                self.log_density, step_size=tf.constant(0.1, default_float()),
+                self.log_density,
+                step_size=tf.constant(0.1, default_float()),
                 max_tree_depth=max_tree_depth,
             ),
             num_adaptation_steps=int(0.8 * num_burnin),

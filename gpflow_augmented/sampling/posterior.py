@@ -13,6 +13,7 @@ the predictive probabilities at chosen inputs: split R-hat (``tfp.mcmc.potential
 and the effective sample size summed over chains (``tfp.mcmc.effective_sample_size`` with Geyer's
 initial positive sequence).
 """
+
 from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -247,7 +248,8 @@ class LatentSampler:
         check_data(X, Y, self.num_classes)
         X = np.asarray(X, dtype=default_float())
         self.kernel, self.inducing_variable = canonical_kernel_and_inducing(
-            kernel, inducingpoint_wrapper(X if inducing_variable is None else inducing_variable),
+            kernel,
+            inducingpoint_wrapper(X if inducing_variable is None else inducing_variable),
             self.num_classes,
         )
         self.likelihood = likelihood or LogisticSoftmax(self.num_classes)

@@ -27,8 +27,9 @@ from gpflow_augmented.comparison.protocol import check_methods
 def tiny():
     d = ga.datasets.load_dataset("vehicle", seed=1)
     keep = slice(0, 150)
-    return d._replace(X_train=d.X_train[keep], Y_train=d.Y_train[keep],
-                      X_test=d.X_test[:60], Y_test=d.Y_test[:60])
+    return d._replace(
+        X_train=d.X_train[keep], Y_train=d.Y_train[keep], X_test=d.X_test[:60], Y_test=d.Y_test[:60]
+    )
 
 
 def test_minibatch_stream_is_a_seeded_sequence_of_permutations():
@@ -54,9 +55,11 @@ def _record_steps(monkeypatch):
     steps = {}
     for cls in {Method, *_all_subclasses(Method)}:
         if "step" in vars(cls):
+
             def recording(self, X, Y, _step=vars(cls)["step"]):
                 steps.setdefault(self.name, []).append((X.numpy().copy(), Y.numpy().copy()))
                 return _step(self, X, Y)
+
             monkeypatch.setattr(cls, "step", recording)
     return steps
 
@@ -81,14 +84,30 @@ def _shared_run(shared_runs, key, dataset, methods, **options):
 
 def _minibatch_run(tiny, shared_runs):
     """Every sparse method, 7 steps on minibatches of 32."""
-    return _shared_run(shared_runs, "minibatches", tiny, SPARSE_METHODS, num_inducing=12,
-                       batch_size=32, max_iterations=7, seed=5)
+    return _shared_run(
+        shared_runs,
+        "minibatches",
+        tiny,
+        SPARSE_METHODS,
+        num_inducing=12,
+        batch_size=32,
+        max_iterations=7,
+        seed=5,
+    )
 
 
 def _full_batch_run(tiny, shared_runs):
     """Every multi-class method, a full GP included, 3 steps on the whole training set."""
-    return _shared_run(shared_runs, "full batch", tiny, list(MULTICLASS_METHODS), num_inducing=12,
-                       batch_size=len(tiny.X_train), max_iterations=3, seed=5)
+    return _shared_run(
+        shared_runs,
+        "full batch",
+        tiny,
+        list(MULTICLASS_METHODS),
+        num_inducing=12,
+        batch_size=len(tiny.X_train),
+        max_iterations=3,
+        seed=5,
+    )
 
 
 def test_a_full_batch_is_the_training_set_in_its_order_at_every_step():
@@ -122,13 +141,15 @@ def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny, sha
             np.testing.assert_array_equal(X, tiny.X_train[rows])
             np.testing.assert_array_equal(Y, tiny.Y_train[rows])
         assert m.batches_digest == result.methods[0].batches_digest, m.name
-        _assert_same_start(m.initial_hyperparameters, result.methods[0].initial_hyperparameters,
-                           m.name)
+        _assert_same_start(
+            m.initial_hyperparameters, result.methods[0].initial_hyperparameters, m.name
+        )
     initial = result.methods[0].initial_hyperparameters
     assert initial["variance"] == [pytest.approx(1.0)]
     assert np.allclose(initial["lengthscales"], ga.median_lengthscale(tiny.X_train))
-    assert np.allclose(np.reshape(initial["Z"], (12, -1)),
-                       ga.inducing_points(tiny.X_train, 12, seed=5))
+    assert np.allclose(
+        np.reshape(initial["Z"], (12, -1)), ga.inducing_points(tiny.X_train, 12, seed=5)
+    )
     # the hyperparameters were trained afterwards, by every method
     for m in result.methods:
         assert hyperparameter_snapshot(m.method.model)["variance"] != initial["variance"], m.name
@@ -140,7 +161,8 @@ def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny, sha
 
 @pytest.mark.slow
 def test_on_the_full_batch_every_method_a_full_gp_included_sees_the_same_data_and_start(
-        tiny, shared_runs):
+    tiny, shared_runs
+):
     """The fairness contract without shared inducing points: a full GP holds the training set, so
     every method is given the whole set, in its order, at every step; every method starts from
     the same kernel; the sparse ones share the k-means inducing points, the full GP's inducing
@@ -158,8 +180,11 @@ def test_on_the_full_batch_every_method_a_full_gp_included_sees_the_same_data_an
         start = dict(m.initial_hyperparameters)
         Z = np.reshape(start.pop("Z"), (-1, tiny.X_train.shape[1]))
         _assert_same_start(start, kernel_start, m.name)
-        expected_Z = (tiny.X_train if m.name in FULL_GP_METHODS
-                      else ga.inducing_points(tiny.X_train, 12, seed=5))
+        expected_Z = (
+            tiny.X_train
+            if m.name in FULL_GP_METHODS
+            else ga.inducing_points(tiny.X_train, 12, seed=5)
+        )
         np.testing.assert_allclose(Z, expected_Z, rtol=1e-12, err_msg=m.name)
         assert hyperparameter_snapshot(m.method.model)["variance"] != kernel_start["variance"]
         assert all(np.isfinite(e["nll"]) for e in m.trace) and m.failed_steps == 0, m.name
@@ -170,8 +195,14 @@ def test_inducing_points_fixed_or_trained_for_all_alike(tiny):
     for train in (False, True):
         for name in (*SPARSE_METHODS, *BINARY_METHODS):
             num_classes = 2 if name in BINARY_METHODS else 4
-            method = build_method(name, ga.initial_kernel(tiny.X_train), Z, num_classes, 150,
-                                  train_inducing_points=train)
+            method = build_method(
+                name,
+                ga.initial_kernel(tiny.X_train),
+                Z,
+                num_classes,
+                150,
+                train_inducing_points=train,
+            )
             trainable = {v.ref() for v in method.model.trainable_variables}
             inducing = method.model.inducing_variable
             Z_param = getattr(inducing, "inducing_variable", inducing).Z
@@ -189,8 +220,9 @@ def test_every_method_trains_at_its_own_learning_rate_unless_one_is_given_for_al
     for name in (*SPARSE_METHODS, *BINARY_METHODS):
         num_classes = 2 if name in BINARY_METHODS else 4
         for given, expected in ((None, method_learning_rate(name)), (0.05, 0.05)):
-            method = build_method(name, ga.initial_kernel(tiny.X_train), Z, num_classes, 150,
-                                  learning_rate=given)
+            method = build_method(
+                name, ga.initial_kernel(tiny.X_train), Z, num_classes, 150, learning_rate=given
+            )
             assert float(_adam(method).learning_rate) == pytest.approx(expected), (name, given)
     # The library's defaults behind the package's methods: the exact bound's validated rate, the
     # augmented bounds' 0.01 (not swept).
@@ -203,49 +235,80 @@ def test_the_positive_bijector_reaches_every_method_and_an_unknown_one_is_refuse
     """compare(..., positive_bijector="exp") builds every method's kernel with GPflow's exp
     transform (the unconstrained variable is log σ²); a method's own option overrides the shared
     one; a name GPflow does not have is refused before anything runs."""
-    options = dict(num_inducing=8, batch_size=50, time_budget=None, max_iterations=1,
-                   trace_test_points=None)
+    options = dict(
+        num_inducing=8, batch_size=50, time_budget=None, max_iterations=1, trace_test_points=None
+    )
 
     def log_variance_is_stored(result):
-        return {m.name: np.isclose(
-            float(getattr(m.method.model.kernel, "kernel", m.method.model.kernel)
-                  .variance.unconstrained_variable.numpy()),
-            np.log(float(getattr(m.method.model.kernel, "kernel", m.method.model.kernel)
-                         .variance.numpy()))) for m in result.methods}
+        return {
+            m.name: np.isclose(
+                float(
+                    getattr(
+                        m.method.model.kernel, "kernel", m.method.model.kernel
+                    ).variance.unconstrained_variable.numpy()
+                ),
+                np.log(
+                    float(
+                        getattr(
+                            m.method.model.kernel, "kernel", m.method.model.kernel
+                        ).variance.numpy()
+                    )
+                ),
+            )
+            for m in result.methods
+        }
 
     # One run (each method traces its step): the shared exp reaches five kinds of method, and
     # lsm-vi's own softplus overrides it.
-    exp = compare(tiny, ["lsm", "softmax", "rm", "dirichlet", "sep", "lsm-vi"],
-                  positive_bijector="exp",
-                  method_options={"lsm-vi": {"positive_bijector": "softplus"}}, **options)
-    assert log_variance_is_stored(exp) == {"lsm": True, "softmax": True, "rm": True,
-                                           "dirichlet": True, "sep": True, "lsm-vi": False}
+    exp = compare(
+        tiny,
+        ["lsm", "softmax", "rm", "dirichlet", "sep", "lsm-vi"],
+        positive_bijector="exp",
+        method_options={"lsm-vi": {"positive_bijector": "softplus"}},
+        **options,
+    )
+    assert log_variance_is_stored(exp) == {
+        "lsm": True,
+        "softmax": True,
+        "rm": True,
+        "dirichlet": True,
+        "sep": True,
+        "lsm-vi": False,
+    }
     assert exp.settings["positive_bijector"] == "exp"
     with pytest.raises(ValueError, match="unknown positive bijector 'log'"):
         compare(tiny, ["lsm"], positive_bijector="log", **options)
 
 
 @pytest.mark.slow
-def test_every_method_keeps_its_own_positive_bijector_unless_one_is_given_for_all(tiny, monkeypatch):
+def test_every_method_keeps_its_own_positive_bijector_unless_one_is_given_for_all(
+    tiny, monkeypatch
+):
     """With no bijector given, each method gets its own (the table chosen on validation splits,
     GPflow's softplus where not measured), recorded in its options and used to build its kernel;
     one given for all overrides every method's own."""
     methods = ["lsm", "softmax", "rm", "dirichlet", "sep", "lsm-vi", "lsm-paper"]
     own = check_methods(methods, 150, batch_size=50)
     assert {name: own[name]["positive_bijector"] for name in methods} == {
-        name: METHOD_POSITIVE_BIJECTORS.get(name, "softplus") for name in methods}
+        name: METHOD_POSITIVE_BIJECTORS.get(name, "softplus") for name in methods
+    }
     assert own["lsm-paper"]["positive_bijector"] == "softplus"  # not measured: GPflow's default
     given = check_methods(methods, 150, batch_size=50, positive_bijector="exp")
     assert {options["positive_bijector"] for options in given.values()} == {"exp"}
 
     # The table is what builds the kernel: flip softmax's entry and its variance is stored as log σ².
-    options = dict(num_inducing=8, batch_size=50, time_budget=None, max_iterations=1,
-                   trace_test_points=None)
+    options = dict(
+        num_inducing=8, batch_size=50, time_budget=None, max_iterations=1, trace_test_points=None
+    )
     for bijector, stored_as_log in (("softplus", False), ("exp", True)):
         monkeypatch.setitem(METHOD_POSITIVE_BIJECTORS, "softmax", bijector)
         variance = compare(tiny, ["softmax"], **options).methods[0].method.model.kernel.variance
-        assert np.isclose(float(variance.unconstrained_variable.numpy()),
-                          np.log(float(variance.numpy()))) == stored_as_log, bijector
+        assert (
+            np.isclose(
+                float(variance.unconstrained_variable.numpy()), np.log(float(variance.numpy()))
+            )
+            == stored_as_log
+        ), bijector
 
 
 def test_natural_gradient_warm_up_schedule():
@@ -263,8 +326,9 @@ def test_natural_gradient_warm_up_schedule():
 
 def test_failed_natural_gradient_step_is_recovered(tiny):
     X, Y = tf.constant(tiny.X_train[:64]), tf.constant(tiny.Y_train[:64])
-    method = build_method("rm", ga.initial_kernel(tiny.X_train),
-                          ga.inducing_points(tiny.X_train, 10), 4, 150)
+    method = build_method(
+        "rm", ga.initial_kernel(tiny.X_train), ga.inducing_points(tiny.X_train, 10), 4, 150
+    )
     for _ in range(3):
         method.step(X, Y)
     assert method.failed_steps == 0
@@ -286,8 +350,9 @@ def test_failed_natural_gradient_step_is_recovered(tiny):
 
 
 def test_rm_baseline_is_gpflow_svgp_with_robust_max_and_full_q_sqrt(tiny):
-    method = build_method("rm", ga.initial_kernel(tiny.X_train),
-                          ga.inducing_points(tiny.X_train, 10), 4, 150)
+    method = build_method(
+        "rm", ga.initial_kernel(tiny.X_train), ga.inducing_points(tiny.X_train, 10), 4, 150
+    )
     assert isinstance(method.model, gpflow.models.SVGP)
     assert isinstance(method.model.likelihood, gpflow.likelihoods.MultiClass)
     assert isinstance(method.model.likelihood.invlink, gpflow.likelihoods.RobustMax)
@@ -309,8 +374,16 @@ def test_trace_on_a_test_subset_and_final_metrics_on_the_whole_test_set(tiny):
 
     # Two kinds of model (an augmented one, a GPflow SVGP), among those that predict
     # deterministically and trace fastest: the subset is the comparison's, whatever the method.
-    result = compare(tiny, ["lsm-paper", "lsm-vi"], num_inducing=10, batch_size=32,
-                     time_budget=None, max_iterations=3, seed=2, trace_test_points=25)
+    result = compare(
+        tiny,
+        ["lsm-paper", "lsm-vi"],
+        num_inducing=10,
+        batch_size=32,
+        time_budget=None,
+        max_iterations=3,
+        seed=2,
+        trace_test_points=25,
+    )
     assert result.settings["trace_test_points"] == 25
     subset = np.sort(np.random.default_rng(2).choice(60, 25, replace=False))
     for m in result.methods:
@@ -333,14 +406,18 @@ def test_warm_up_step_is_undone_exactly(tiny, shared_runs):
     Z = ga.inducing_points(tiny.X_train, 12, seed=5)
     for compared in (m for m in result.methods if m.name in names):
         assert compared.iterations == 7
-        fresh = build_method(compared.name, ga.initial_kernel(tiny.X_train), Z, 4,
-                             len(tiny.X_train))
+        fresh = build_method(
+            compared.name, ga.initial_kernel(tiny.X_train), Z, 4, len(tiny.X_train)
+        )
         for t in range(7):
             batch = stream.indices(t)
             fresh.step(tf.constant(tiny.X_train[batch]), tf.constant(tiny.Y_train[batch]))
         trained = compared.method.model
-        for mine, theirs in [(fresh.model.q_mu, trained.q_mu), (fresh.model.q_sqrt, trained.q_sqrt),
-                             (fresh.model.kernel.variance, trained.kernel.variance)]:
+        for mine, theirs in [
+            (fresh.model.q_mu, trained.q_mu),
+            (fresh.model.q_sqrt, trained.q_sqrt),
+            (fresh.model.kernel.variance, trained.kernel.variance),
+        ]:
             np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-10, atol=1e-12)
         assert fresh.step_size == pytest.approx(compared.method.step_size, rel=1e-12)
         assert compared.compile_seconds > 0
@@ -353,8 +430,15 @@ def test_a_full_gps_warm_up_step_is_undone_exactly(tiny, shared_runs):
     data = (tiny.X_train, tiny.Y_train)
     result, _ = _full_batch_run(tiny, shared_runs)
     compared = next(m.method for m in result.methods if m.name == "rmgpc")
-    fresh = build_method("rmgpc", ga.initial_kernel(tiny.X_train), tiny.X_train, 4,
-                         len(tiny.X_train), full_batch=True, data=data)
+    fresh = build_method(
+        "rmgpc",
+        ga.initial_kernel(tiny.X_train),
+        tiny.X_train,
+        4,
+        len(tiny.X_train),
+        full_batch=True,
+        data=data,
+    )
     for _ in range(3):
         fresh.step(tf.constant(tiny.X_train), tf.constant(tiny.Y_train))
     assert fresh.ep.iteration.numpy() == compared.ep.iteration.numpy() == 3
@@ -376,8 +460,13 @@ def test_ctrl_c_anywhere_in_undoing_the_warm_up_leaves_nothing_for_tensorflow_to
 
     from gpflow_augmented.comparison.protocol import _warm_up
 
-    method = build_method("softmax", ga.initial_kernel(tiny.X_train),
-                          ga.inducing_points(tiny.X_train, 12, seed=5), 4, len(tiny.X_train))
+    method = build_method(
+        "softmax",
+        ga.initial_kernel(tiny.X_train),
+        ga.inducing_points(tiny.X_train, 12, seed=5),
+        4,
+        len(tiny.X_train),
+    )
     X, Y, batch = tf.constant(tiny.X_train), tf.constant(tiny.Y_train), np.arange(32)
     step = method.step
     events = {"count": 0, "interrupt_at": None}
@@ -425,8 +514,9 @@ def test_ctrl_c_anywhere_in_undoing_the_warm_up_leaves_nothing_for_tensorflow_to
 def test_binary_methods_share_batches_hyperparameters_and_predict_two_columns(tiny):
     binary = ga.datasets.one_vs_rest(tiny, 0)
     assert binary.name == "vehicle-0-vs-rest" and set(np.unique(binary.Y_train)) == {0, 1}
-    result = compare(binary, None, num_inducing=12, batch_size=32, time_budget=None,
-                     max_iterations=6, seed=2)
+    result = compare(
+        binary, None, num_inducing=12, batch_size=32, time_budget=None, max_iterations=6, seed=2
+    )
     assert [m.name for m in result.methods] == list(BINARY_METHODS)
     xgpc, bernoulli = result.methods
     assert xgpc.batches_digest == bernoulli.batches_digest
@@ -437,15 +527,16 @@ def test_binary_methods_share_batches_hyperparameters_and_predict_two_columns(ti
     for m in result.methods:
         assert m.probabilities.shape == (60, 2)
         # column 1 is the model's own p(y = 1), not its complement
-        np.testing.assert_allclose(m.probabilities[:, 1],
-                                   m.method.model.predict_y(binary.X_test)[0].numpy()[:, 0],
-                                   rtol=1e-10)
+        np.testing.assert_allclose(
+            m.probabilities[:, 1],
+            m.method.model.predict_y(binary.X_test)[0].numpy()[:, 0],
+            rtol=1e-10,
+        )
         assert np.isfinite(m.final()["nll"]) and m.failed_steps == 0
     with pytest.raises(ValueError, match="binary labels"):
         build_method("xgpc", ga.initial_kernel(tiny.X_train), tiny.X_train[:5], 4, 150)
     with pytest.raises(ValueError, match="positive_class"):
         ga.datasets.one_vs_rest(tiny, 4)
-
 
 
 def test_method_names_build_the_variants_they_name(tiny):
@@ -483,11 +574,15 @@ def test_update_variance_is_an_option_of_the_package_methods_only(tiny):
         return build_method(name, ga.initial_kernel(tiny.X_train), Z, 4, 150, **options)
 
     closed_form, by_adam = build("lsm"), build("lsm", update_variance=False)
-    assert [v is closed_form.model.kernel.variance for v in closed_form.trainer.cavi.variances] == [True]
+    assert [v is closed_form.model.kernel.variance for v in closed_form.trainer.cavi.variances] == [
+        True
+    ]
     assert by_adam.trainer.cavi.variances == []
     for method, by_adam_too in ((closed_form, False), (by_adam, True)):
         adam_trained = {id(v) for v in method.trainer.hyperparameter_variables}
-        assert (id(method.model.kernel.variance.unconstrained_variable) in adam_trained) is by_adam_too
+        assert (
+            id(method.model.kernel.variance.unconstrained_variable) in adam_trained
+        ) is by_adam_too
     with pytest.raises(ValueError, match="method 'rm' has no update_variance"):
         build("rm", update_variance=False)
     with pytest.raises(TypeError, match="update_variance must be True, False or None"):

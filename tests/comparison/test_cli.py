@@ -1,4 +1,5 @@
 """The command-line tool end to end on a tiny dataset, and its answers to bad input."""
+
 import json
 import os
 import re
@@ -17,14 +18,34 @@ from gpflow_augmented.comparison.cli import main
 pytestmark = pytest.mark.integration
 
 # TensorFlow's C++ log lines (I0000 …, W0000 …, E0000 …) and its absl start-up notice.
-TF_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)|oneDNN|cuda",
-                         re.MULTILINE)
+TF_LOG_LINE = re.compile(
+    r"^([IWEF]\d{4} |WARNING: All log messages before absl)|oneDNN|cuda", re.MULTILINE
+)
 
-TRACE_KEYS = {"time", "iteration", "elbo", "step_size", "error", "nll", "ece", "classwise_ece",
-              "brier"}
-METHOD_KEYS = {"name", "description", "compile_seconds", "iterations", "failed_steps",
-               "time_to_converge", "final", "initial_hyperparameters", "batches_digest", "trace",
-               "options"}
+TRACE_KEYS = {
+    "time",
+    "iteration",
+    "elbo",
+    "step_size",
+    "error",
+    "nll",
+    "ece",
+    "classwise_ece",
+    "brier",
+}
+METHOD_KEYS = {
+    "name",
+    "description",
+    "compile_seconds",
+    "iterations",
+    "failed_steps",
+    "time_to_converge",
+    "final",
+    "initial_hyperparameters",
+    "batches_digest",
+    "trace",
+    "options",
+}
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +69,27 @@ def _strict_json(path):
 def test_compare_end_to_end(tiny_npz, tmp_path):
     output = tmp_path / "out"
     completed = subprocess.run(
-        [sys.executable, "-m", "gpflow_augmented", "compare", str(tiny_npz), "--num-inducing", "10",
-         "--batch-size", "32", "--max-iterations", "4", "--time-budget", "60",
-         "--output", str(output), "--no-progress"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "gpflow_augmented",
+            "compare",
+            str(tiny_npz),
+            "--num-inducing",
+            "10",
+            "--batch-size",
+            "32",
+            "--max-iterations",
+            "4",
+            "--time-budget",
+            "60",
+            "--output",
+            str(output),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
         # as a user's shell has it (conftest sets a log level for the test process)
         env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"},
     )
@@ -88,9 +126,22 @@ def test_binary_labels_pick_the_binary_methods(tiny_npz, tmp_path, capsys):
     binary = tmp_path / "binary.npz"
     np.savez(binary, X=data["X"], y=(data["y"] == 0).astype(int), is_test=data["is_test"])
     output = tmp_path / "out"
-    code = main(["compare", str(binary), "--num-inducing", "10", "--batch-size", "32",
-                 "--max-iterations", "4", "--output", str(output), "--no-progress",
-                 "--no-tensorboard"])
+    code = main(
+        [
+            "compare",
+            str(binary),
+            "--num-inducing",
+            "10",
+            "--batch-size",
+            "32",
+            "--max-iterations",
+            "4",
+            "--output",
+            str(output),
+            "--no-progress",
+            "--no-tensorboard",
+        ]
+    )
     assert code == 0
     results = _strict_json(output / "results.json")
     assert [m["name"] for m in results["methods"]] == list(BINARY_METHODS)
@@ -98,8 +149,22 @@ def test_binary_labels_pick_the_binary_methods(tiny_npz, tmp_path, capsys):
         assert method["iterations"] == 4 and 0.0 <= method["final"]["error"] <= 1.0
     assert "xgpc" in capsys.readouterr().out
     # A binary method on multi-class labels is refused with the reason.
-    assert main(["compare", str(tiny_npz), "--methods", "xgpc", "--max-iterations", "2",
-                 "--output", str(tmp_path / "refused"), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "compare",
+                str(tiny_npz),
+                "--methods",
+                "xgpc",
+                "--max-iterations",
+                "2",
+                "--output",
+                str(tmp_path / "refused"),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "binary labels" in capsys.readouterr().err
 
 
@@ -111,15 +176,35 @@ def test_libsvm_file_with_separate_test_file(tmp_path, capsys):
     # LIBSVM counts features from 1 (scikit-learn writes from 0 unless told). Rows drawn from the
     # whole file: wine's rows are sorted by class, and its first 60 lack class 2.
     train, test = np.random.default_rng(0).permutation(len(d.X_train))[:60], slice(0, 30)
-    dump_svmlight_file(d.X_train[train], labels[d.Y_train[train, 0]], str(tmp_path / "wine.train"),
-                       zero_based=False)
-    dump_svmlight_file(d.X_test[test], labels[d.Y_test[test, 0]], str(tmp_path / "wine.test"),
-                       zero_based=False)
+    dump_svmlight_file(
+        d.X_train[train],
+        labels[d.Y_train[train, 0]],
+        str(tmp_path / "wine.train"),
+        zero_based=False,
+    )
+    dump_svmlight_file(
+        d.X_test[test], labels[d.Y_test[test, 0]], str(tmp_path / "wine.test"), zero_based=False
+    )
     # One method, the cheapest to trace: what is tested is how the files are read.
-    code = main([str(tmp_path / "wine.train"), "--test-file", str(tmp_path / "wine.test"),
-                 "--methods", "softmax", "--num-inducing", "8", "--batch-size", "20",
-                 "--max-iterations", "3", "--output", str(tmp_path / "out"), "--no-tensorboard",
-                 "--no-progress"])
+    code = main(
+        [
+            str(tmp_path / "wine.train"),
+            "--test-file",
+            str(tmp_path / "wine.test"),
+            "--methods",
+            "softmax",
+            "--num-inducing",
+            "8",
+            "--batch-size",
+            "20",
+            "--max-iterations",
+            "3",
+            "--output",
+            str(tmp_path / "out"),
+            "--no-tensorboard",
+            "--no-progress",
+        ]
+    )
     assert code == 0
     results = _strict_json(tmp_path / "out" / "results.json")
     assert results["settings"]["num_classes"] == 3
@@ -132,13 +217,29 @@ def _bad_npz(tmp_path, name, **arrays):
     return str(path)
 
 
-@pytest.mark.parametrize("case", [
-    "missing file", "unknown method", "label out of range", "negative label", "fractional label",
-    "one class", "NaN feature", "no y array", "not an npz", "not libsvm", "empty method list",
-    "subset size without lsm-subsets", "subset size zero",
-    "alpha_epsilon without dirichlet", "alpha_epsilon zero", "alpha_epsilon and tune",
-    "full GP on minibatches", "full GP with trained inducing points",
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing file",
+        "unknown method",
+        "label out of range",
+        "negative label",
+        "fractional label",
+        "one class",
+        "NaN feature",
+        "no y array",
+        "not an npz",
+        "not libsvm",
+        "empty method list",
+        "subset size without lsm-subsets",
+        "subset size zero",
+        "alpha_epsilon without dirichlet",
+        "alpha_epsilon zero",
+        "alpha_epsilon and tune",
+        "full GP on minibatches",
+        "full GP with trained inducing points",
+    ],
+)
 def test_bad_input_gives_one_error_line_and_exit_2(case, tmp_path, capsys):
     X = np.random.default_rng(0).standard_normal((20, 3))
     y = np.arange(20) % 2
@@ -149,24 +250,46 @@ def test_bad_input_gives_one_error_line_and_exit_2(case, tmp_path, capsys):
         "negative label": [_bad_npz(tmp_path, "b", X=X, y=np.r_[y[:-1], -1])],
         "fractional label": [_bad_npz(tmp_path, "c", X=X, y=y + 0.25)],
         "one class": [_bad_npz(tmp_path, "d", X=X, y=np.zeros(20))],
-        "NaN feature": [_bad_npz(tmp_path, "e", X=np.where(np.arange(60).reshape(20, 3) == 7,
-                                                           np.nan, X), y=y)],
+        "NaN feature": [
+            _bad_npz(tmp_path, "e", X=np.where(np.arange(60).reshape(20, 3) == 7, np.nan, X), y=y)
+        ],
         "no y array": [_bad_npz(tmp_path, "f", X=X, labels=y)],
         "not an npz": [str(tmp_path / "g.npz")],
         "not libsvm": [str(tmp_path / "h.txt")],
         "empty method list": ["vehicle", "--methods", ","],
-        "subset size without lsm-subsets": ["vehicle", "--methods", "lsm",
-                                            "--class-subset-size", "2"],
+        "subset size without lsm-subsets": [
+            "vehicle",
+            "--methods",
+            "lsm",
+            "--class-subset-size",
+            "2",
+        ],
         "subset size zero": ["vehicle", "--methods", "lsm-subsets", "--class-subset-size", "0"],
-        "alpha_epsilon without dirichlet": ["vehicle", "--methods", "lsm", "--alpha-epsilon",
-                                            "0.1"],
+        "alpha_epsilon without dirichlet": [
+            "vehicle",
+            "--methods",
+            "lsm",
+            "--alpha-epsilon",
+            "0.1",
+        ],
         "alpha_epsilon zero": ["vehicle", "--methods", "dirichlet", "--alpha-epsilon", "0"],
-        "alpha_epsilon and tune": ["vehicle", "--methods", "dirichlet", "--alpha-epsilon", "0.1",
-                                   "--tune"],
+        "alpha_epsilon and tune": [
+            "vehicle",
+            "--methods",
+            "dirichlet",
+            "--alpha-epsilon",
+            "0.1",
+            "--tune",
+        ],
         "full GP on minibatches": ["vehicle", "--methods", "lsm,rmgpc"],
-        "full GP with trained inducing points": ["vehicle", "--methods", "lsm,rmgpc",
-                                                 "--batch-size", "100000",
-                                                 "--train-inducing-points"],
+        "full GP with trained inducing points": [
+            "vehicle",
+            "--methods",
+            "lsm,rmgpc",
+            "--batch-size",
+            "100000",
+            "--train-inducing-points",
+        ],
     }[case]
     (tmp_path / "g.npz").write_text("this is not a zip archive")
     (tmp_path / "h.txt").write_text("1 1:0.5 2:abc\nnot libsvm at all\n")
@@ -186,10 +309,21 @@ def test_error_messages_name_the_problem(tmp_path, capsys):
     assert "unknown method 'gibbs'" in capsys.readouterr().err
     main(["vehicle", "--methods", "rm", "--class-subset-size", "2"])
     assert "--class-subset-size is an option of lsm-subsets" in capsys.readouterr().err
-    main(["vehicle", "--methods", "lsm,rmgpc", "--batch-size", "100", "--output",
-          str(tmp_path / "out")])
-    assert ("method 'rmgpc' is a full GP, trained on the whole training set at every step: it "
-            "takes no minibatches (give a batch size of at least N = 677)") in capsys.readouterr().err
+    main(
+        [
+            "vehicle",
+            "--methods",
+            "lsm,rmgpc",
+            "--batch-size",
+            "100",
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
+    assert (
+        "method 'rmgpc' is a full GP, trained on the whole training set at every step: it "
+        "takes no minibatches (give a batch size of at least N = 677)"
+    ) in capsys.readouterr().err
 
 
 def test_features_standardised_with_training_statistics_and_split_seeded():
@@ -211,16 +345,33 @@ def test_features_standardised_with_training_statistics_and_split_seeded():
 
 def test_ground_truth_end_to_end(tiny_npz, tmp_path, capsys):
     output = tmp_path / "truth"
-    code = main(["ground-truth", str(tiny_npz), "--samples", "100", "--nuts-samples", "50",
-                 "--burnin", "50", "--chains", "2", "--output", str(output), "--no-progress"])
+    code = main(
+        [
+            "ground-truth",
+            str(tiny_npz),
+            "--samples",
+            "100",
+            "--nuts-samples",
+            "50",
+            "--burnin",
+            "50",
+            "--chains",
+            "2",
+            "--output",
+            str(output),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "split R-hat" in printed and "collapsed" in printed
     results = _strict_json(output / "results.json")
     assert set(results["discrepancies"]) == {"nuts", "exact", "collapsed", "paper", "vi"}
     # The table written is the one the written summaries give: each method against Gibbs.
-    summaries = {name: {q: np.array(v) for q, v in summary.items()}
-                 for name, summary in results["summaries"].items()}
+    summaries = {
+        name: {q: np.array(v) for q, v in summary.items()}
+        for name, summary in results["summaries"].items()
+    }
     assert summaries["gibbs"]["probabilities"].shape == (40, 4)
     for method, table in results["discrepancies"].items():
         for quantity in ("probabilities", "latent_mean", "latent_variance"):
@@ -248,8 +399,12 @@ def test_report_compares_the_package_method_with_the_best_peer_at_the_common_tar
         method("lsm", 0.10, [(0.0, 2.0), (0.5, 0.52), (1.0, 0.505), (4.0, 0.49)]),
         # the best peer by final NLL (whole test set: 0.45); its last trace value (0.50) sets the
         # target, after a lower one (0.47) that a "best of the trace" target would use
-        method("softmax", 0.09, [(0.0, 2.0), (5.0, 0.55), (20.0, 0.509), (30.0, 0.47), (40.0, 0.50)],
-               final_nll=0.45),
+        method(
+            "softmax",
+            0.09,
+            [(0.0, 2.0), (5.0, 0.55), (20.0, 0.509), (30.0, 0.47), (40.0, 0.50)],
+            final_nll=0.45,
+        ),
         method("rm", 0.08, [(0.0, 2.0), (2.0, 0.60), (40.0, 0.70)]),  # never reaches the target
         method("lsm-vi", 0.12, [(0.0, 2.0), (10.0, 0.505), (40.0, 0.53)]),
     ]
@@ -273,6 +428,7 @@ def test_report_compares_the_package_method_with_the_best_peer_at_the_common_tar
 
 # -- issue 16: options, output folders, interrupted and resumed runs ---------------------------
 
+
 def _numeric_options():
     """Every option of every command whose value is a number, from the parser itself."""
     from gpflow_augmented.comparison.cli import build_parser
@@ -281,8 +437,11 @@ def _numeric_options():
     commands = next(a for a in parser._actions if a.dest == "command").choices
     for command, sub in commands.items():
         for action in sub._actions:
-            if action.option_strings and action.type is not None and (
-                    "integer" in action.type.__name__ or "number" in action.type.__name__):
+            if (
+                action.option_strings
+                and action.type is not None
+                and ("integer" in action.type.__name__ or "number" in action.type.__name__)
+            ):
                 yield command, action.option_strings[0]
 
 
@@ -291,35 +450,68 @@ def test_no_numeric_option_accepts_nan_or_inf(command, option, capsys):
     for value in ("nan", "inf", "-inf"):
         assert main([command, f"{option}={value}"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"gpflow-augmented: error: argument {option}: "
-                                                   "must be"), err
+        assert len(err) == 1 and err[0].startswith(
+            f"gpflow-augmented: error: argument {option}: must be"
+        ), err
 
 
 def test_the_numeric_options_cover_the_ones_users_set():
     options = {option for _, option in _numeric_options()}
-    assert {"--time-budget", "--learning-rate", "--max-iterations", "--num-inducing",
-            "--batch-size", "--trace-test-points", "--seed", "--test-fraction", "--samples",
-            "--chains", "--burnin", "--class-subset-size", "--alpha-epsilon"} <= options
+    assert {
+        "--time-budget",
+        "--learning-rate",
+        "--max-iterations",
+        "--num-inducing",
+        "--batch-size",
+        "--trace-test-points",
+        "--seed",
+        "--test-fraction",
+        "--samples",
+        "--chains",
+        "--burnin",
+        "--class-subset-size",
+        "--alpha-epsilon",
+    } <= options
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--methods", "lsm,lsm"], "--methods names 'lsm' twice"),
-    (["--max-iterations", "-1"], "argument --max-iterations: must be an integer ≥ 1, got '-1'"),
-    (["--seed", "-1"], "argument --seed: must be an integer ≥ 0, got '-1'"),
-    (["--trace-test-points", "0"], "argument --trace-test-points: must be an integer ≥ 1"),
-    (["--resume", "--overwrite"], "--resume and --overwrite contradict each other"),
-])
-def test_options_that_used_to_do_the_wrong_thing_are_refused(argv, message, tiny_npz, tmp_path,
-                                                             capsys):
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--methods", "lsm,lsm"], "--methods names 'lsm' twice"),
+        (["--max-iterations", "-1"], "argument --max-iterations: must be an integer ≥ 1, got '-1'"),
+        (["--seed", "-1"], "argument --seed: must be an integer ≥ 0, got '-1'"),
+        (["--trace-test-points", "0"], "argument --trace-test-points: must be an integer ≥ 1"),
+        (["--resume", "--overwrite"], "--resume and --overwrite contradict each other"),
+    ],
+)
+def test_options_that_used_to_do_the_wrong_thing_are_refused(
+    argv, message, tiny_npz, tmp_path, capsys
+):
     assert main(["compare", str(tiny_npz), *argv, "--output", str(tmp_path / "o")]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_the_header_gives_the_inducing_points_actually_used(tiny_npz, tmp_path, capsys):
     # softmax: the cheapest method to trace (any sparse method has its inducing points capped)
-    assert main(["compare", str(tiny_npz), "--num-inducing", "500", "--methods", "softmax",
-                 "--max-iterations", "1", "--output", str(tmp_path / "o"), "--no-progress",
-                 "--no-tensorboard"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(tiny_npz),
+                "--num-inducing",
+                "500",
+                "--methods",
+                "softmax",
+                "--max-iterations",
+                "1",
+                "--output",
+                str(tmp_path / "o"),
+                "--no-progress",
+                "--no-tensorboard",
+            ]
+        )
+        == 0
+    )
     assert "M=80 (--num-inducing 500 capped at the training points)" in capsys.readouterr().out
 
 
@@ -328,8 +520,22 @@ def test_an_unusable_output_is_refused_before_training(case, tiny_npz, tmp_path,
     blocker = tmp_path / "blocker"
     blocker.write_text("not a folder")
     output = blocker if case == "a file" else blocker / "out"
-    assert main(["compare", str(tiny_npz), "--methods", "lsm", "--max-iterations", "1",
-                 "--output", str(output), "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "compare",
+                str(tiny_npz),
+                "--methods",
+                "lsm",
+                "--max-iterations",
+                "1",
+                "--output",
+                str(output),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     captured = capsys.readouterr()
     assert "is a file, not a folder" in captured.err
     assert "lsm " not in captured.out  # nothing was trained
@@ -337,8 +543,17 @@ def test_an_unusable_output_is_refused_before_training(case, tiny_npz, tmp_path,
 
 def test_a_reused_output_is_refused_unless_resumed_or_overwritten(tiny_npz, tmp_path, capsys):
     output = tmp_path / "o"
-    common = ["compare", str(tiny_npz), "--max-iterations", "1", "--num-inducing", "5",
-              "--output", str(output), "--no-progress"]
+    common = [
+        "compare",
+        str(tiny_npz),
+        "--max-iterations",
+        "1",
+        "--num-inducing",
+        "5",
+        "--output",
+        str(output),
+        "--no-progress",
+    ]
     # The earlier run's method is not among the later run's, which must not keep it.
     assert main([*common, "--methods", "softmax"]) == 0
     assert main([*common, "--methods", "lsm"]) == 2
@@ -353,19 +568,34 @@ def test_a_reused_output_is_refused_unless_resumed_or_overwritten(tiny_npz, tmp_
     assert "the run in" in capsys.readouterr().err
 
 
-def test_the_default_output_folder_moves_on_instead_of_mixing_runs(tiny_npz, tmp_path,
-                                                                     monkeypatch, capsys):
+def test_the_default_output_folder_moves_on_instead_of_mixing_runs(
+    tiny_npz, tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(tmp_path)
     for _ in range(2):  # softmax: the cheapest method to trace; any method writes the folder
-        assert main(["compare", str(tiny_npz), "--methods", "softmax", "--max-iterations", "1",
-                     "--num-inducing", "5", "--no-progress", "--no-tensorboard"]) == 0
+        assert (
+            main(
+                [
+                    "compare",
+                    str(tiny_npz),
+                    "--methods",
+                    "softmax",
+                    "--max-iterations",
+                    "1",
+                    "--num-inducing",
+                    "5",
+                    "--no-progress",
+                    "--no-tensorboard",
+                ]
+            )
+            == 0
+        )
     assert (tmp_path / "gpflow-augmented-results" / "tiny" / "results.json").exists()
     assert (tmp_path / "gpflow-augmented-results" / "tiny-2" / "results.json").exists()
     assert "written to gpflow-augmented-results/tiny-2/" in capsys.readouterr().out
 
 
-def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz, tmp_path,
-                                                                         capsys):
+def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz, tmp_path, capsys):
     import signal
     import time
 
@@ -378,18 +608,36 @@ def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz
     # reaches a process with the default handler: a bare Python resets it and executes the tool.
     script = os.path.join(os.path.dirname(sys.executable), "gpflow-augmented")
     tool = [script] if os.path.exists(script) else [sys.executable, "-m", "gpflow_augmented"]
-    with_default_sigint = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-                           "os.execv(sys.argv[1], sys.argv[1:])")
+    with_default_sigint = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
     # Each method trains for 3 s of its clock, which leaves out its tracing and evaluations: the
     # signal, sent 2 s after lsm-vi has finished, finds softmax still running. (Two of the
     # methods a new process traces fastest: AutoGraph converts lsm's code in twice the time.)
-    command = ["compare", str(tiny_npz), "--methods", "lsm-vi,softmax", "--num-inducing", "10",
-               "--batch-size", "32", "--time-budget", "3", "--output", str(output),
-               "--no-progress", "--no-tensorboard"]
-    process = subprocess.Popen([sys.executable, "-c", with_default_sigint, *tool, *command],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={k: v for k, v in os.environ.items()
-                                    if k != "TF_CPP_MIN_LOG_LEVEL"})
+    command = [
+        "compare",
+        str(tiny_npz),
+        "--methods",
+        "lsm-vi,softmax",
+        "--num-inducing",
+        "10",
+        "--batch-size",
+        "32",
+        "--time-budget",
+        "3",
+        "--output",
+        str(output),
+        "--no-progress",
+        "--no-tensorboard",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-c", with_default_sigint, *tool, *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"},
+    )
     finished = output / "methods" / "lsm-vi.json"
     deadline = time.time() + 300
     while not finished.exists() and time.time() < deadline and process.poll() is None:
@@ -399,8 +647,10 @@ def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130, err[-2000:]
-    assert err.splitlines() == [f"gpflow-augmented: interrupted; the finished results are in "
-                                f"{output}/ (continue with --resume)"], err[-2000:]
+    assert err.splitlines() == [
+        f"gpflow-augmented: interrupted; the finished results are in "
+        f"{output}/ (continue with --resume)"
+    ], err[-2000:]
     kept = _strict_json(finished)
     assert not (output / "results.json").exists()
     assert not (output / "methods" / "softmax.json").exists()
@@ -416,18 +666,36 @@ def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz
     assert results["methods"][1]["iterations"] > 0
 
 
-def test_ctrl_c_while_tensorflow_traces_is_reported_as_an_interrupt(tiny_npz, tmp_path, capsys,
-                                                                     ctrl_c_while_tracing):
+def test_ctrl_c_while_tensorflow_traces_is_reported_as_an_interrupt(
+    tiny_npz, tmp_path, capsys, ctrl_c_while_tracing
+):
     # What CI met on a slow machine: the interrupt landed while softmax's step was being traced
     # (then by AutoGraph, which turned it into an AssertionError: exit code 1 and a traceback).
     output = tmp_path / "o"
-    assert main(["compare", str(tiny_npz), "--methods", "softmax", "--max-iterations", "2",
-                 "--num-inducing", "5", "--output", str(output), "--no-progress",
-                 "--no-tensorboard"]) == 130
+    assert (
+        main(
+            [
+                "compare",
+                str(tiny_npz),
+                "--methods",
+                "softmax",
+                "--max-iterations",
+                "2",
+                "--num-inducing",
+                "5",
+                "--output",
+                str(output),
+                "--no-progress",
+                "--no-tensorboard",
+            ]
+        )
+        == 130
+    )
     assert len(ctrl_c_while_tracing) == 3
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"gpflow-augmented: interrupted; the finished results are in {output}/ "
-        "(continue with --resume)")
+        "(continue with --resume)"
+    )
     assert not (output / "results.json").exists()
 
 
@@ -438,9 +706,21 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, m
     np.savez(data_dir / "flat.npz", X=np.ones((30, 3)), y=np.arange(30) % 2)
     (data_dir / "empty.npz").write_bytes(b"")
     # softmax: the cheapest method to trace (the step timings trace lsm's and rm's steps anyway)
-    options = ["--datasets", "flat,good,empty", "--methods", "softmax", "--max-iterations", "2",
-               "--num-inducing", "5", "--time-budget", "0", "--output", str(tmp_path / "bench"),
-               "--no-progress"]
+    options = [
+        "--datasets",
+        "flat,good,empty",
+        "--methods",
+        "softmax",
+        "--max-iterations",
+        "2",
+        "--num-inducing",
+        "5",
+        "--time-budget",
+        "0",
+        "--output",
+        str(tmp_path / "bench"),
+        "--no-progress",
+    ]
     # One small size of the isolated step timings (four sizes take most of a minute per run).
     monkeypatch.setattr(benchmark, "STEP_TIME_SIZES", ((16, 4, 3),))
     # The library assumes no data folder: without --data-dir it is the environment's or none.
@@ -476,9 +756,13 @@ def test_start_up_is_quiet_unless_verbose():
     output), each from start-up on. --verbose brings the lines back, so those checks can fail.
     (Each of these processes imports TensorFlow anew, about 10 s: they are not repeated here.)"""
     environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    verbose = subprocess.run([sys.executable, "-m", "gpflow_augmented", "compare", "--help",
-                              "--verbose"], capture_output=True, text=True, timeout=300,
-                             env=environment)
+    verbose = subprocess.run(
+        [sys.executable, "-m", "gpflow_augmented", "compare", "--help", "--verbose"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+    )
     assert verbose.returncode == 0 and "robust-max" in verbose.stdout
     assert TF_LOG_LINE.search(verbose.stderr), verbose.stderr[:2000]
 
@@ -491,8 +775,9 @@ def _write_table(path, delimiter, header=True, label_first=False):
     lines = []
     if header:
         columns = [f"f{j}" for j in range(4)]
-        lines.append(delimiter.join(["cultivar", *columns] if label_first else
-                                    [*columns, "cultivar"]))
+        lines.append(
+            delimiter.join(["cultivar", *columns] if label_first else [*columns, "cultivar"])
+        )
     for row, label in zip(X, y):
         cells = [f"{v:.6f}" for v in row]
         lines.append(delimiter.join([label, *cells] if label_first else [*cells, label]))
@@ -500,13 +785,17 @@ def _write_table(path, delimiter, header=True, label_first=False):
     return X, y
 
 
-@pytest.mark.parametrize("suffix, delimiter, header, label_first, label_column", [
-    (".csv", ",", True, False, None),
-    (".tsv", "\t", True, True, "cultivar"),
-    (".csv", ",", False, True, "0"),
-])
-def test_csv_and_tsv_end_to_end(suffix, delimiter, header, label_first, label_column, tmp_path,
-                                capsys):
+@pytest.mark.parametrize(
+    "suffix, delimiter, header, label_first, label_column",
+    [
+        (".csv", ",", True, False, None),
+        (".tsv", "\t", True, True, "cultivar"),
+        (".csv", ",", False, True, "0"),
+    ],
+)
+def test_csv_and_tsv_end_to_end(
+    suffix, delimiter, header, label_first, label_column, tmp_path, capsys
+):
     path = tmp_path / f"wine{suffix}"
     X, y = _write_table(path, delimiter, header, label_first)
     dataset = ga.datasets.load_file(path, label_column=label_column, seed=0)
@@ -516,17 +805,29 @@ def test_csv_and_tsv_end_to_end(suffix, delimiter, header, label_first, label_co
     labels = np.r_[dataset.Y_train[:, 0], dataset.Y_test[:, 0]]
     assert sorted(np.bincount(labels)) == sorted(np.unique(y, return_counts=True)[1])
     # softmax: the cheapest method to trace; what is tested is how the table is read
-    argv = ["compare", str(path), "--methods", "softmax", "--max-iterations", "2",
-            "--num-inducing", "5", "--output", str(tmp_path / "out"), "--no-progress",
-            "--no-tensorboard"]
+    argv = [
+        "compare",
+        str(path),
+        "--methods",
+        "softmax",
+        "--max-iterations",
+        "2",
+        "--num-inducing",
+        "5",
+        "--output",
+        str(tmp_path / "out"),
+        "--no-progress",
+        "--no-tensorboard",
+    ]
     if label_column is not None:
         argv += ["--label-column", label_column]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "classes: 0=barbera, 1=barolo, 2=grignolino" in out
     # how the first row was read, in the words of the header rule
-    assert (f"  read: wine{suffix}: the first row read as "
-            f"{'a header (column ' if header else 'data'}") in out
+    assert (
+        f"  read: wine{suffix}: the first row read as {'a header (column ' if header else 'data'}"
+    ) in out
     assert _strict_json(tmp_path / "out" / "results.json")["settings"]["num_classes"] == 3
 
 
@@ -535,8 +836,11 @@ def test_csv_errors_name_the_row_and_column(tmp_path):
     path.write_text("a,b,label\n1.0,2.0,x\n1.5,oops,y\n")
     with pytest.raises(ga.InvalidDataError, match=r"row 3, column 2: 'oops' is not a number"):
         ga.datasets.load_file(path)
-    with pytest.raises(ga.InvalidDataError, match=r"no column named 'kind' \(columns a, b, "
-                                                  r"label\)"):
+    with pytest.raises(
+        ga.InvalidDataError,
+        match=r"no column named 'kind' \(columns a, b, "
+        r"label\)",
+    ):
         ga.datasets.load_file(path, label_column="kind")
     path.write_text("1.0,2.0,x\n1.5,2.5\n")
     with pytest.raises(ga.InvalidDataError, match=r"row 2 has 2 columns, row 1 has 3"):
@@ -551,8 +855,22 @@ def test_string_class_names_in_from_arrays():
 
 def test_an_unwritable_output_is_refused_before_training(tiny_npz, capsys):
     # /sys refuses new folders even to root, so this holds whoever runs the tests.
-    assert main(["compare", str(tiny_npz), "--methods", "lsm", "--max-iterations", "1",
-                 "--output", "/sys/gpflow-augmented-test", "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "compare",
+                str(tiny_npz),
+                "--methods",
+                "lsm",
+                "--max-iterations",
+                "1",
+                "--output",
+                "/sys/gpflow-augmented-test",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     captured = capsys.readouterr()
     assert "--output /sys/gpflow-augmented-test cannot be written" in captured.err
     assert "lsm " not in captured.out
@@ -562,9 +880,25 @@ def test_the_binary_benchmark_reports_tasks_it_cannot_run(tiny_npz, tmp_path):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     (data_dir / "good.npz").write_bytes(tiny_npz.read_bytes())
-    code = main(["benchmark", "--binary", "--data-dir", str(data_dir), "--datasets",
-                 "good:1,missing:0,good:x", "--max-iterations", "2", "--num-inducing", "5",
-                 "--time-budget", "0", "--output", str(tmp_path / "bench"), "--no-progress"])
+    code = main(
+        [
+            "benchmark",
+            "--binary",
+            "--data-dir",
+            str(data_dir),
+            "--datasets",
+            "good:1,missing:0,good:x",
+            "--max-iterations",
+            "2",
+            "--num-inducing",
+            "5",
+            "--time-budget",
+            "0",
+            "--output",
+            str(tmp_path / "bench"),
+            "--no-progress",
+        ]
+    )
     assert code == 1
     report = (tmp_path / "bench" / "binary.md").read_text()
     assert "| good-1-vs-rest |" in report
@@ -584,4 +918,5 @@ def test_an_empty_npz_is_one_error_line_in_compare_and_ground_truth(command, tmp
 def test_negative_trace_test_points_are_refused(capsys):
     assert main(["compare", "--trace-test-points=-1"]) == 2
     assert "argument --trace-test-points: must be an integer ≥ 1, got '-1'" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )

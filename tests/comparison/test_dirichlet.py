@@ -2,6 +2,7 @@
 and noise are the log-normal moment match of the Dirichlet's Gamma components, its likelihood is
 Gaussian (so one full-batch natural-gradient step of size 1 reaches the optimum), and its class
 probabilities integrate the softmax of q(f) correctly."""
+
 import gpflow
 import numpy as np
 import pytest
@@ -23,8 +24,9 @@ def test_targets_are_the_log_normal_moment_match_of_the_gamma_components(alpha_e
     """A Dirichlet(α) draw is Gamma(α_c, 1) draws normalised; the method replaces each by the
     log-normal with the same mean α_c and variance α_c."""
     one_hot = np.eye(3)[[0, 2, 1, 1]]
-    targets, variance = (t.numpy() for t in dirichlet_regression_targets(
-        tf.constant(one_hot), alpha_epsilon))
+    targets, variance = (
+        t.numpy() for t in dirichlet_regression_targets(tf.constant(one_hot), alpha_epsilon)
+    )
     alpha = one_hot + alpha_epsilon
     mean = np.exp(targets + variance / 2)
     second_moment_minus_mean_squared = (np.exp(variance) - 1) * np.exp(2 * targets + variance)
@@ -48,8 +50,11 @@ def test_variational_expectations_equal_gpflows_gaussian_with_each_points_noise(
         for c in range(C):
             gaussian = gpflow.likelihoods.Gaussian(variance=variance[n, c])
             theirs[n] += gaussian.variational_expectations(
-                None, Fmu[n:n + 1, c:c + 1], Fvar[n:n + 1, c:c + 1],
-                targets[n:n + 1, c:c + 1]).numpy()[0]
+                None,
+                Fmu[n : n + 1, c : c + 1],
+                Fvar[n : n + 1, c : c + 1],
+                targets[n : n + 1, c : c + 1],
+            ).numpy()[0]
     np.testing.assert_allclose(ours, theirs, rtol=1e-12)
 
 
@@ -70,7 +75,8 @@ def test_one_full_batch_natural_gradient_step_reaches_the_optimum():
 
     before = q_gradient()
     gpflow.optimizers.NaturalGradient(gamma=1.0).minimize(
-        lambda: model.training_loss(data), [(model.q_mu, model.q_sqrt)])
+        lambda: model.training_loss(data), [(model.q_mu, model.q_sqrt)]
+    )
     assert before > 1.0 and q_gradient() < 1e-6 * before
 
 
@@ -100,17 +106,20 @@ def test_many_class_probabilities_agree_with_plain_monte_carlo():
     standard_error = draws.std(axis=0) / np.sqrt(S)
     assert np.max(np.abs(p.numpy() - draws.mean(axis=0)) / standard_error) < Z_TOLERANCE
     log_density = likelihood.predict_log_density(None, Fmu, Fvar, np.arange(N)[:, None] % C)
-    np.testing.assert_allclose(np.exp(log_density.numpy()), p.numpy()[np.arange(N), np.arange(N) % C],
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        np.exp(log_density.numpy()), p.numpy()[np.arange(N), np.arange(N) % C], rtol=1e-10
+    )
 
 
 def test_bad_labels_and_options_are_refused_by_name():
     likelihood = DirichletClassification(3)
     with pytest.raises(ga.InvalidDataError, match="label"):
-        likelihood.variational_expectations(None, np.zeros((2, 3)), np.ones((2, 3)),
-                                            np.array([[0], [3]]))
+        likelihood.variational_expectations(
+            None, np.zeros((2, 3)), np.ones((2, 3)), np.array([[0], [3]])
+        )
     with pytest.raises(ValueError, match="alpha_epsilon"):
         DirichletClassification(3, alpha_epsilon=0.0)
     with pytest.raises(ValueError, match="alpha_epsilon"):
-        build_method("rm", gpflow.kernels.SquaredExponential(), np.zeros((2, 2)), 3, 10,
-                     alpha_epsilon=0.1)
+        build_method(
+            "rm", gpflow.kernels.SquaredExponential(), np.zeros((2, 2)), 3, 10, alpha_epsilon=0.1
+        )

@@ -2,6 +2,7 @@
 parameter of the module, nothing the step reads is frozen into it, a jit-compiled Trainer traces its
 step once, and another XLA client (jaxlib's, through ../shared/tools/xla-gpu/run_hlo.py) reproduces
 TensorFlow's step from the files."""
+
 import gzip
 import json
 import os
@@ -18,16 +19,23 @@ import tensorflow as tf
 import gpflow_augmented as ga
 from gpflow_augmented import expectations
 from gpflow_augmented.comparison.cli import main
-from gpflow_augmented.comparison.hlo_export import _check_module, export_steps, module_key, synthetic_batch
+from gpflow_augmented.comparison.hlo_export import (
+    _check_module,
+    export_steps,
+    module_key,
+)
 
 # The integration tier (the exported step, run by another XLA client in a subprocess): run by --slow or -m integration.
 pytestmark = pytest.mark.integration
 
 SIZE = (24, 6, 3, 2)  # B, M, C, D
 METHODS = ("lsm", "lsm-collapsed", "softmax", "rm")
-RUN_HLO = Path(os.environ.get(
-    "GPFLOW_AUGMENTED_RUN_HLO",
-    Path(__file__).resolve().parents[3] / "shared" / "tools" / "xla-gpu" / "run_hlo.py"))
+RUN_HLO = Path(
+    os.environ.get(
+        "GPFLOW_AUGMENTED_RUN_HLO",
+        Path(__file__).resolve().parents[3] / "shared" / "tools" / "xla-gpu" / "run_hlo.py",
+    )
+)
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +68,16 @@ def test_every_input_of_the_step_is_a_parameter_and_the_step_moves_its_state(exp
 
 
 def test_a_module_that_would_freeze_a_variable_is_refused():
-    header = ("HloModule step, entry_computation_layout={(f64[4,2]{1,0}, s64[4,1]{1,0})->"
-              "(f64[], pred[])}\n")
+    header = (
+        "HloModule step, entry_computation_layout={(f64[4,2]{1,0}, s64[4,1]{1,0})->"
+        "(f64[], pred[])}\n"
+    )
     _check_module(header, 2)
     with pytest.raises(RuntimeError, match="2 parameters for 3 inputs"):
         _check_module(header, 3)
-    baked = header + ('  %c = f64[6,2]{1,0} constant({...}), metadata={op_type="ReadVariableOp" '
-                      'op_name="read"}\n')
+    baked = header + (
+        '  %c = f64[6,2]{1,0} constant({...}), metadata={op_type="ReadVariableOp" op_name="read"}\n'
+    )
     with pytest.raises(RuntimeError, match="1 variable reads compiled in as constants"):
         _check_module(baked, 2)
 
@@ -82,13 +93,14 @@ def test_a_jit_compiled_trainer_traces_once_and_reads_its_variables_at_every_ste
     # Other shapes first, as a process that evaluated or trained on another batch size would.
     for rows in (5, 7):
         expectations.expected_log_logistic_softmax(
-            tf.zeros((rows, C), tf.float64), tf.ones((rows, C), tf.float64),
-            tf.one_hot(tf.zeros(rows, tf.int64), C, dtype=tf.float64))
-    model = ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), X[:M].copy(), C,
-                                   num_data=N)
+            tf.zeros((rows, C), tf.float64),
+            tf.ones((rows, C), tf.float64),
+            tf.one_hot(tf.zeros(rows, tf.int64), C, dtype=tf.float64),
+        )
+    model = ga.LogisticSoftmaxSVGP(gpflow.kernels.SquaredExponential(), X[:M].copy(), C, num_data=N)
     trainer = ga.Trainer(model, ga.RobbinsMonro(), jit_compile=True)
     for start in range(0, N, B):
-        trainer.step((X[start:start + B], Y[start:start + B]))
+        trainer.step((X[start : start + B], Y[start : start + B]))
     assert trainer._iteration.experimental_get_tracing_count() == 1
     args = (tf.constant(X[:B]), tf.constant(Y[:B]))
     concrete = trainer._iteration.get_concrete_function(*args)
@@ -114,11 +126,20 @@ def _python_with_jaxlib():
     """jaxlib 0.11 needs Python 3.12 or newer, so it usually lives in an environment of its own:
     GPFLOW_AUGMENTED_JAX_PYTHON, else ../jaxenv beside the checkout (the xla-gpu tool's README),
     else this Python."""
-    candidates = [os.environ.get("GPFLOW_AUGMENTED_JAX_PYTHON"),
-                  Path(__file__).resolve().parents[3] / "jaxenv" / "bin" / "python", sys.executable]
+    candidates = [
+        os.environ.get("GPFLOW_AUGMENTED_JAX_PYTHON"),
+        Path(__file__).resolve().parents[3] / "jaxenv" / "bin" / "python",
+        sys.executable,
+    ]
     for candidate in candidates:
-        if candidate and Path(candidate).exists() and subprocess.run(
-                [str(candidate), "-c", "import jaxlib"], capture_output=True).returncode == 0:
+        if (
+            candidate
+            and Path(candidate).exists()
+            and subprocess.run(
+                [str(candidate), "-c", "import jaxlib"], capture_output=True
+            ).returncode
+            == 0
+        ):
             return str(candidate)
     return None
 
@@ -142,9 +163,27 @@ def test_another_xla_client_reproduces_tensorflows_step_from_the_files(exported,
 
     def run_hlo(artifacts, keys=""):
         out = tmp_path / "cpu.json"
-        subprocess.run([python, str(RUN_HLO), "--platform", "cpu", "--artifacts", str(artifacts),
-                        "--keys", keys, "--warmup", "0", "--repeats", "2", "--out", str(out)],
-                       check=True, capture_output=True, timeout=600)
+        subprocess.run(
+            [
+                python,
+                str(RUN_HLO),
+                "--platform",
+                "cpu",
+                "--artifacts",
+                str(artifacts),
+                "--keys",
+                keys,
+                "--warmup",
+                "0",
+                "--repeats",
+                "2",
+                "--out",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
         return {r["key"]: r for r in json.loads(out.read_text())["results"]}
 
     results = run_hlo(folder)

@@ -4,6 +4,7 @@ small enough to enumerate the indicators and integrate the latents by Monte Carl
 log p(y), the outlier probabilities and the posterior means are close to the exact ones; the
 gradient with the sites fixed is the derivative of converged EP; flipped labels are the ones it
 calls outliers."""
+
 import itertools
 
 import gpflow
@@ -20,6 +21,7 @@ from gpflow_augmented.comparison.rmgpc import RobustMulticlassEP
 from gpflow_augmented.comparison.sep import ExpectationPropagation, whitened_marginals
 from gpflow_augmented.validation import InvalidDataError
 from helpers import factor_cavity
+
 
 def _converge(model, steps=400, damping=0.5, step=None):
     """Run EP to its fixed point; returns the compiled step, which a caller may pass back in to
@@ -81,17 +83,22 @@ def test_fixed_point_matches_every_factors_tilted_moments():
             beta = (m_y - f_k) / np.sqrt(tau_y)
             above, density = norm.cdf(beta), norm.pdf(beta)
             Z = (1 - p) * np.sum(w * above) + p * uniform
-            mean_y = ((1 - p) * np.sum(w * (m_y * above + np.sqrt(tau_y) * density))
-                      + p * uniform * m_y) / Z
-            second_y = ((1 - p) * np.sum(w * ((m_y ** 2 + tau_y) * above
-                                              + np.sqrt(tau_y) * (m_y + f_k) * density))
-                        + p * uniform * (m_y ** 2 + tau_y)) / Z
+            mean_y = (
+                (1 - p) * np.sum(w * (m_y * above + np.sqrt(tau_y) * density)) + p * uniform * m_y
+            ) / Z
+            second_y = (
+                (1 - p)
+                * np.sum(w * ((m_y**2 + tau_y) * above + np.sqrt(tau_y) * (m_y + f_k) * density))
+                + p * uniform * (m_y**2 + tau_y)
+            ) / Z
             mean_k = ((1 - p) * np.sum(w * f_k * above) + p * uniform * m_k) / Z
-            second_k = ((1 - p) * np.sum(w * f_k ** 2 * above)
-                        + p * uniform * (m_k ** 2 + tau_k)) / Z
+            second_k = ((1 - p) * np.sum(w * f_k**2 * above) + p * uniform * (m_k**2 + tau_k)) / Z
             np.testing.assert_allclose([mean_y, mean_k], [mean[i, y], mean[i, k]], atol=1e-7)
-            np.testing.assert_allclose([second_y - mean_y ** 2, second_k - mean_k ** 2],
-                                       [variance[i, y], variance[i, k]], rtol=1e-6)
+            np.testing.assert_allclose(
+                [second_y - mean_y**2, second_k - mean_k**2],
+                [variance[i, y], variance[i, k]],
+                rtol=1e-6,
+            )
             np.testing.assert_allclose(p * uniform / Z, expit(q[i]), rtol=1e-7)
         # the prior factor ρ^z (1 − ρ)^(1−z): tilted P(z = 1) and ρ's first two moments
         p = expit(q[i] - sites[5][i])
@@ -101,10 +108,11 @@ def test_fixed_point_matches_every_factors_tilted_moments():
         np.testing.assert_allclose(outlier / Z, expit(q[i]), rtol=1e-7)
         first = (inlier * a_c + outlier * (a_c + 1)) / ((a_c + b_c + 1) * Z)
         second = (inlier * a_c * (a_c + 1) + outlier * (a_c + 1) * (a_c + 2)) / (
-            (a_c + b_c + 1) * (a_c + b_c + 2) * Z)
-        np.testing.assert_allclose([first, second],
-                                   [a / (a + b), a * (a + 1) / ((a + b) * (a + b + 1))],
-                                   rtol=1e-7)
+            (a_c + b_c + 1) * (a_c + b_c + 2) * Z
+        )
+        np.testing.assert_allclose(
+            [first, second], [a / (a + b), a * (a + 1) / ((a + b) * (a + b + 1))], rtol=1e-7
+        )
 
 
 # (inputs, labels, tolerances on |Δ log p(y)|, the outlier probabilities, the posterior means)
@@ -125,8 +133,9 @@ def test_close_to_the_exact_posterior_of_a_tiny_problem(problem):
     outlier probabilities and ≤ 0.11 in the posterior means when the points are apart; two close
     points with different labels make the exact posterior bimodal (either may be the outlier),
     which one Gaussian cannot follow: 0.14 in the outlier probabilities and 0.27 in the means."""
-    inputs, labels, (log_z_tolerance, probability_tolerance, mean_tolerance) = \
-        TINY_PROBLEMS[problem]
+    inputs, labels, (log_z_tolerance, probability_tolerance, mean_tolerance) = TINY_PROBLEMS[
+        problem
+    ]
     rng = np.random.default_rng(0)
     N, C, (a0, b0) = 3, 3, (1.0, 4.0)
     X, Y = np.array(inputs)[:, None], np.array(labels)[:, None]
@@ -139,18 +148,21 @@ def test_close_to_the_exact_posterior_of_a_tiny_problem(problem):
     evidence, outlier_mass, mean_f = 0.0, np.zeros(N), np.zeros((N, C))
     for z in itertools.product((0, 1), repeat=N):
         z = np.array(z, bool)
-        weight = np.exp(betaln(a0 + z.sum(), b0 + N - z.sum()) - betaln(a0, b0)) * \
-            float(C) ** -z.sum()
+        weight = (
+            np.exp(betaln(a0 + z.sum(), b0 + N - z.sum()) - betaln(a0, b0)) * float(C) ** -z.sum()
+        )
         inliers_correct = correct[:, ~z].all(axis=1)
         mass = weight * inliers_correct.mean()
         evidence += mass
         outlier_mass += mass * z
         mean_f += weight * np.einsum("s,sic->ic", inliers_correct, f) / len(f)
     assert abs(float(model.log_marginal_likelihood()) - np.log(evidence)) < log_z_tolerance
-    np.testing.assert_allclose(model.outlier_probability().numpy(), outlier_mass / evidence,
-                               atol=probability_tolerance)
-    np.testing.assert_allclose(model.predict_f(X)[0].numpy(), mean_f / evidence,
-                               atol=mean_tolerance)
+    np.testing.assert_allclose(
+        model.outlier_probability().numpy(), outlier_mass / evidence, atol=probability_tolerance
+    )
+    np.testing.assert_allclose(
+        model.predict_f(X)[0].numpy(), mean_f / evidence, atol=mean_tolerance
+    )
 
 
 def test_gradient_with_the_sites_fixed_is_the_derivative_of_converged_ep():
@@ -161,8 +173,8 @@ def test_gradient_with_the_sites_fixed_is_the_derivative_of_converged_ep():
     1e-8; with the default Beta(1, 9) the gradient is 2.6 % off (measured), which Adam tolerates."""
     X, Y, _ = _problem(10, 3, seed=1, flip=0.2)
     model = RobustMulticlassEP(
-        (X, Y), gpflow.kernels.SquaredExponential(lengthscales=1.3), 3,
-        outlier_prior=(100.0, 900.0))
+        (X, Y), gpflow.kernels.SquaredExponential(lengthscales=1.3), 3, outlier_prior=(100.0, 900.0)
+    )
     # The sites stop moving (by 1e-11, round-off) after about 150 steps, from zero sites or from
     # the neighbouring fixed point alike: 300 leave a margin of two.
     step = _converge(model, steps=300)
@@ -212,6 +224,7 @@ def test_bad_input_is_refused():
 
 # RMGPC as the comparison method 'rmgpc': a full GP given the whole training set at every step.
 
+
 def _rmgpc_dataset(N=60, C=3, seed=6):
     X, Y, _ = _problem(N + 30, C, seed=seed)
     is_test = np.r_[np.zeros(N, bool), np.ones(30, bool)]
@@ -232,22 +245,36 @@ def test_the_rmgpc_method_refuses_minibatches_too_many_points_and_sparse_options
     with pytest.raises(ValueError, match="'rmgpc' is a full GP.*no minibatches"):
         tuning.tune(d, ["lsm", "rmgpc"], batch_size=16, max_iterations=1)
     with pytest.raises(ValueError, match="'rmgpc' has no ρ schedule"):
-        tuning.tune(d, ["lsm", "rmgpc"], batch_size=N, max_iterations=1,
-                    method_options={"rmgpc": {"step_size": "constant-0.1"}})
-    with pytest.raises(ValueError, match=r"'rmgpc' is a full GP, trained on the whole training "
-                                         r"set at every step: it takes no minibatches \(give a "
-                                         rf"batch size of at least N = {N}\)"):
+        tuning.tune(
+            d,
+            ["lsm", "rmgpc"],
+            batch_size=N,
+            max_iterations=1,
+            method_options={"rmgpc": {"step_size": "constant-0.1"}},
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"'rmgpc' is a full GP, trained on the whole training "
+        r"set at every step: it takes no minibatches \(give a "
+        rf"batch size of at least N = {N}\)",
+    ):
         compare(d, ["lsm", "rmgpc"], batch_size=16, max_iterations=1)
     monkeypatch.setattr(baselines, "FULL_GP_MAX_POINTS", N - 1)
-    with pytest.raises(ValueError, match=f"N = {N} training points is more than its limit of "
-                                         f"{N - 1}"):
+    with pytest.raises(
+        ValueError, match=f"N = {N} training points is more than its limit of {N - 1}"
+    ):
         compare(d, ["rmgpc"], batch_size=N, max_iterations=1)
     monkeypatch.setattr(baselines, "FULL_GP_MAX_POINTS", N)
     with pytest.raises(ValueError, match="its inducing inputs are the training inputs"):
         compare(d, ["rmgpc"], batch_size=N, max_iterations=1, train_inducing_points=True)
     with pytest.raises(ValueError, match="'rmgpc' has no ρ schedule"):
-        compare(d, ["lsm", "rmgpc"], batch_size=N, max_iterations=1,
-                method_options={"rmgpc": {"step_size": "constant-0.1"}})
+        compare(
+            d,
+            ["lsm", "rmgpc"],
+            batch_size=N,
+            max_iterations=1,
+            method_options={"rmgpc": {"step_size": "constant-0.1"}},
+        )
     monkeypatch.undo()
     X, Y = d.X_train, d.Y_train
     with pytest.raises(ValueError, match="build it on its training set"):
@@ -255,15 +282,23 @@ def test_the_rmgpc_method_refuses_minibatches_too_many_points_and_sparse_options
     with pytest.raises(ValueError, match="data= is for the full-GP methods"):
         build_method("lsm", ga.initial_kernel(X), X[:5], 3, N, data=(X, Y))
     with pytest.raises(InvalidDataError, match="label"):
-        build_method("rmgpc", ga.initial_kernel(X), X[:5], 3, N, full_batch=True,
-                     data=(X, np.full_like(Y, 3)))
+        build_method(
+            "rmgpc",
+            ga.initial_kernel(X),
+            X[:5],
+            3,
+            N,
+            full_batch=True,
+            data=(X, np.full_like(Y, 3)),
+        )
 
 
 def test_the_rmgpc_method_refuses_any_batch_but_its_training_set_and_changes_nothing():
     d = _rmgpc_dataset()
     X, Y = d.X_train, d.Y_train
-    method = build_method("rmgpc", ga.initial_kernel(X), X[:5], 3, len(X), full_batch=True,
-                          data=(X, Y))
+    method = build_method(
+        "rmgpc", ga.initial_kernel(X), X[:5], 3, len(X), full_batch=True, data=(X, Y)
+    )
     before = [v.numpy().copy() for v in method.model.variables]
     for bad_X, bad_Y in [(X[::-1], Y[::-1]), (X[:-1], Y[:-1]), (X, (Y + 1) % 3)]:
         with pytest.raises(ValueError, match="must be given that whole training set, in its order"):
@@ -288,8 +323,16 @@ def test_the_rmgpc_method_moves_the_kernel_up_the_ep_estimate_of_the_evidence():
     of zero would trace its step again for the same start."""
     d = _rmgpc_dataset(N=50, seed=4)
     X, Y = d.X_train, d.Y_train
-    method = build_method("rmgpc", ga.initial_kernel(X), X, 3, len(X), full_batch=True,
-                          data=(X, Y), learning_rate=0.05)
+    method = build_method(
+        "rmgpc",
+        ga.initial_kernel(X),
+        X,
+        3,
+        len(X),
+        full_batch=True,
+        data=(X, Y),
+        learning_rate=0.05,
+    )
     step = tf.function(ExpectationPropagation(method.model, 0.5).step)  # the kernel fixed
 
     def settled():
@@ -319,8 +362,9 @@ def test_a_prior_factor_with_an_improper_cavity_keeps_its_sites_and_the_others_u
     a, b = 1.0 + tf.reduce_sum(site_a), 2.0 + tf.reduce_sum(site_b)  # Beta(1, 2) prior
     site_odds, cavity_odds = f64([0.3, -0.2, 0.1]), f64([-1.0, 0.5, 2.0])
     assert float(b - site_b[0]) < 0 < float(b - site_b[1])
-    new_odds, new_a, new_b = (t.numpy() for t in _sequential_rate_sites(
-        cavity_odds, site_odds, site_a, site_b, a, b))
+    new_odds, new_a, new_b = (
+        t.numpy() for t in _sequential_rate_sites(cavity_odds, site_odds, site_a, site_b, a, b)
+    )
     assert np.all(np.isfinite(np.r_[new_odds, new_a, new_b]))
     assert (new_odds[0], new_a[0], new_b[0]) == (0.3, 0.5, 3.0)
     assert np.all(new_a[1:] != site_a.numpy()[1:]) and np.all(new_odds[1:] != site_odds.numpy()[1:])

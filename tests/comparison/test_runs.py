@@ -1,5 +1,6 @@
 """A run's output folder: two runs started into it at once, a resume after its data changed, and files
 in it that are no longer readable. Each refusal names the problem and leaves the run as it was."""
+
 import multiprocessing
 
 import numpy as np
@@ -26,21 +27,38 @@ def finished_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("run")
     train, test = _write_table(folder / "train.csv", 0), _write_table(folder / "test.csv", 1)
     output = folder / "out"
-    argv = ["compare", str(train), "--test-file", str(test), "--methods", "softmax",
-            "--max-iterations", "2", "--num-inducing", "5", "--output", str(output),
-            "--no-progress", "--no-tensorboard"]
+    argv = [
+        "compare",
+        str(train),
+        "--test-file",
+        str(test),
+        "--methods",
+        "softmax",
+        "--max-iterations",
+        "2",
+        "--num-inducing",
+        "5",
+        "--output",
+        str(output),
+        "--no-progress",
+        "--no-tensorboard",
+    ]
     assert main(argv) == 0
     return argv, train, test, output
 
 
 def _snapshot(output):
-    return {path.relative_to(output): path.read_bytes() for path in sorted(output.rglob("*"))
-            if path.is_file()}
+    return {
+        path.relative_to(output): path.read_bytes()
+        for path in sorted(output.rglob("*"))
+        if path.is_file()
+    }
 
 
 @pytest.mark.parametrize("rewritten", ["train", "test"])
-def test_resume_after_the_data_file_was_rewritten_is_refused_by_name(finished_run, rewritten,
-                                                                     capsys):
+def test_resume_after_the_data_file_was_rewritten_is_refused_by_name(
+    finished_run, rewritten, capsys
+):
     argv, train, test, output = finished_run
     path = train if rewritten == "train" else test
     original = path.read_bytes()
@@ -51,8 +69,9 @@ def test_resume_after_the_data_file_was_rewritten_is_refused_by_name(finished_ru
     finally:
         path.write_bytes(original)
     error = capsys.readouterr().err.strip()
-    assert error.startswith(f"gpflow-augmented: error: --resume: {path} has changed since the run "
-                            f"in {output} began")
+    assert error.startswith(
+        f"gpflow-augmented: error: --resume: {path} has changed since the run in {output} began"
+    )
     assert _snapshot(output) == before
 
 
@@ -76,7 +95,7 @@ def test_an_unreadable_probabilities_file_is_named(finished_run, damage, capsys)
     path = output / "methods" / "softmax.npy"
     original = path.read_bytes()
     if damage == "truncated":
-        path.write_bytes(original[:len(original) // 2])
+        path.write_bytes(original[: len(original) // 2])
     else:
         np.save(path, np.arange(3))
     before = _snapshot(output)
@@ -108,8 +127,10 @@ def test_two_runs_started_at_once_into_one_folder(explicit, tmp_path):
     for attempt in range(10):
         folder = tmp_path / f"attempt{attempt}"
         barrier, results = context.Barrier(2), context.Queue()
-        processes = [context.Process(target=_start, args=(folder, explicit, barrier, results))
-                     for _ in range(2)]
+        processes = [
+            context.Process(target=_start, args=(folder, explicit, barrier, results))
+            for _ in range(2)
+        ]
         for process in processes:
             process.start()
         outcomes = sorted(results.get(timeout=60) for _ in processes)

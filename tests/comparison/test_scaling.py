@@ -1,13 +1,19 @@
 """Training costs nothing of size N: the compiled step's tensors are batch-sized, and a process
 streaming 10⁶ points peaks no higher than one streaming 10⁴. Also a smoke run of the scaling
 benchmark and its report."""
+
 import gpflow
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from gpflow_augmented.comparison.scaling import run_scaling, scaling_report, streamed_fit_memory, synthetic_model
+from gpflow_augmented.comparison.scaling import (
+    run_scaling,
+    scaling_report,
+    streamed_fit_memory,
+    synthetic_model,
+)
 
 # The integration tier (the scaling runs): run by --slow or -m integration.
 pytestmark = pytest.mark.integration
@@ -18,7 +24,8 @@ def test_compiled_step_holds_no_tensor_of_size_n():
     model = synthetic_model(C, M, D, num_data=N)
     trainer = ga.Trainer(model, ga.RobbinsMonro(), class_subset_size=2)
     concrete = trainer._iteration.get_concrete_function(
-        tf.TensorSpec([B, D], gpflow.config.default_float()), tf.TensorSpec([B, 1], tf.int64))
+        tf.TensorSpec([B, D], gpflow.config.default_float()), tf.TensorSpec([B, 1], tf.int64)
+    )
     largest = 0
     for operation in concrete.graph.get_operations():
         for output in operation.outputs:

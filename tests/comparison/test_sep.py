@@ -5,6 +5,7 @@ close to the exact posterior on problems small enough to integrate by Monte Carl
 estimate of log p(y) has the gradient that finite differences of converged runs give; the tied
 (stochastic) EP's fixed point is the average of the tilted projections; a failed step changes
 nothing."""
+
 import gpflow
 import numpy as np
 import pytest
@@ -53,8 +54,10 @@ def test_factor_sites_give_the_tilted_moments_of_a_quadrature():
     # each factor's own cavity of the label's latent, as untied EP has
     label_mean = mean[np.arange(N), labels][:, None] + rng.normal(scale=0.3, size=(N, C))
     label_variance = variance[np.arange(N), labels][:, None] * rng.uniform(0.5, 1.5, (N, C))
-    sites = pairwise_probit_sites(*(tf.constant(a) for a in (
-        label_mean, label_variance, mean, variance, noise)), tf.constant(labels))
+    sites = pairwise_probit_sites(
+        *(tf.constant(a) for a in (label_mean, label_variance, mean, variance, noise)),
+        tf.constant(labels),
+    )
     sites = [s.numpy() for s in sites]
     for i in range(N):
         y = labels[i]
@@ -63,19 +66,30 @@ def test_factor_sites_give_the_tilted_moments_of_a_quadrature():
                 assert all(s[i, k] == 0 for s in sites)
                 continue
             Z, mean_y, var_y, mean_k, var_k = tilted_moments(
-                label_mean[i, k], label_variance[i, k], mean[i, k], variance[i, k],
-                noise[i, y] + noise[i, k])
+                label_mean[i, k],
+                label_variance[i, k],
+                mean[i, k],
+                variance[i, k],
+                noise[i, y] + noise[i, k],
+            )
             np.testing.assert_allclose(sites[0][i, k], np.log(Z), rtol=1e-9, atol=1e-11)
-            for (cavity_mean, cavity_var, precision, shift, want_mean, want_var) in (
-                (label_mean[i, k], label_variance[i, k], sites[1][i, k], sites[2][i, k],
-                 mean_y, var_y),
+            for cavity_mean, cavity_var, precision, shift, want_mean, want_var in (
+                (
+                    label_mean[i, k],
+                    label_variance[i, k],
+                    sites[1][i, k],
+                    sites[2][i, k],
+                    mean_y,
+                    var_y,
+                ),
                 (mean[i, k], variance[i, k], sites[3][i, k], sites[4][i, k], mean_k, var_k),
             ):
                 assert precision >= 0
                 new_var = 1 / (1 / cavity_var + precision)
                 np.testing.assert_allclose(new_var, want_var, rtol=1e-8)
-                np.testing.assert_allclose(new_var * (cavity_mean / cavity_var + shift),
-                                           want_mean, rtol=1e-8, atol=1e-10)
+                np.testing.assert_allclose(
+                    new_var * (cavity_mean / cavity_var + shift), want_mean, rtol=1e-8, atol=1e-10
+                )
 
 
 def test_predictive_probabilities_are_the_arg_max_frequencies_of_the_noisy_latents():
@@ -91,15 +105,17 @@ def test_predictive_probabilities_are_the_arg_max_frequencies_of_the_noisy_laten
     # The 64-node quadrature against a dense trapezoid rule on the same integral.
     V = Fvar + 0.3
     for i, k in [(0, 0), (3, 2)]:
-        f = np.linspace(Fmu[i, k] - 12 * np.sqrt(V[i, k]), Fmu[i, k] + 12 * np.sqrt(V[i, k]),
-                        200_001)
+        f = np.linspace(
+            Fmu[i, k] - 12 * np.sqrt(V[i, k]), Fmu[i, k] + 12 * np.sqrt(V[i, k]), 200_001
+        )
         integrand = norm.pdf(f, Fmu[i, k], np.sqrt(V[i, k]))
         for c in range(C):
             if c != k:
                 integrand = integrand * norm.cdf((f - Fmu[i, c]) / np.sqrt(V[i, c]))
         np.testing.assert_allclose(p[i, k], np.trapz(integrand, f), rtol=1e-8)
     log_density = likelihood.predict_log_density(
-        None, tf.constant(Fmu), tf.constant(Fvar), tf.constant([[0], [1], [2], [3], [1]]))
+        None, tf.constant(Fmu), tf.constant(Fvar), tf.constant([[0], [1], [2], [3], [1]])
+    )
     np.testing.assert_allclose(log_density.numpy(), np.log(p[range(N), [0, 1, 2, 3, 1]]))
 
 
@@ -137,7 +153,7 @@ def _numpy_projection(model, X):
     q_mu, q_sqrt = (t.numpy() for t in model.whitened_posterior())
     mean = A.T @ q_mu
     variance = np.stack([np.sum((q_sqrt[c].T @ A) ** 2, axis=0) for c in range(q_mu.shape[1])], -1)
-    residual = kernel(X, full_cov=False).numpy() - np.sum(A ** 2, axis=0)
+    residual = kernel(X, full_cov=False).numpy() - np.sum(A**2, axis=0)
     noise = residual[:, None] + model.likelihood.noise_variance.numpy()
     return A, mean, variance, np.broadcast_to(noise, mean.shape)
 
@@ -154,11 +170,11 @@ def test_untied_ep_fixed_point_matches_every_factors_tilted_moments():
             if k == y:
                 continue
             m_y, tau_y, m_k, tau_k = factor_cavity(mean, variance, sites, i, k, y)
-            _, mean_y, var_y, mean_k, var_k = tilted_moments(m_y, tau_y, m_k, tau_k,
-                                                             noise[i, y] + noise[i, k])
+            _, mean_y, var_y, mean_k, var_k = tilted_moments(
+                m_y, tau_y, m_k, tau_k, noise[i, y] + noise[i, k]
+            )
             np.testing.assert_allclose([mean_y, mean_k], [mean[i, y], mean[i, k]], atol=1e-7)
-            np.testing.assert_allclose([var_y, var_k], [variance[i, y], variance[i, k]],
-                                       rtol=1e-7)
+            np.testing.assert_allclose([var_y, var_k], [variance[i, y], variance[i, k]], rtol=1e-7)
 
 
 def test_tied_ep_fixed_point_is_the_average_of_the_tilted_projections():
@@ -189,16 +205,20 @@ def test_tied_ep_fixed_point_is_the_average_of_the_tilted_projections():
             if k == y:
                 continue
             (m_y, tau_y), (m_k, tau_k) = cavity[i, y], cavity[i, k]
-            _, mean_y, var_y, mean_k, var_k = tilted_moments(m_y, tau_y, m_k, tau_k,
-                                                             noise[i, y] + noise[i, k])
-            for c, m, tau, new_mean, new_var in ((y, m_y, tau_y, mean_y, var_y),
-                                                 (k, m_k, tau_k, mean_k, var_k)):
+            _, mean_y, var_y, mean_k, var_k = tilted_moments(
+                m_y, tau_y, m_k, tau_k, noise[i, y] + noise[i, k]
+            )
+            for c, m, tau, new_mean, new_var in (
+                (y, m_y, tau_y, mean_y, var_y),
+                (k, m_k, tau_k, mean_k, var_k),
+            ):
                 site_precision = 1 / new_var - 1 / tau
                 site_shift = new_mean / new_var - m / tau
                 implied_precision[c] += site_precision * np.outer(A[:, i], A[:, i])
                 implied_shift[:, c] += site_shift * A[:, i]
-    np.testing.assert_allclose(implied_precision, model.site_precision.numpy(), rtol=1e-6,
-                               atol=1e-8)
+    np.testing.assert_allclose(
+        implied_precision, model.site_precision.numpy(), rtol=1e-6, atol=1e-8
+    )
     np.testing.assert_allclose(implied_shift, shift, rtol=1e-6, atol=1e-8)
 
 
@@ -218,8 +238,12 @@ def test_untied_ep_is_close_to_the_exact_posterior_of_a_tiny_full_gp(seed):
     _converge(model, steps=400)
     K = kernel(X).numpy() + gpflow.config.default_jitter() * np.eye(N)
     f = np.einsum("ij,sjc->sic", np.linalg.cholesky(K), rng.standard_normal((1_000_000, N, C)))
-    log_w = sum(norm.logcdf((f[:, i, Y[i, 0]] - f[:, i, c]) / np.sqrt(2 * noise))
-                for i in range(N) for c in range(C) if c != Y[i, 0])
+    log_w = sum(
+        norm.logcdf((f[:, i, Y[i, 0]] - f[:, i, c]) / np.sqrt(2 * noise))
+        for i in range(N)
+        for c in range(C)
+        if c != Y[i, 0]
+    )
     w = np.exp(log_w)
     assert w.std() / np.sqrt(len(w)) / w.mean() < 0.004
     exact_mean = np.einsum("s,sic->ic", w, f) / w.sum()
@@ -291,11 +315,17 @@ def _sep_trace(dtype, jit_compile, steps=5):
     with as_context(Config(float=dtype)):
         method = build_method("sep", gpflow.kernels.SquaredExponential(), X[:10], 3, 60)
         if jit_compile:
-            method = ExpectationPropagationMethod("sep", method.model,
-                                                  float(method.adam.learning_rate), RobbinsMonro(),
-                                                  jit_compile=True)
-        values = [float(method.step(tf.constant(X[:30], dtype), tf.constant(Y[:30])))
-                  for _ in range(steps)]
+            method = ExpectationPropagationMethod(
+                "sep",
+                method.model,
+                float(method.adam.learning_rate),
+                RobbinsMonro(),
+                jit_compile=True,
+            )
+        values = [
+            float(method.step(tf.constant(X[:30], dtype), tf.constant(Y[:30])))
+            for _ in range(steps)
+        ]
         return np.array(values), method.model.site_shift.numpy()
 
 
@@ -333,7 +363,9 @@ def test_an_evaluator_takes_both_predictions_from_one_quadrature(monkeypatch):
     predictions = Evaluator(X, Y).predictions(model)  # traced once: one chunk shape
     assert len(integrals) == 1
     monkeypatch.undo()
-    np.testing.assert_allclose(predictions["probabilities"], model.predict_y(X)[0].numpy(),
-                               rtol=1e-12, atol=0)
-    np.testing.assert_allclose(predictions["log_density"],
-                               model.predict_log_density((X, Y)).numpy(), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(
+        predictions["probabilities"], model.predict_y(X)[0].numpy(), rtol=1e-12, atol=0
+    )
+    np.testing.assert_allclose(
+        predictions["log_density"], model.predict_log_density((X, Y)).numpy(), rtol=1e-12, atol=0
+    )

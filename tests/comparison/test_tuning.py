@@ -1,13 +1,17 @@
 """Tuned against tuned: settings are chosen on a validation split of the training data, the test set
 is never read while choosing, and the chosen settings are the ones the final run uses."""
+
 import numpy as np
 import pytest
 
 import gpflow_augmented as ga
 from gpflow_augmented.comparison import tuning
 from gpflow_augmented.comparison import compare
-from gpflow_augmented.comparison.baselines import (STEP_SIZE_SCHEDULES, method_learning_rate,
-                                                   method_positive_bijector)
+from gpflow_augmented.comparison.baselines import (
+    STEP_SIZE_SCHEDULES,
+    method_learning_rate,
+    method_positive_bijector,
+)
 
 # The integration tier (whole tuning and comparison runs): run by --slow or -m integration.
 pytestmark = pytest.mark.integration
@@ -16,8 +20,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def tiny():
     d = ga.datasets.load_dataset("vehicle", seed=1)
-    return d._replace(X_train=d.X_train[:150], Y_train=d.Y_train[:150],
-                      X_test=d.X_test[:60], Y_test=d.Y_test[:60])
+    return d._replace(
+        X_train=d.X_train[:150], Y_train=d.Y_train[:150], X_test=d.X_test[:60], Y_test=d.Y_test[:60]
+    )
 
 
 def rows(X):
@@ -52,8 +57,9 @@ def test_candidate_grid():
     for method in ("softmax", "rm", "lsm", "sep", "dirichlet"):
         grid = tuning.candidate_settings(method, full_batch=False)
         for bijector in ("softplus", "exp"):
-            assert ({c["learning_rate"] for c in grid if c["positive_bijector"] == bijector}
-                    == set(tuning.LEARNING_RATES))
+            assert {c["learning_rate"] for c in grid if c["positive_bijector"] == bijector} == set(
+                tuning.LEARNING_RATES
+            )
 
 
 class _Unreadable:
@@ -87,65 +93,117 @@ def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, m
     monkeypatch.setattr(tuning, "LEARNING_RATES", (0.1,))
     # A CAVI method (it chooses a ρ schedule too) and a GPflow one; lsm-paper is the CAVI method
     # whose step traces fastest (each candidate is a run that traces its step).
-    options = dict(methods=["lsm-paper", "softmax"], max_iterations=4, time_budget=None,
-                   num_inducing=10, batch_size=40, seed=2)
+    options = dict(
+        methods=["lsm-paper", "softmax"],
+        max_iterations=4,
+        time_budget=None,
+        num_inducing=10,
+        batch_size=40,
+        seed=2,
+    )
     # A test set that cannot be read, and records any attempt (an error caught inside tune would
     # still be on the record): one tuning run proves what a second one on a poisoned copy did.
     uses = []
-    result = tuning.tune(tiny._replace(X_test=_Unreadable(uses), Y_test=_Unreadable(uses)),
-                         **options)
+    result = tuning.tune(
+        tiny._replace(X_test=_Unreadable(uses), Y_test=_Unreadable(uses)), **options
+    )
     assert uses == []
 
     assert len(result.candidates) == (3 + 1) * 2  # lsm-paper's 3 ρ schedules, softmax; × 2
     for method in ("lsm-paper", "softmax"):
         runs = [c for c in result.candidates if c["method"] == method]
         best = min(runs, key=lambda c: c["validation_nll"])
-        assert result.chosen[method] == {"learning_rate": best["learning_rate"],
-                                         "positive_bijector": best["positive_bijector"],
-                                         "step_size": best["step_size"]}
+        assert result.chosen[method] == {
+            "learning_rate": best["learning_rate"],
+            "positive_bijector": best["positive_bijector"],
+            "step_size": best["step_size"],
+        }
     # Different settings gave different validation scores, so the choice was not vacuous.
     assert len({c["validation_nll"] for c in result.candidates}) > 2
 
 
 def test_compare_runs_each_method_with_its_own_settings(tiny):
-    run = compare(tiny, ["lsm", "softmax"], max_iterations=2, time_budget=None,
-                  num_inducing=10, batch_size=40,
-                  method_options={"lsm": {"learning_rate": 0.02, "step_size": "constant-0.3"}})
+    run = compare(
+        tiny,
+        ["lsm", "softmax"],
+        max_iterations=2,
+        time_budget=None,
+        num_inducing=10,
+        batch_size=40,
+        method_options={"lsm": {"learning_rate": 0.02, "step_size": "constant-0.3"}},
+    )
     ours, softmax = run.methods
-    assert ours.options == {"learning_rate": 0.02, "positive_bijector": "softplus",
-                            "step_size": "constant-0.3"}
+    assert ours.options == {
+        "learning_rate": 0.02,
+        "positive_bijector": "softplus",
+        "step_size": "constant-0.3",
+    }
     # no rate given to softmax, by option or for all: its own default
-    assert softmax.options == {"learning_rate": method_learning_rate("softmax"),
-                               "positive_bijector": method_positive_bijector("softmax"),
-                               "step_size": None}
+    assert softmax.options == {
+        "learning_rate": method_learning_rate("softmax"),
+        "positive_bijector": method_positive_bijector("softmax"),
+        "step_size": None,
+    }
     np.testing.assert_allclose(float(ours.method.trainer.adam.learning_rate), 0.02)
-    np.testing.assert_allclose(float(softmax.method.adam.learning_rate),
-                               method_learning_rate("softmax"))
+    np.testing.assert_allclose(
+        float(softmax.method.adam.learning_rate), method_learning_rate("softmax")
+    )
     assert ours.method.step_size == pytest.approx(0.3)
-    dirichlet = compare(tiny, ["dirichlet"], max_iterations=2, time_budget=None, num_inducing=10,
-                        batch_size=40, method_options={"dirichlet": {"alpha_epsilon": 0.1}})
+    dirichlet = compare(
+        tiny,
+        ["dirichlet"],
+        max_iterations=2,
+        time_budget=None,
+        num_inducing=10,
+        batch_size=40,
+        method_options={"dirichlet": {"alpha_epsilon": 0.1}},
+    )
     assert dirichlet.methods[0].method.model.likelihood.alpha_epsilon == 0.1
     with pytest.raises(ValueError, match="no ρ schedule"):
-        compare(tiny, ["softmax"], max_iterations=1, time_budget=None,
-                method_options={"softmax": {"step_size": "constant-0.1"}})
+        compare(
+            tiny,
+            ["softmax"],
+            max_iterations=1,
+            time_budget=None,
+            method_options={"softmax": {"step_size": "constant-0.1"}},
+        )
     with pytest.raises(ValueError, match="unknown option"):
-        compare(tiny, ["softmax"], max_iterations=1, time_budget=None,
-                method_options={"softmax": {"momentum": 0.9}})
+        compare(
+            tiny,
+            ["softmax"],
+            max_iterations=1,
+            time_budget=None,
+            method_options={"softmax": {"momentum": 0.9}},
+        )
 
 
 def test_a_setting_that_is_not_tuned_is_carried_by_every_candidate(tiny, monkeypatch):
     # Two candidates (each a traced compare run) suffice: the second shows the setting is carried
     # past the first, not used up by it.
     monkeypatch.setattr(tuning, "LEARNING_RATES", (0.01,))
-    monkeypatch.setattr(tuning, "STEP_SIZE_SCHEDULES",
-                        {"robbins-monro": STEP_SIZE_SCHEDULES["robbins-monro"]})
-    result = tuning.tune(tiny, ["lsm-subsets"], max_iterations=2, time_budget=None,
-                         num_inducing=10, batch_size=40,
-                         method_options={"lsm-subsets": {"class_subset_size": 2}})
+    monkeypatch.setattr(
+        tuning, "STEP_SIZE_SCHEDULES", {"robbins-monro": STEP_SIZE_SCHEDULES["robbins-monro"]}
+    )
+    result = tuning.tune(
+        tiny,
+        ["lsm-subsets"],
+        max_iterations=2,
+        time_budget=None,
+        num_inducing=10,
+        batch_size=40,
+        method_options={"lsm-subsets": {"class_subset_size": 2}},
+    )
     assert len(result.candidates) == 1 * 2  # one rate, one ρ schedule, two bijectors
     assert all(c["class_subset_size"] == 2 for c in result.candidates)
     assert result.chosen["lsm-subsets"]["class_subset_size"] == 2
     assert tuning.settings_text(result.chosen["lsm-subsets"]).endswith("|K| 2")
-    run = compare(tiny, ["lsm-subsets"], max_iterations=1, time_budget=None, num_inducing=10,
-                  batch_size=40, method_options=result.chosen)
+    run = compare(
+        tiny,
+        ["lsm-subsets"],
+        max_iterations=1,
+        time_budget=None,
+        num_inducing=10,
+        batch_size=40,
+        method_options=result.chosen,
+    )
     assert run.methods[0].method.trainer.cavi.class_sampler.subset_size == 2

@@ -1,6 +1,7 @@
 """The two families' closed forms against independent computations, and at any fixed q(u):
 Gamma–Poisson ELBO ≤ negative-multinomial ELBO ≤ non-augmented ELBO ≤ log p(y), on problems small
 enough (N·C ≤ 6) for tensor-product Gauss–Hermite quadrature to give the integrals exactly."""
+
 import itertools
 
 import numpy as np
@@ -44,27 +45,33 @@ def log_marginal_likelihood(K, y, num_classes, points):
 def vi_elbo(model, X, y):
     Fmu, Fvar = [a.numpy() for a in model.predict_f(X)]
     z, w = gauss_hermite(model.num_classes, 40)
-    expected = sum(
-        np.sum(w * log_lik(Fmu[i] + np.sqrt(Fvar[i]) * z, y[i])) for i in range(len(y))
-    )
+    expected = sum(np.sum(w * log_lik(Fmu[i] + np.sqrt(Fvar[i]) * z, y[i])) for i in range(len(y)))
     return expected - float(gauss_kl(model.q_mu, model.q_sqrt))
 
 
 # At N·C = 6, log p(y) is an 11⁶-node quadrature: those two sizes are in the slow tier.
-@pytest.mark.parametrize("num_data,num_classes", [
-    pytest.param(2, 3, marks=pytest.mark.slow), pytest.param(3, 2, marks=pytest.mark.slow),
-    (2, 2), (1, 3),
-])
+@pytest.mark.parametrize(
+    "num_data,num_classes",
+    [
+        pytest.param(2, 3, marks=pytest.mark.slow),
+        pytest.param(3, 2, marks=pytest.mark.slow),
+        (2, 2),
+        (1, 3),
+    ],
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_bound_ordering(num_data, num_classes, seed):
     rng = np.random.default_rng(seed)
     models = {}
     for scheme in AUGMENTED_SCHEMES:
-        models[scheme], (X, Y) = make_problem(num_data, num_classes, seed=seed, variance=2.0,
-                                              scheme=scheme)
+        models[scheme], (X, Y) = make_problem(
+            num_data, num_classes, seed=seed, variance=2.0, scheme=scheme
+        )
     q_mu = rng.normal(size=(num_data, num_classes))
     q_sqrt = np.tril(rng.normal(scale=0.5, size=(num_classes, num_data, num_data)))
-    q_sqrt[:, range(num_data), range(num_data)] = np.abs(q_sqrt[:, range(num_data), range(num_data)]) + 0.3
+    q_sqrt[:, range(num_data), range(num_data)] = (
+        np.abs(q_sqrt[:, range(num_data), range(num_data)]) + 0.3
+    )
     for model in models.values():
         model.q_mu.assign(q_mu)
         model.q_sqrt.assign(q_sqrt)
@@ -111,16 +118,43 @@ def negative_multinomial_count_terms(local):
     gamma = tf.convert_to_tensor(local.gamma)
     log_C = np.log(gamma.shape[-1])
     log_p0 = -tf.math.log1p(tf.reduce_sum(gamma, axis=-1))
-    gamma_log_C_p = (tf.reduce_sum(tf.math.xlogy(gamma, gamma), axis=-1)
-                     + tf.reduce_sum(gamma, axis=-1) * (log_C + log_p0))
+    gamma_log_C_p = tf.reduce_sum(tf.math.xlogy(gamma, gamma), axis=-1) + tf.reduce_sum(
+        gamma, axis=-1
+    ) * (log_C + log_p0)
     return -log_C - log_p0 - gamma_log_C_p
+
+
+@given(m=st.floats(-1e3, 1e3), v=st.floats(1e-12, 1e3))
+@settings(max_examples=200, deadline=None, derandomize=True)
+def test_log_one_minus_sigma_tilde_is_exact(m, v):
+    got = aug.log_one_minus_sigma_tilde(
+        tf.constant(m, tf.float64), tf.constant(v, tf.float64)
+    ).numpy()
+    # mpmath-free reference: 1 - σ̃ = (2cosh(c/2) - e^{-m/2}) / (2cosh(c/2)), in long double
+    # where it is representable, else via the identity log(1-σ̃) ≈ log(e^{-c} + δ) for tiny values.
+    mm = np.longdouble(m)
+    cc = np.sqrt(mm**2 + np.longdouble(v))
+    with np.errstate(over="ignore"):
+        num = np.exp(cc / 2) + np.exp(-cc / 2) - np.exp(-mm / 2)
+        den = np.exp(cc / 2) + np.exp(-cc / 2)
+    # The subtraction loses log10(1/ratio) of long double's 19 digits: trust it only while that
+    # leaves better than 1e-10 relative accuracy.
+    if np.isfinite(den) and num > 0 and num / den > 1e-8:
+        np.testing.assert_allclose(got, float(np.log(num / den)), rtol=1e-9, atol=1e-12)
+    elif m < -1 and v < 1e-6 * m**2:
+        # expanding c = |m| + v/(2|m|) + O(v²/|m|³): 1 - σ̃ = (e^m + v/(4|m|)) / (1 + e^m) · (1 + O(v/m²))
+        expected = np.logaddexp(m, np.log(v / (4 * abs(m)))) - np.log1p(np.exp(m))
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert np.isfinite(got) and got <= 0
 
 
 def test_negative_multinomial_closed_form_equals_augmented_elbo_at_optimum():
     Fmu, Fvar, Y = random_marginals(0)
     local = aug.negative_multinomial_local_parameters(Fmu, Fvar, Y)
     augmented = aug.polya_gamma_terms(Fmu, Fvar, Y, local) + negative_multinomial_count_terms(local)
-    np.testing.assert_allclose(augmented, aug.negative_multinomial_local_elbo(Fmu, Fvar, Y), rtol=1e-12)
+    np.testing.assert_allclose(
+        augmented, aug.negative_multinomial_local_elbo(Fmu, Fvar, Y), rtol=1e-12
+    )
 
 
 def test_negative_multinomial_local_parameters_are_the_optimum():
@@ -134,7 +168,8 @@ def test_negative_multinomial_local_parameters_are_the_optimum():
             gamma=gamma, theta=pg.polya_gamma_mean(Y + gamma, local.c), c=local.c
         )
         value = tf.reduce_sum(
-            aug.polya_gamma_terms(Fmu, Fvar, Y, perturbed) + negative_multinomial_count_terms(perturbed)
+            aug.polya_gamma_terms(Fmu, Fvar, Y, perturbed)
+            + negative_multinomial_count_terms(perturbed)
         )
     np.testing.assert_allclose(tape.gradient(value, log_gamma), 0.0, atol=1e-10)
     for shift in (-0.3, 0.3):
@@ -151,7 +186,9 @@ def test_gamma_poisson_fixed_point_solves_the_corrected_equations():
     C = Fmu.shape[1]
     local = aug.gamma_poisson_local_parameters(Fmu, Fvar, Y, inner_iterations=5)
     gamma, alpha, c = local.gamma.numpy(), local.alpha.numpy(), local.c.numpy()
-    corrected = np.exp(digamma(alpha) - np.log(C))[:, None] * np.exp(-Fmu / 2) / (2 * np.cosh(c / 2))
+    corrected = (
+        np.exp(digamma(alpha) - np.log(C))[:, None] * np.exp(-Fmu / 2) / (2 * np.cosh(c / 2))
+    )
     np.testing.assert_allclose(gamma, corrected, rtol=1e-12)
     np.testing.assert_allclose(alpha, 1 + gamma.sum(1), rtol=1e-12)
     printed = 2 * corrected
@@ -173,7 +210,11 @@ def test_gamma_poisson_alternation_converges_to_the_newton_fixed_point():
         gamma = np.exp(digamma(alpha) - np.log(C))[:, None] * np.exp(log_st)
         alpha = 1 + gamma.sum(1)
         state = pg.LocalParameters(gamma, pg.polya_gamma_mean(Y + gamma, c), c, alpha)
-        value = float(np.sum(aug.polya_gamma_terms(Fmu, Fvar, Y, state) + aug.gamma_poisson_count_terms(state)))
+        value = float(
+            np.sum(
+                aug.polya_gamma_terms(Fmu, Fvar, Y, state) + aug.gamma_poisson_count_terms(state)
+            )
+        )
         assert value >= previous - 1e-9 * abs(value)
         previous = value
     np.testing.assert_allclose(alpha, newton.alpha.numpy(), rtol=1e-8)
@@ -191,8 +232,10 @@ def test_local_updates_finite_at_extreme_latents(dtype):
     Fmu = np.array([[1e3, -1e3, 0.0], [-1e3, -1e3, -1e3], [1e3, 1e3, 1e3]], dtype=dtype)
     Fvar = np.array([[1e-6, 1e-6, 1e-6], [1e-3, 1.0, 1e3], [0.0, 1e-8, 1.0]], dtype=dtype)
     Y = np.eye(3, dtype=dtype)
-    for local in (aug.negative_multinomial_local_parameters(Fmu, Fvar, Y),
-                  aug.gamma_poisson_local_parameters(Fmu, Fvar, Y, 5)):
+    for local in (
+        aug.negative_multinomial_local_parameters(Fmu, Fvar, Y),
+        aug.gamma_poisson_local_parameters(Fmu, Fvar, Y, 5),
+    ):
         for value in local:
             if value is not None:
                 assert np.all(np.isfinite(value.numpy()))

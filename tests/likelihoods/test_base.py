@@ -6,6 +6,7 @@ ELBO with the local parameters frozen at their optimum: given the local paramete
 conjugate in q(u), so a unit natural-gradient step lands on its maximiser, which is what the
 closed-form step computes. A likelihood whose coefficients are wrong (linear not halved) must
 break the equality."""
+
 import warnings
 
 import gpflow
@@ -55,8 +56,7 @@ def _cavi_and_natural_gradient(likelihood_class=LogisticSoftmax):
     models = []
     for _ in range(2):
         likelihood = likelihood_class(3, augmentation=MeanFieldGammaPoisson())
-        model = ga.AugmentedSVGP(gpflow.utilities.deepcopy(kernel), likelihood, Z,
-                                 num_data=len(X))
+        model = ga.AugmentedSVGP(gpflow.utilities.deepcopy(kernel), likelihood, Z, num_data=len(X))
         ga.CAVI(model, 0.5).step((X, Y))  # away from the prior, identically for both
         models.append(model)
     ga.CAVI(models[0], 1.0).step((X, Y))
@@ -88,8 +88,10 @@ def test_the_equivalence_breaks_for_wrong_coefficients():
 def test_the_likelihood_owns_the_scheme_and_a_scheme_name_not_listed_is_refused():
     X, Y, Z = _problem()
     kernel = gpflow.kernels.SquaredExponential()
-    for scheme, family in [("negative-multinomial", NegativeMultinomial),
-                           ("gamma-poisson", MeanFieldGammaPoisson)]:
+    for scheme, family in [
+        ("negative-multinomial", NegativeMultinomial),
+        ("gamma-poisson", MeanFieldGammaPoisson),
+    ]:
         model = ga.LogisticSoftmaxSVGP(kernel, Z, 3, scheme=scheme)
         assert model.scheme == scheme and not model.on_exact_bound
         assert isinstance(model.likelihood.augmentation, family)

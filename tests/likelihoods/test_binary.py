@@ -1,4 +1,5 @@
 """The binary X-GPC model: properties that fail if its updates or its ELBO are wrong."""
+
 import gpflow
 import numpy as np
 import pytest
@@ -29,8 +30,9 @@ def wine_one_vs_rest():
 @settings(max_examples=10, deadline=None, derandomize=True)
 @pytest.mark.slow
 def test_elbo_never_decreases_random_problems(num_data, lengthscale, variance, whiten, seed):
-    model, data = binary_problem(num_data, max(2, num_data // 2), seed, lengthscale, variance,
-                                 whiten)
+    model, data = binary_problem(
+        num_data, max(2, num_data // 2), seed, lengthscale, variance, whiten
+    )
     assert_monotone(cavi_trace(model, data, compile=True))
 
 
@@ -82,8 +84,9 @@ def hyperparameter_gradient_error(model_class):
     parameters = [model.kernel.variance, model.kernel.lengthscales]
     with tf.GradientTape() as tape:
         elbo = model.elbo((X, Y))
-    autodiff = np.array([float(g) for g in tape.gradient(
-        elbo, [p.unconstrained_variable for p in parameters])])
+    autodiff = np.array(
+        [float(g) for g in tape.gradient(elbo, [p.unconstrained_variable for p in parameters])]
+    )
     step = 1e-5
     finite = []
     for parameter in parameters:
@@ -139,12 +142,14 @@ def test_matches_stock_svgp_with_bernoulli_trained_by_gradients():
     Z = X[::3].copy()
     model = BinaryLogisticSVGP(kernel, Z, num_data=len(X))
     ga.CAVI(model).iterate((X, Y), iterations=100)
-    stock = gpflow.models.SVGP(kernel, gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid), Z,
-                               num_data=len(X), whiten=True)
+    stock = gpflow.models.SVGP(
+        kernel, gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid), Z, num_data=len(X), whiten=True
+    )
     gpflow.utilities.set_trainable(stock.kernel, False)
     gpflow.utilities.set_trainable(stock.inducing_variable, False)
-    gpflow.optimizers.Scipy().minimize(stock.training_loss_closure((X, Y)),
-                                       stock.trainable_variables, options={"maxiter": 5000})
+    gpflow.optimizers.Scipy().minimize(
+        stock.training_loss_closure((X, Y)), stock.trainable_variables, options={"maxiter": 5000}
+    )
     ours, _ = model.predict_y(X_test)
     theirs, _ = stock.predict_y(X_test)
     difference = np.max(np.abs(ours.numpy() - theirs.numpy()))
@@ -168,8 +173,15 @@ def test_labels_outside_zero_one_raise(labels):
 def test_stop_rule_ends_training_at_the_fixed_point():
     model, data = binary_problem(60, 15, seed=7)
     rule = ga.GlobalParameterConvergence(threshold=1e-4, window=5)
-    result = ga.fit(model, data, iterations=500, batch_size=None, train_hyperparameters=False,
-                    stop_rule=rule, progress=False)
+    result = ga.fit(
+        model,
+        data,
+        iterations=500,
+        batch_size=None,
+        train_hyperparameters=False,
+        stop_rule=rule,
+        progress=False,
+    )
     assert result.converged and 5 < len(result.elbo) < 500
     assert rule.average_change < 1e-4
     # Full-batch CAVI from there on barely moves the ELBO: the rule stopped near the optimum.

@@ -19,14 +19,17 @@ def test_weighted_expectation_equals_tensor_product_quadrature():
     Fmu = rng.normal(-1.0, 2.0, size=(4, 3))
     Fvar = rng.uniform(0.1, 3.0, size=(4, 3))
     Y = np.eye(3)[[0, 1, 2, 1]]
-    ours = expected_log_logistic_softmax(tf.constant(Fmu), tf.constant(Fvar), tf.constant(Y),
-                                         log_weights=tf.constant(LOG_WEIGHTS)).numpy()
+    ours = expected_log_logistic_softmax(
+        tf.constant(Fmu), tf.constant(Fvar), tf.constant(Y), log_weights=tf.constant(LOG_WEIGHTS)
+    ).numpy()
     # 60 Hermite nodes per class on the full 3-D integrand: exact to ~1e-9 for these variances.
     x, w = np.polynomial.hermite.hermgauss(60)
     z, w = np.sqrt(2.0) * x, w / np.sqrt(np.pi)
     reference = []
     for m, v, y in zip(Fmu, Fvar, Y):
-        grid = np.stack(np.meshgrid(*[m[c] + np.sqrt(v[c]) * z for c in range(3)], indexing="ij"), -1)
+        grid = np.stack(
+            np.meshgrid(*[m[c] + np.sqrt(v[c]) * z for c in range(3)], indexing="ij"), -1
+        )
         weight = np.einsum("i,j,k->ijk", w, w, w)
         log_terms = LOG_WEIGHTS - np.logaddexp(0.0, -grid)
         log_p = log_terms[..., y.argmax()] - np.logaddexp.reduce(log_terms, axis=-1)
@@ -44,11 +47,15 @@ def test_weighted_negative_multinomial_bound_is_below_the_weighted_expectation()
     Y = tf.constant(np.eye(3)[rng.integers(0, 3, 200)])
     log_weights = tf.constant(LOG_WEIGHTS)
     exact = expected_log_logistic_softmax(Fmu, Fvar, Y, log_weights=log_weights).numpy()
-    bound = augmentations.negative_multinomial_local_elbo(Fmu, Fvar, Y, log_weights=log_weights).numpy()
+    bound = augmentations.negative_multinomial_local_elbo(
+        Fmu, Fvar, Y, log_weights=log_weights
+    ).numpy()
     assert np.all(bound <= exact + 1e-4)  # 1e-4: the quadrature's stated error
     # Forgetting θ in the normaliser (but not in the numerator) breaks the ordering somewhere.
-    broken = (augmentations.negative_multinomial_local_elbo(Fmu, Fvar, Y)
-              + tf.reduce_sum(Y * log_weights, axis=-1)).numpy()
+    broken = (
+        augmentations.negative_multinomial_local_elbo(Fmu, Fvar, Y)
+        + tf.reduce_sum(Y * log_weights, axis=-1)
+    ).numpy()
     assert np.any(broken > exact + 1e-3)
 
 
@@ -84,10 +91,18 @@ def test_class_weight_update_reaches_a_stationary_point_and_a_wrong_update_does_
     if scheme == "exact":  # stationary in θ ⇔ the expected class frequencies match the counts
         Fmu, Fvar = model.predict_f(data[0])
         F = Fmu.numpy()[None] + np.sqrt(Fvar.numpy())[None] * np.random.default_rng(0).normal(
-            size=(4000, *Fmu.shape))
+            size=(4000, *Fmu.shape)
+        )
         counts = np.bincount(data[1][:, 0], minlength=3)
-        p = np.exp(ga.likelihoods.log_logistic_softmax(
-            tf.constant(F), model.likelihood.log_class_weights()).numpy()).mean(0).sum(0)
+        p = (
+            np.exp(
+                ga.likelihoods.log_logistic_softmax(
+                    tf.constant(F), model.likelihood.log_class_weights()
+                ).numpy()
+            )
+            .mean(0)
+            .sum(0)
+        )
         np.testing.assert_allclose(p, counts, rtol=0.02)  # Monte Carlo: 4000 draws
 
     broken, _ = weighted_problem(scheme)
@@ -102,8 +117,9 @@ def test_fused_trainer_step_updates_the_weights_as_the_cavi_step_does():
     plain, _ = weighted_problem("exact")
     ga.Trainer(fused, step_size=0.6, learning_rate=0.01, warm_start_iterations=0).step(data)
     ga.CAVI(plain, 0.6, update_variance=True).step(data)  # the Trainer's default
-    np.testing.assert_allclose(fused.likelihood.class_weights.numpy(),
-                               plain.likelihood.class_weights.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(
+        fused.likelihood.class_weights.numpy(), plain.likelihood.class_weights.numpy(), rtol=1e-10
+    )
     np.testing.assert_allclose(fused.q_mu.numpy(), plain.q_mu.numpy(), rtol=1e-9, atol=1e-12)
     assert not np.allclose(fused.likelihood.class_weights.numpy(), 1.0)
 
@@ -126,8 +142,9 @@ def test_a_warm_start_step_carries_the_weights_in_the_fused_and_in_the_cavi_step
         trainer.step(data)
         cavi.step(data)
     np.testing.assert_allclose(fused.q_mu.numpy(), plain.q_mu.numpy(), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(fused.likelihood.class_weights.numpy(),
-                               plain.likelihood.class_weights.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(
+        fused.likelihood.class_weights.numpy(), plain.likelihood.class_weights.numpy(), rtol=1e-10
+    )
     assert np.max(np.abs(plain.likelihood.class_weights.numpy() - np.exp(LOG_WEIGHTS))) > 1e-3
 
 
@@ -137,14 +154,21 @@ def test_weighted_model_elbo_and_predictions_equal_stock_svgp_with_the_same_weig
     likelihood = ga.LogisticSoftmax(3, class_weights=True)
     likelihood.class_weights.assign(model.likelihood.class_weights)
     svgp = gpflow.models.SVGP(
-        model.kernel, likelihood, model.inducing_variable.Z.numpy(), num_latent_gps=3,
-        num_data=60, whiten=True, q_mu=model.q_mu.numpy(), q_sqrt=model.q_sqrt.numpy(),
+        model.kernel,
+        likelihood,
+        model.inducing_variable.Z.numpy(),
+        num_latent_gps=3,
+        num_data=60,
+        whiten=True,
+        q_mu=model.q_mu.numpy(),
+        q_sqrt=model.q_sqrt.numpy(),
     )
     assert likelihood.class_weights.trainable  # in a stock SVGP, Adam learns them
     assert not model.likelihood.class_weights.trainable  # in ours, CAVI does
     np.testing.assert_allclose(float(model.elbo(data)), float(svgp.elbo(data)), rtol=1e-10)
-    np.testing.assert_allclose(model.predict_y(data[0])[0].numpy(),
-                               svgp.predict_y(data[0])[0].numpy(), rtol=1e-10)
+    np.testing.assert_allclose(
+        model.predict_y(data[0])[0].numpy(), svgp.predict_y(data[0])[0].numpy(), rtol=1e-10
+    )
 
 
 def test_class_weights_lift_the_confidence_cap():
@@ -176,5 +200,3 @@ def test_a_refused_step_leaves_the_weights_unchanged():
         cavi.step((X, np.full_like(y, 7)))
     np.testing.assert_array_equal(model.likelihood.class_weights.numpy(), weights)
     np.testing.assert_array_equal(cavi.class_weight_exposure.numpy(), exposure)
-
-

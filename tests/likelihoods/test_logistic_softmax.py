@@ -1,4 +1,5 @@
 """LogisticSoftmax as a stand-alone GPflow likelihood."""
+
 import gpflow
 import numpy as np
 from scipy.special import expit
@@ -14,8 +15,11 @@ def test_log_prob_matches_numpy():
     p = expit(F) / expit(F).sum(1, keepdims=True)
     got = ga.LogisticSoftmax(4).log_prob(None, F, Y).numpy()
     np.testing.assert_allclose(got, np.log(p[np.arange(7), Y[:, 0]]), rtol=1e-12)
-    assert np.all(np.isfinite(ga.LogisticSoftmax(2).log_prob(None, np.array([[1e4, -1e4]]),
-                                                             np.array([[1]])).numpy()))
+    assert np.all(
+        np.isfinite(
+            ga.LogisticSoftmax(2).log_prob(None, np.array([[1e4, -1e4]]), np.array([[1]])).numpy()
+        )
+    )
 
 
 def test_predictions_match_brute_force_monte_carlo():
@@ -47,13 +51,16 @@ def test_predictions_match_brute_force_monte_carlo():
 def test_variational_expectations_are_deterministic():
     lik = ga.LogisticSoftmax(3)
     args = (None, np.zeros((2, 3)), np.ones((2, 3)), np.zeros((2, 1), int))
-    np.testing.assert_array_equal(lik.variational_expectations(*args), lik.variational_expectations(*args))
+    np.testing.assert_array_equal(
+        lik.variational_expectations(*args), lik.variational_expectations(*args)
+    )
 
 
 def test_works_inside_stock_svgp():
     model, (X, Y) = make_problem(40, 3, num_inducing=8)
-    svgp = gpflow.models.SVGP(model.kernel, ga.LogisticSoftmax(3), model.inducing_variable,
-                              num_latent_gps=3, num_data=40)
+    svgp = gpflow.models.SVGP(
+        model.kernel, ga.LogisticSoftmax(3), model.inducing_variable, num_latent_gps=3, num_data=40
+    )
     loss = svgp.training_loss_closure((X, Y))
     before = float(loss())
     gpflow.optimizers.Scipy().minimize(loss, svgp.trainable_variables, options=dict(maxiter=50))

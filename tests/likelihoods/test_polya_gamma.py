@@ -1,4 +1,5 @@
 """The Pólya-Gamma moments against their closed form, its limit and the series representation."""
+
 import numpy as np
 import tensorflow as tf
 

@@ -4,6 +4,7 @@ Exact Pólya-Gamma moments, deterministic quadrature on problems small enough fo
 the dense-algebra form of the Gaussian conditional, and a sampler with the paper's printed Poisson
 rate λσ(f) that these checks must reject.
 """
+
 import functools
 
 import gpflow
@@ -84,8 +85,9 @@ def test_gaussian_block_matches_the_dense_conditional():
     omega = rng.uniform(0.05, 2.0, size=(1, 3, 6))
     counts = rng.poisson(1.0, size=(1, 3, 6)).astype(float)
     num_draws = 40_000
-    draws = sampler.draw_whitened(np.repeat(omega, num_draws, 0), np.repeat(counts, num_draws, 0),
-                                  rng)[0]
+    draws = sampler.draw_whitened(
+        np.repeat(omega, num_draws, 0), np.repeat(counts, num_draws, 0), rng
+    )[0]
     kappa = (sampler.labels_onehot - counts[0]) / 2
     for c in range(3):
         precision = np.eye(6) + A[c] @ np.diag(omega[0, c]) @ A[c].T
@@ -295,7 +297,9 @@ def test_predictions_have_gpflow_shapes_and_chunk_consistently(monkeypatch):
     np.testing.assert_allclose(log_density, np.log(p[np.arange(12), data[1][:, 0]]))
     mean, variance = samples.predict_f(data[0])
     # Row chunks must not change the answer: one row at a time against everything at once.
-    monkeypatch.setattr("gpflow_augmented.sampling.posterior._PREDICTIVE_CHUNK_ELEMENTS", 2 * 50 * 3)
+    monkeypatch.setattr(
+        "gpflow_augmented.sampling.posterior._PREDICTIVE_CHUNK_ELEMENTS", 2 * 50 * 3
+    )
     assert len(samples._row_chunks(data[0])) == 12
     chunked_mean, chunked_variance = samples.predict_f(data[0])
     np.testing.assert_allclose(chunked_mean, mean)

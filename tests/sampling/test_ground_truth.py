@@ -1,6 +1,7 @@
 """The exact posterior on the real wine data (3 classes, 142 training points, full GP, fixed
 hyperparameters): the Gibbs sampler against an independent NUTS sampler of the non-augmented
 model, and the variational methods against both (the paper's Figure 5)."""
+
 import gpflow
 import numpy as np
 import pytest
@@ -75,7 +76,9 @@ def test_printed_poisson_rate_fails_the_same_check(wine_comparison):
 
 def test_chains_have_converged(wine_comparison):
     for name, diagnostics in wine_comparison.diagnostics.items():
-        print(f"{name}: max split R-hat {diagnostics.max_rhat:.4f}, min ESS {diagnostics.min_ess:.0f}")
+        print(
+            f"{name}: max split R-hat {diagnostics.max_rhat:.4f}, min ESS {diagnostics.min_ess:.0f}"
+        )
         assert diagnostics.max_rhat < 1.01, name
         # 4 chains × 5000 (Gibbs) or 1000 (NUTS) draws; the slowest direction (all classes'
         # latents shifted together) still has hundreds of effective draws.
@@ -141,17 +144,23 @@ def test_sep_predictive_against_the_ground_truth(wine_comparison):
         method.step(X, Y)
     probabilities = model.predict_y(dataset.X_test)[0].numpy()
     difference = np.abs(probabilities - wine_comparison.summaries["gibbs"].probabilities)
-    exact_difference = np.abs(wine_comparison.summaries["exact"].probabilities
-                              - wine_comparison.summaries["gibbs"].probabilities)
+    exact_difference = np.abs(
+        wine_comparison.summaries["exact"].probabilities
+        - wine_comparison.summaries["gibbs"].probabilities
+    )
     gibbs = wine_comparison.summaries["gibbs"].probabilities
     same_class = np.mean(probabilities.argmax(1) == gibbs.argmax(1))
     labels = dataset.Y_test[:, 0]
-    nll = {name: -np.mean(np.log(p[np.arange(len(labels)), labels]))
-           for name, p in (("sep", probabilities), ("gibbs", gibbs))}
-    print(f"SEP vs Gibbs: max |Δp| {difference.max():.4f}, mean {difference.mean():.4f} "
-          f"(σ² = {model.likelihood.noise_variance.numpy():.3f}), same class {same_class:.3f}, "
-          f"test NLL SEP {nll['sep']:.4f} Gibbs {nll['gibbs']:.4f}; exact-bound CAVI: max "
-          f"{exact_difference.max():.4f}, mean {exact_difference.mean():.4f}")
+    nll = {
+        name: -np.mean(np.log(p[np.arange(len(labels)), labels]))
+        for name, p in (("sep", probabilities), ("gibbs", gibbs))
+    }
+    print(
+        f"SEP vs Gibbs: max |Δp| {difference.max():.4f}, mean {difference.mean():.4f} "
+        f"(σ² = {model.likelihood.noise_variance.numpy():.3f}), same class {same_class:.3f}, "
+        f"test NLL SEP {nll['sep']:.4f} Gibbs {nll['gibbs']:.4f}; exact-bound CAVI: max "
+        f"{exact_difference.max():.4f}, mean {exact_difference.mean():.4f}"
+    )
     assert method.failed_steps == 0
     assert difference.max() < SEP_TOLERANCE[0] and difference.mean() < SEP_TOLERANCE[1]
     # the models disagree on confidence, not on the class: 35 of the 36 test points (measured)
