@@ -1,4 +1,5 @@
-"""``python -m gpflow_augmented``: the command-line tool of :mod:`gpflow_augmented.comparison.cli`."""
+"""``python -m gpflow_augmented``: the command-line tool
+(:mod:`gpflow_augmented.comparison.cli`)."""
 
 import sys
 

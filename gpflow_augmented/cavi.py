@@ -2,11 +2,11 @@
 :class:`CAVI`: the optimizer that applies the closed-form updates of a
 :class:`~gpflow_augmented.LogisticSoftmaxSVGP`, one compiled sweep per call.
 
-Like :class:`gpflow.optimizers.NaturalGradient` it owns the step and assigns to the model's
-``q_mu`` and ``q_sqrt``; unlike it, the step needs no gradient: local updates, then a step of size
-ρ in natural parameters. The step is built once as a ``tf.function`` (optionally XLA-compiled with
-``jit_compile=True``, which is how it runs unchanged on a GPU) and validates its batch on the device:
-on bad data or a numerical failure it assigns nothing and the Python wrapper raises.
+Like :class:`gpflow.optimizers.NaturalGradient` it owns the step and assigns to the model's ``q_mu``
+and ``q_sqrt``; unlike it, the step needs no gradient: local updates, then a step of size ρ in
+natural parameters. The step is built once as a ``tf.function`` (optionally XLA-compiled with
+``jit_compile=True``, which is how it runs unchanged on a GPU) and validates its batch on the
+device: on bad data or a numerical failure it assigns nothing and the Python wrapper raises.
 """
 
 import contextlib
@@ -512,11 +512,11 @@ class CAVI(tf.Module):
         """The closed-form step on the class weights θ, from the batch's counts n and exposures e
         (:meth:`LogisticSoftmax.class_weight_statistics`, at q(u) before the step).
 
-        With q(u) fixed, the ELBO's θ-part Σ_k n_k log θ_k - Σ_i log Σ_c θ_c σ_ic is minorised by the
-        Gamma augmentation 1/D = ∫ exp(-λD) dλ at its optimal q(λ), which is linear in θ:
-        Σ_k (n_k log θ_k - θ_k e_k). Its maximiser θ_k = n_k / e_k is the MM update (the ELBO
-        cannot decrease; θ is stationary exactly when Σ_i E p(y=k) = n_k). On minibatches the two
-        sums are SVI statistics averaged with step ρ, as q(u)'s natural parameters are:
+        With q(u) fixed, the ELBO's θ-part Σ_k n_k log θ_k - Σ_i log Σ_c θ_c σ_ic is minorised by
+        the Gamma augmentation 1/D = ∫ exp(-λD) dλ at its optimal q(λ), which is linear in θ: Σ_k
+        (n_k log θ_k - θ_k e_k). Its maximiser θ_k = n_k / e_k is the MM update (the ELBO cannot
+        decrease; θ is stationary exactly when Σ_i E p(y=k) = n_k). On minibatches the two sums are
+        SVI statistics averaged with step ρ, as q(u)'s natural parameters are:
         b ← (1-ρ) b + ρ N/B e, a ← (1-ρ) θ b + ρ N/B n, θ ← a / b. Refused steps assign nothing."""
         weights = self.model.likelihood.class_weights
         # Only a likelihood that learns class weights gets here, and CAVI made their exposure.

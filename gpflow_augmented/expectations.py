@@ -168,9 +168,9 @@ def _log_normaliser(
 
 
 # The quadrature is a chain of elementwise maps and reductions over an [N, K, H, T] tensor: XLA
-# fuses them (forward and backward) into loops that never store that tensor (docs/benchmarks.md, "The
-# iteration at the cost of a softmax iteration"). It is compiled on its own, so the step around it
-# keeps TensorFlow's faster CPU Cholesky. One trace per shape, never a trace generalised to
+# fuses them (forward and backward) into loops that never store that tensor (docs/benchmarks.md,
+# "The iteration at the cost of a softmax iteration"). It is compiled on its own, so the step around
+# it keeps TensorFlow's faster CPU Cholesky. One trace per shape, never a trace generalised to
 # unknown shapes (``reduce_retracing``): inside an XLA-compiled step such a trace made XLA take
 # q(u)'s values as compile-time constants, so that step recompiled at every call.
 _fused_log_normaliser = tf.function(_log_normaliser, jit_compile=True, autograph=False)

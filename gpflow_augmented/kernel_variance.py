@@ -7,13 +7,14 @@ by about its learning rate per step, and the variance is still climbing when tra
 update moves it with q(u), in closed form, at every step.
 
 For a kernel K = σ² K̃ (a stationary kernel: K̃ does not depend on σ²), expand the parameters: scale
-the unwhitened q(u^c) = N(μ_c, S_c) by α (u → α u) and write σ² = α² w. The KL term then depends only
-on w, and the expected log-likelihood on both, through the marginals: the mean m + α f̄ (m the prior
-mean, f̄ what q(u) adds) and the variance α² (v + w r̃), v the variance q(u) explains and r̃ = k̃_ii -
-k̃_iᵀ K̃⁻¹ k̃_i the residual per unit σ². With n classes sharing the kernel, M inducing points and
-T = Σ_c tr(K̃⁻¹ S_c) + μ_cᵀ K̃⁻¹ μ_c, and the expected log-likelihood replaced by the step's sites'
-quadratic model Σ_ic s (ℓ_ic f_ic - θ_ic f_ic² / 2) (s = N / B; on the exact bound the sites are its
-derivatives, so the model has the same gradient at the current q), the stationary conditions are
+the unwhitened q(u^c) = N(μ_c, S_c) by α (u → α u) and write σ² = α² w. The KL term then depends
+only on w, and the expected log-likelihood on both, through the marginals: the mean m + α f̄ (m the
+prior mean, f̄ what q(u) adds) and the variance α² (v + w r̃), v the variance q(u) explains and r̃ =
+k̃_ii - k̃_iᵀ K̃⁻¹ k̃_i the residual per unit σ². With n classes sharing the kernel, M inducing
+points and T = Σ_c tr(K̃⁻¹ S_c) + μ_cᵀ K̃⁻¹ μ_c, and the expected log-likelihood replaced by the
+step's sites' quadratic model Σ_ic s (ℓ_ic f_ic - θ_ic f_ic² / 2) (s = N / B; on the exact bound the
+sites are its derivatives, so the model has the same gradient at the current q), the stationary
+conditions are
 
     ∂/∂w = 0:   g α² w² + n M w - T = 0,                   g = Σ_ic s θ_ic r̃_i,
     ∂/∂α = 0:   α = Σ_ic s (ℓ_ic - θ_ic m_ic) f̄_ic / (Σ_ic s θ_ic (f̄_ic² + v_ic) + w g).

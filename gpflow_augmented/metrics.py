@@ -81,7 +81,8 @@ def brier_score(probabilities: np.ndarray, y: np.ndarray) -> float:
 
 
 def _calibration_gap(predicted: np.ndarray, observed: np.ndarray, num_bins: int) -> float:
-    """Σ_b (n_b / N) |mean(observed)_b − mean(predicted)_b| over equal-width bins of ``predicted``."""
+    """Σ_b (n_b / N) |mean(observed)_b − mean(predicted)_b| over equal-width bins of
+    ``predicted``."""
     bins = _bin_index(predicted, num_bins)
     predicted_sum = np.bincount(bins, weights=predicted, minlength=num_bins)
     observed_sum = np.bincount(bins, weights=observed.astype(np.float64), minlength=num_bins)

@@ -177,7 +177,8 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     @property
     def learns_class_weights(self) -> bool:
-        """Whether the likelihood has class weights θ that :class:`~gpflow_augmented.CAVI` updates."""
+        """Whether the likelihood has class weights θ that :class:`~gpflow_augmented.CAVI`
+        updates."""
         return self.likelihood.learns_class_weights
 
     @property
@@ -260,10 +261,10 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         augmented bound at the optimal local parameters, or the exact ELBO for a model on the
         exact bound.
 
-        With a :class:`ClassSubset` K it is the class-subsampled estimate: per-class sums and the
-        KL count C/|K| times (see :mod:`~gpflow_augmented.likelihoods.augmentations`). It means the same in any
-        context, a ``tf.distribute`` replica included: the estimate from the data it is given.
-        Combining replicas is the training loop's work (:class:`~gpflow_augmented.Trainer`).
+        With a :class:`ClassSubset` K it is the class-subsampled estimate: per-class sums and the KL
+        count C/|K| times (see :mod:`~gpflow_augmented.likelihoods.augmentations`). It means the
+        same in any context, a ``tf.distribute`` replica included: the estimate from the data it is
+        given. Combining replicas is the training loop's work (:class:`~gpflow_augmented.Trainer`).
         """
         return self._checked_elbo(data, subset, self.on_exact_bound)
 

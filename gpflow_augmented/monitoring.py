@@ -10,8 +10,8 @@ In a training loop of your own::
 
 The tasks work for any GPflow classifier with ``predict_y`` and ``predict_log_density`` (GPflow's
 SVGP baselines too); ``optimizer`` may be a :class:`~gpflow_augmented.Trainer`,
-:class:`~gpflow_augmented.CAVI`, a comparison :class:`~gpflow_augmented.comparison.baselines.Method`, or a
-callable returning the step size.
+:class:`~gpflow_augmented.CAVI`, a comparison
+:class:`~gpflow_augmented.comparison.baselines.Method`, or a callable returning the step size.
 """
 
 from collections import defaultdict

@@ -126,8 +126,8 @@ class Trainer(tf.Module):
     """One iteration of Algorithm 1: a CAVI step on the batch, then an Adam step on the
     hyperparameters (every trainable variable of the model; q(u) is not trainable).
 
-    For an augmented model the hyperparameter gradient is taken after the CAVI step. For a model
-    on the exact bound (``scheme="exact"``) one evaluation of the expected log-likelihood gives both:
+    For an augmented model the hyperparameter gradient is taken after the CAVI step. For a model on
+    the exact bound (``scheme="exact"``) one evaluation of the expected log-likelihood gives both:
     its derivatives with respect to the marginals are the step's sites, and the same backward pass
     continues to the hyperparameters, so the gradient is taken at q(u) before the step.
 
@@ -450,7 +450,8 @@ def fit(
     :param step_size: ρ; default 1 (exact CAVI) for full batches, else ``RobbinsMonro()``.
     :param learning_rate: Adam's learning rate for the hyperparameters; default
         :func:`default_learning_rate` (:data:`EXACT_LEARNING_RATE` on the exact bound).
-    :param train_inducing_points: also let Adam move the inducing inputs (the paper keeps them fixed).
+    :param train_inducing_points: also let Adam move the inducing inputs (the paper keeps them
+          fixed).
     :param trainer: continue with this :class:`Trainer` (e.g. restored from a checkpoint): the
         minibatch stream resumes where its iteration counter says.
     :param stop_rule: e.g. :class:`~gpflow_augmented.GlobalParameterConvergence` (the X-GPC rule):

@@ -21,10 +21,10 @@ Positive definite is not enough on minibatches. A batch's sites are scaled by N 
 are negative (large latents, as the closed-form kernel variance makes on separable classes) one
 batch can bring Λ̂'s smallest eigenvalue near zero, and q(v)'s second moment grows by orders of
 magnitude in one step (measured on shuttle: ×5·10⁵ at ρ = 0.09). There is no ELBO to check a
-minibatch step against, so a minibatch step with negative sites also halves ρ until
-Λ_new ⪰ κ Λ (:data:`MIN_PRECISION_RATIO`): q(v)'s covariance at most doubles per step. Sites that are
-all θ ≥ 0 cannot run away (Λ̂ ⪰ I, so Λ_new ⪰ (1 - ρ) Λ) and are not tested; the full batch has
-the line search; Λ_new = Λ at a fixed point, so the fixed points are again unchanged.
+minibatch step against, so a minibatch step with negative sites also halves ρ until Λ_new ⪰ κ Λ
+(:data:`MIN_PRECISION_RATIO`): q(v)'s covariance at most doubles per step. Sites that are all θ ≥ 0
+cannot run away (Λ̂ ⪰ I, so Λ_new ⪰ (1 - ρ) Λ) and are not tested; the full batch has the line
+search; Λ_new = Λ at a fixed point, so the fixed points are again unchanged.
 """
 
 from typing import Optional, Tuple
@@ -328,8 +328,8 @@ def natural_step(
     local ELBO) are all-reduced first, so every replica returns the same.
 
     ``geometry`` is the batch's :class:`~gpflow_augmented.projection.BatchGeometry` (its class
-    subset weighs the KL by C/|K|); ``scale`` is N / B, B the global batch size. The sites are coefficients of f, and
-    q(u) is over f minus the prior mean μ:
+    subset weighs the KL by C/|K|); ``scale`` is N / B, B the global batch size. The sites are
+    coefficients of f, and q(u) is over f minus the prior mean μ:
     linear·f - quadratic·f²/2 = (linear - quadratic·μ)·(f - μ) - quadratic·(f - μ)²/2 + const."""
     linear = linear - quadratic * geometry.prior_mean
     negative_sites = tf.reduce_sum(tf.cast(quadratic < 0.0, local_elbo.dtype))

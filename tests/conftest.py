@@ -1,6 +1,9 @@
 import logging
 import os
 
+import numpy as np
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # TensorFlow prints its start-up lines (oneDNN, CUDA) before any log level applies; the test run
@@ -17,9 +20,12 @@ finally:
     os.close(_stderr)
     os.close(_null)
 
-import numpy as np
-import pytest
-from check_shapes import ShapeCheckingState, get_enable_check_shapes, set_enable_check_shapes
+# check_shapes imports TensorFlow: it comes after TensorFlow was loaded quietly above.
+from check_shapes import (  # noqa: E402
+    ShapeCheckingState,
+    get_enable_check_shapes,
+    set_enable_check_shapes,
+)
 
 
 class _AutoGraphWarnings(logging.Handler):

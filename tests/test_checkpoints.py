@@ -1,4 +1,5 @@
-"""Model and optimizer state (ρ_t's counter, Adam's slots) round-trip through tf.train.Checkpoint."""
+"""Model and optimizer state (ρ_t's counter, Adam's slots) round-trip through
+tf.train.Checkpoint."""
 
 import numpy as np
 import pytest

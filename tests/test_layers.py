@@ -193,6 +193,6 @@ def test_the_autograph_guard_sees_a_function_autograph_cannot_convert(_no_autogr
     import tensorflow as tf
 
     # Two lambdas on one line: AutoGraph cannot tell which source is which, warns, runs as-is.
-    double, triple = (lambda x: x * 2), (lambda x: x * 3)  # noqa: E731
+    _double, triple = (lambda x: x * 2), (lambda x: x * 3)
     assert float(tf.function(triple)(tf.constant(3.0))) == 9.0  # it ran unconverted
     assert any("could not transform" in message for message in _no_autograph_warnings.messages)

@@ -11,7 +11,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import gpflow_augmented as ga
 from gpflow_augmented.sklearn import GPClassifier
 
-# The integration tier (scikit-learn's estimator checks train the estimator dozens of times): run by --slow or -m integration.
+# The integration tier (scikit-learn's estimator checks train the estimator dozens of times): run by
+# --slow or -m integration.
 pytestmark = pytest.mark.integration
 
 # Small and quick for the 55 checks, each fitting on tens of points, where ten steps already

@@ -1,18 +1,22 @@
-"""Issue 33, point 3 (power EP / α-divergence sites): the prototype that measured them not worth building.
+"""Issue 33, point 3 (power EP / α-divergence sites): the prototype that measured them not worth
+building.
 
-``log_power_expectation`` is (1/α) log E_q p(y | f)^α for the logistic-softmax under independent Gaussian
-marginals, by the factorised Laplace form (Σ_c σ(f_c))^(−α) = Γ(α)⁻¹ ∫ t^(α−1) exp(−t Σ_c σ(f_c)) dt (t = eˢ, a
-trapezoidal s-grid continued to −∞ by its geometric tail, one Gauss–Hermite integral per class and node). α → 0
-is the exact ELBO's E log p; α = 1 is log E p, the EP-like local evidence. Its derivatives give natural-step
-sites as the exact bound's do (``sites_from_derivatives``).
+``log_power_expectation`` is (1/α) log E_q p(y | f)^α for the logistic-softmax under independent
+Gaussian marginals, by the factorised Laplace form (Σ_c σ(f_c))^(−α) = Γ(α)⁻¹ ∫ t^(α−1) exp(−t Σ_c
+σ(f_c)) dt (t = eˢ, a trapezoidal s-grid continued to −∞ by its geometric tail, one Gauss–Hermite
+integral per class and node). α → 0 is the exact ELBO's E log p; α = 1 is log E p, the EP-like local
+evidence. Its derivatives give natural-step sites as the exact bound's do
+(``sites_from_derivatives``).
 
     python tools/alpha_energy_prototype.py check
-        the expectation against 400 000 Monte Carlo draws (|difference| / standard error, and the change
-        against a finer rule); 2026-11-26: at most 2.6 standard errors, finer rule within 4e-4
+        the expectation against 400 000 Monte Carlo draws (|difference| / standard error, and the
+        change against a finer rule); 2026-11-26: at most 2.6 standard errors, finer rule within
+        4e-4
     python tools/alpha_energy_prototype.py vehicle 0,0.5,1 30,100,300,1000 150
-        lengthscales from fit (α = 0, full batch, exp bijector), then for each α and σ² q(u) converged on the
-        α-energy by line-searched natural steps: the energy and the test NLL. 2026-11-26: α = 0.5 equals α = 0
-        within 0.001 nats at σ² = 1000 and is worse below; α = 1 is worse at every σ² (docs/benchmarks.md)
+        lengthscales from fit (α = 0, full batch, exp bijector), then for each α and σ² q(u)
+        converged on the α-energy by line-searched natural steps: the energy and the test NLL.
+        2026-11-26: α = 0.5 equals α = 0 within 0.001 nats at σ² = 1000 and is worse below; α = 1 is
+        worse at every σ² (docs/benchmarks.md)
 """
 
 import sys
@@ -162,7 +166,6 @@ def fixed_lengthscale_sweep():
 
             t0 = time.time()
             e_hist = []
-            rho = 1.0
             for it in range(steps):
                 old = mdl.q_mu.numpy(), mdl.q_sqrt.numpy()
                 before = float(energy())
@@ -182,7 +185,8 @@ def fixed_lengthscale_sweep():
                     after = before
                 e_hist.append(after)
             print(
-                f"  α={alpha} σ²={variance:g}: energy {e_hist[-1]:.3f} (last-10 change {e_hist[-1] - e_hist[-11]:.2e}) "
+                f"  α={alpha} σ²={variance:g}: energy {e_hist[-1]:.3f} "
+                f"(last-10 change {e_hist[-1] - e_hist[-11]:.2e}) "
                 f"NLL/err {nll(mdl)} {time.time() - t0:.0f}s",
                 flush=True,
             )

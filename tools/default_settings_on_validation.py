@@ -1,12 +1,14 @@
-"""Choose a method's default settings (positive bijector, Adam's learning rate, the exact-bound methods' warm-start
-length) on validation splits, never on test data.
+"""Choose a method's default settings (positive bijector, Adam's learning rate, the exact-bound
+methods' warm-start length) on validation splits, never on test data.
 
-For each dataset and seed, the validation split ``tuning.validation_split`` carves from the training data (the
-one ``--tune`` uses), and each method at its other defaults (M = 100, B = 200) once per setting, under the same
-time budget. Prints validation error / NLL and, per dataset and method, the setting with the lowest mean NLL over
-the seeds; then each setting's geometric-mean NLL against the first setting's.
+For each dataset and seed, the validation split ``tuning.validation_split`` carves from the training
+data (the one ``--tune`` uses), and each method at its other defaults (M = 100, B = 200) once per
+setting, under the same time budget. Prints validation error / NLL and, per dataset and method, the
+setting with the lowest mean NLL over the seeds; then each setting's geometric-mean NLL against the
+first setting's.
 
-    python tools/default_settings_on_validation.py --data-dir ../shared/data --methods lsm --seeds 0,1 \
+    python tools/default_settings_on_validation.py --data-dir ../shared/data --methods lsm --seeds
+    0,1 \
         --bijectors softplus,exp --learning-rates own \
         --datasets vehicle,segment,satimage,shuttle,letter,waveform,pendigits,dna,optdigits,usps11k
 """
@@ -93,7 +95,8 @@ def main() -> None:
                     }
                 )
                 print(
-                    f"{name} seed {seed} {method} {_label(setting)}: validation error {final['error']:.4f} "
+                    f"{name} seed {seed} {method} {_label(setting)}: "
+                    f"validation error {final['error']:.4f} "
                     f"NLL {final['nll']:.4f} ({result.methods[0].iterations} iterations, "
                     f"{time.time() - started:.0f} s)",
                     flush=True,
@@ -123,7 +126,8 @@ def main() -> None:
         for name, row in zip(names, mean_nll):
             means = ", ".join(f"{_label(s)} {nll:.4f}" for s, nll in zip(settings, row))
             print(
-                f"{method} {name}: mean validation NLL {means} -> {_label(settings[int(np.argmin(row))])}"
+                f"{method} {name}: mean validation NLL {means} "
+                f"-> {_label(settings[int(np.argmin(row))])}"
             )
         wins = np.bincount(np.argmin(mean_nll, axis=1), minlength=len(settings))
         ratios = np.exp(np.mean(np.log(mean_nll / mean_nll[:, :1]), axis=0))

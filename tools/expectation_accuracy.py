@@ -1,6 +1,6 @@
 """The error of the default quadrature of E log Σ_c σ(f_c) (20 Hermite nodes, grid step 1 on
-[S_MIN, S_MAX]) against the same rule refined to 60 nodes and step 0.25 on [-12, 40] (which
-agrees with 80 nodes and step 0.1 to 5e-6), by the marginals' standard deviation (docs/benchmarks.md,
+[S_MIN, S_MAX]) against the same rule refined to 60 nodes and step 0.25 on [-12, 40] (which agrees
+with 80 nodes and step 0.1 to 5e-6), by the marginals' standard deviation (docs/benchmarks.md,
 "Accuracy of the expectation").
 
     python tools/expectation_accuracy.py

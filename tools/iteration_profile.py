@@ -1,7 +1,7 @@
 """Time one compiled training iteration of each comparison method at the same (B, M, C), interleaved
-so all see the same machine load (docs/benchmarks.md, "The fused iteration" and "The iteration at the cost of a
-softmax iteration"). The "forward + backward" rows are each iteration without its update of q(u) (ours:
-the natural step; softmax: Adam's update).
+so all see the same machine load (docs/benchmarks.md, "The fused iteration" and "The iteration at
+the cost of a softmax iteration"). The "forward + backward" rows are each iteration without its
+update of q(u) (ours: the natural step; softmax: Adam's update).
 
     python tools/iteration_profile.py --classes 6
 

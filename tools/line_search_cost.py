@@ -1,6 +1,6 @@
-"""docs/benchmarks.md, "The full-batch step, line-searched": the minibatch step's cost with and without the
-line search (vehicle, B = 200, 60 batches × 5 interleaved repetitions in one process, median ms), and a
-full-batch `fit` at its defaults (its smallest ELBO rise after the warm start).
+"""docs/benchmarks.md, "The full-batch step, line-searched": the minibatch step's cost with and
+without the line search (vehicle, B = 200, 60 batches × 5 interleaved repetitions in one process,
+median ms), and a full-batch `fit` at its defaults (its smallest ELBO rise after the warm start).
 
     python tools/line_search_cost.py
 """

@@ -4,8 +4,8 @@ Run one process per N, so that each peak is its own:
 
     python tools/rmgpc_size.py 1000 --data-dir ../shared/data
 
-The method is built by ``baselines.build_method`` as ``compare`` builds it; one traced step, then the
-median of three.
+The method is built by ``baselines.build_method`` as ``compare`` builds it; one traced step, then
+the median of three.
 """
 
 import argparse

@@ -1,8 +1,8 @@
-"""The defaults table over several seeds, from the folders ``gpflow-augmented benchmark --seed S --output
-FOLDER`` wrote: per dataset, each method's test error / NLL averaged over the seeds, ± half the range of its
-NLL, the refused steps summed; ``lsm``'s NLL ÷ the lowest and its error − the lowest on each seed and on the
-mean; then issue 33's target counts and the geometric-mean NLL of each method over the datasets. The README's
-"When to pick it" table is the mean columns.
+"""The defaults table over several seeds, from the folders ``gpflow-augmented benchmark --seed S
+--output FOLDER`` wrote: per dataset, each method's test error / NLL averaged over the seeds, ± half
+the range of its NLL, the refused steps summed; ``lsm``'s NLL ÷ the lowest and its error − the
+lowest on each seed and on the mean; then issue 33's target counts and the geometric-mean NLL of
+each method over the datasets. The README's "When to pick it" table is the mean columns.
 
     python tools/seed_mean_table.py defaults-own-s0 defaults-own-s1
 """
@@ -52,12 +52,14 @@ def main(folders: list) -> None:
         cells = []
         for n in METHODS:
             log_nll[n].append(np.log(mean_nll[n]))
-            e, l = f"{mean_err[n]:.4f}", f"{mean_nll[n]:.4f}"
-            e = f"**{e}**" if mean_err[n] == min(mean_err.values()) else e
-            l = f"**{l}**" if mean_nll[n] == min(mean_nll.values()) else l
+            err, nll_text = f"{mean_err[n]:.4f}", f"{mean_nll[n]:.4f}"
+            err = f"**{err}**" if mean_err[n] == min(mean_err.values()) else err
+            nll_text = f"**{nll_text}**" if mean_nll[n] == min(mean_nll.values()) else nll_text
             spread = (max(s[n] for s in nll[:-1]) - min(s[n] for s in nll[:-1])) / 2
             refused = sum(r[n]["failed_steps"] for r in runs)
-            cells.append(f"{e} / {l} ±{spread:.4f}" + (f" ({refused} refused)" if refused else ""))
+            cells.append(
+                f"{err} / {nll_text} ±{spread:.4f}" + (f" ({refused} refused)" if refused else "")
+            )
         print(
             f"| {dataset} | "
             + " | ".join(cells)

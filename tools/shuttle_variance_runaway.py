@@ -1,10 +1,10 @@
-"""Issue 33: the closed-form kernel variance on minibatches on shuttle (the runaway measured 2026-11-26, fixed by
-3869e15's trust region).
+"""Issue 33: the closed-form kernel variance on minibatches on shuttle (the runaway measured
+2026-11-26, fixed by 3869e15's trust region).
 
-`lsm` on the validation split of shuttle's training data (``tuning.validation_split``, seed 0; M = 100, B = 200,
-Adam 0.01), with the closed-form variance (the default) and with the variance left to Adam (``update_variance``
-False), for each positive bijector: the validation error / NLL / minibatch ELBO along the trace and the variance at
-the end.
+`lsm` on the validation split of shuttle's training data (``tuning.validation_split``, seed 0; M =
+100, B = 200, Adam 0.01), with the closed-form variance (the default) and with the variance left to
+Adam (``update_variance`` False), for each positive bijector: the validation error / NLL / minibatch
+ELBO along the trace and the variance at the end.
 
     python tools/shuttle_variance_runaway.py ../shared/data 600 softplus,exp
 """
@@ -42,7 +42,8 @@ def main(data_dir, iterations, bijectors):
             )
             variance = float(method.method.model.kernel.variance.numpy())
             print(
-                f"{arm}, {bijector}: σ² at the end {variance:.4g}; iteration:error/NLL/ELBO {trace}",
+                f"{arm}, {bijector}: σ² at the end {variance:.4g}; "
+                f"iteration:error/NLL/ELBO {trace}",
                 flush=True,
             )
 

@@ -1,7 +1,7 @@
-"""The vehicle gap diagnosis of docs/benchmarks.md ("Where vehicle's gap to `sep` comes from"): `sep` and
-`lsm` iteration-matched on the same minibatches (M = 100, B = 200, seed 0), then `lsm` at `sep`'s lengthscales,
-then q(u) and σ² refit at both lengthscale sets with the exact ELBO reported. Writes <dataset>_lengthscales.npz
-for tools/vehicle_variance_sweep.py.
+"""The vehicle gap diagnosis of docs/benchmarks.md ("Where vehicle's gap to `sep` comes from"):
+`sep` and `lsm` iteration-matched on the same minibatches (M = 100, B = 200, seed 0), then `lsm` at
+`sep`'s lengthscales, then q(u) and σ² refit at both lengthscale sets with the exact ELBO reported.
+Writes <dataset>_lengthscales.npz for tools/vehicle_variance_sweep.py.
 
     python tools/vehicle_gap.py vehicle 3000 exp 0.01 [DATA_DIR]
 """
@@ -77,7 +77,8 @@ for label, m_name, ls in [("sep", "sep", None), ("lsm", "lsm", None)]:
 lsm_ls = lsm_model.kernel.lengthscales.numpy().copy()
 m_sepls, secs = train("lsm", sep_ls)
 print(
-    f"lsm at sep's lengthscales: NLL/err {nll(m_sepls.model)} var {float(m_sepls.model.kernel.variance.numpy()):.3g}",
+    f"lsm at sep's lengthscales: NLL/err {nll(m_sepls.model)} "
+    f"var {float(m_sepls.model.kernel.variance.numpy()):.3g}",
     flush=True,
 )
 e_own = exact_elbo_refit(lsm_model)
@@ -85,9 +86,11 @@ n_own = nll(lsm_model)
 e_sep = exact_elbo_refit(m_sepls.model)
 n_sep = nll(m_sepls.model)
 print(
-    f"refit q(u), variance: own lengthscales ELBO {e_own:.2f} NLL {n_own} var {float(lsm_model.kernel.variance.numpy()):.3g}"
+    f"refit q(u), variance: own lengthscales ELBO {e_own:.2f} NLL {n_own} "
+    f"var {float(lsm_model.kernel.variance.numpy()):.3g}"
 )
 print(
-    f"refit q(u), variance: sep lengthscales ELBO {e_sep:.2f} NLL {n_sep} var {float(m_sepls.model.kernel.variance.numpy()):.3g}"
+    f"refit q(u), variance: sep lengthscales ELBO {e_sep:.2f} NLL {n_sep} "
+    f"var {float(m_sepls.model.kernel.variance.numpy()):.3g}"
 )
 np.savez(f"{name}_lengthscales.npz", sep=sep_ls, lsm=lsm_ls)

@@ -1,6 +1,6 @@
 """The kernel-variance sweep of docs/benchmarks.md: at fixed lengthscales (`sep`'s and `lsm`'s, from
-tools/vehicle_gap.py's vehicle_lengthscales.npz), q(u) converged by 300 full-batch steps at each σ²; exact
-ELBO and test NLL.
+tools/vehicle_gap.py's vehicle_lengthscales.npz), q(u) converged by 300 full-batch steps at each σ²;
+exact ELBO and test NLL.
 
     python tools/vehicle_gap.py vehicle 3000 exp 0.01 && python tools/vehicle_variance_sweep.py
 """

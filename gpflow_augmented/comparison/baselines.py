@@ -10,9 +10,10 @@ the package so that every method starts from the same place and is driven the sa
 ``softmax``    ``SVGP`` + ``gpflow.likelihoods.Softmax`` (Monte Carlo), Adam on everything
 ``lsm-vi``     ``SVGP`` + :class:`LogisticSoftmax` without augmentation, Adam on everything
 ``dirichlet``  Dirichlet-based GP classification (Milios et al. 2018; GPyTorch's
-               ``DirichletClassificationLikelihood``): ``SVGP`` regression on transformed labels with
-               fixed per-point noise (:mod:`~gpflow_augmented.comparison.dirichlet`), conjugate, so
-               ``NaturalGradient`` with the same γ warm-up + Adam; a constant prior mean, as ``lsm``
+               ``DirichletClassificationLikelihood``): ``SVGP`` regression on transformed labels
+               with fixed per-point noise (:mod:`~gpflow_augmented.comparison.dirichlet`),
+               conjugate, so ``NaturalGradient`` with the same γ warm-up + Adam; a constant prior
+               mean, as ``lsm``
 ``sep``        the Heaviside (arg-max) likelihood with noise, q(u) by stochastic expectation
                propagation (Villacampa-Calvo & Hernández-Lobato 2017, the UAI paper's "HS"/SEP
                baseline; :mod:`~gpflow_augmented.comparison.sep`): a damped EP step of the tied
@@ -135,9 +136,9 @@ FULL_GP_METHODS = ("rmgpc",)
 # limit", has the measurement).
 FULL_GP_MAX_POINTS = 1000
 # How every positive parameter of a method (the kernel's variance and lengthscales, a likelihood's
-# noise) is kept positive: GPflow's `positive_bijector` setting. Like a learning rate it is a setting
-# of the optimisation, chosen for all methods alike or tuned on the validation split: softplus moves a
-# large value by about Adam's learning rate a step, exp by that fraction of it.
+# noise) is kept positive: GPflow's `positive_bijector` setting. Like a learning rate it is a
+# setting of the optimisation, chosen for all methods alike or tuned on the validation split:
+# softplus moves a large value by about Adam's learning rate a step, exp by that fraction of it.
 POSITIVE_BIJECTORS = ("softplus", "exp")
 # GPflow's default, kept by the methods whose choice was not measured.
 DEFAULT_POSITIVE_BIJECTOR = "softplus"
@@ -215,7 +216,8 @@ class Method(abc.ABC):
     @property
     @abc.abstractmethod
     def step_size(self) -> float:
-        """The current step size of q(u)'s optimizer: ρ (CAVI), γ (natural gradient) or Adam's rate."""
+        """The current step size of q(u)'s optimizer: ρ (CAVI), γ (natural gradient) or Adam's
+        rate."""
 
 
 class AugmentedMethod(Method):
@@ -336,7 +338,8 @@ class NaturalGradientMethod(Method):
         return iteration
 
     def natural_step(self, X: tf.Tensor, Y: tf.Tensor) -> bool:
-        """The natural-gradient half of the step, recovering from a failure; True if it succeeded."""
+        """The natural-gradient half of the step, recovering from a failure; True if it
+        succeeded."""
         try:
             succeeded = bool(self._natural_step(X, Y))
         except tf.errors.InvalidArgumentError as error:

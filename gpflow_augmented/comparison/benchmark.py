@@ -188,7 +188,8 @@ def _against_best_peer(
 
 
 def _benchmark_output(args: argparse.Namespace, names: Sequence[str]) -> Path:
-    """The benchmark's folder, checked (and an earlier run's kept or cleared) before any training."""
+    """The benchmark's folder, checked (and an earlier run's kept or cleared) before any
+    training."""
     from .runs import prepare_output
 
     if getattr(args, "report_only", False):
@@ -341,8 +342,8 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
         "",
         *(
             [
-                "Speed-up over RM, t(RM)/t(LSM): to come within 0.01 nats of each one's own best test "
-                "NLL, and to reach a common NLL (the worse of the two bests + "
+                "Speed-up over RM, t(RM)/t(LSM): to come within 0.01 nats of each one's own best "
+                "test NLL, and to reach a common NLL (the worse of the two bests + "
                 "0.01); then final differences LSM − RM (negative: LSM better):",
                 "",
                 *[s for s in speedups if s],
@@ -355,8 +356,8 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
             [
                 f"{PACKAGE_METHOD} against the best peer ({', '.join(peers_run)}; lowest final "
                 "test NLL): final differences (ours − peer; NLL in %), and the time to reach the "
-                f"common target, the best peer's final trace NLL × {TARGET_SLACK:g}, with each peer's "
-                "time divided by ours (∞: the peer never reached it; –: ours did not):",
+                f"common target, the best peer's final trace NLL × {TARGET_SLACK:g}, with each "
+                "peer's time divided by ours (∞: the peer never reached it; –: ours did not):",
                 "",
                 "| dataset | best peer | Δerror | ΔNLL | target NLL | ours reached it at | "
                 "sooner than |",

@@ -4,9 +4,10 @@ The command-line tool: ``gpflow-augmented`` or ``python -m gpflow_augmented``.
 ``compare`` (the default) trains several methods side by side on one dataset and writes a JSON
 trace, the figures and TensorBoard logs, then prints a summary table. With no arguments it runs on
 the bundled ``vehicle`` dataset. ``benchmark`` runs ``compare`` over a folder of datasets and writes
-the table in docs/benchmarks.md (:mod:`gpflow_augmented.comparison.benchmark`). ``ground-truth`` samples the exact
-posterior of a small dataset (wine by default) by Gibbs and NUTS and draws how far each variational
-method is from it (:mod:`gpflow_augmented.sampling.ground_truth`, the paper's Figure 5).
+the table in docs/benchmarks.md (:mod:`gpflow_augmented.comparison.benchmark`). ``ground-truth``
+samples the exact posterior of a small dataset (wine by default) by Gibbs and NUTS and draws how far
+each variational method is from it (:mod:`gpflow_augmented.sampling.ground_truth`, the paper's
+Figure 5).
 """
 
 import argparse

@@ -1,6 +1,7 @@
 """
-A fair, reproducible head-to-head run: several methods (see :mod:`~gpflow_augmented.comparison.baselines`) on
-one dataset, the same initial state, the same minibatches, the same clock.
+A fair, reproducible head-to-head run: several methods (see
+:mod:`~gpflow_augmented.comparison.baselines`) on one dataset, the same initial state, the same
+minibatches, the same clock.
 
 The clock counts training only: it is stopped while the test metrics are computed, and each
 method first makes one warm-up step, which traces its ``tf.function`` and sets up its first
@@ -232,8 +233,9 @@ def compare(
     them if ``None``), which keeps evaluation from dominating the wall-clock time of a run on a
     large test set; the final state is also evaluated on the whole test set (``final_metrics``).
 
-    ``methods`` defaults to :func:`~gpflow_augmented.comparison.baselines.default_methods` of the dataset's
-    number of classes: ``xgpc`` and ``bernoulli`` for binary labels, the multi-class set otherwise.
+    ``methods`` defaults to :func:`~gpflow_augmented.comparison.baselines.default_methods` of the
+    dataset's number of classes: ``xgpc`` and ``bernoulli`` for binary labels, the multi-class set
+    otherwise.
 
     A full-GP method (``rmgpc``) holds the training set: it is given the whole set at every
     step (``batch_size`` ≥ N, where every method gets the training set in its own order), its

@@ -126,7 +126,8 @@ def streamed_fit_memory(
     """Peak resident memory of a process that trains on ``num_data`` streamed points, and the
     median step time (run each size in its own process: the peak is per process)."""
     code = (
-        "import json, sys; from gpflow_augmented.comparison.scaling import _streamed_fit_in_process; "
+        "import json, sys; "
+        "from gpflow_augmented.comparison.scaling import _streamed_fit_in_process; "
         f"print(json.dumps(_streamed_fit_in_process({num_data}, {steps}, {batch_size}, "
         f"{num_inducing}, {num_classes}, {input_dim})))"
     )
@@ -250,7 +251,8 @@ def precision_comparison(
     seed: int = 0,
 ) -> Dict:
     """The whole ``fit`` (CAVI + Adam, ``jit_compile=True``) in float64 and float32 from the same
-    start on a bundled dataset: time per step and how far float32's predictions are from float64's."""
+    start on a bundled dataset: time per step and how far float32's predictions are from
+    float64's."""
     from ..datasets import load_dataset
     from ..initialisation import inducing_points, initial_kernel
     from ..metrics import error_rate

@@ -1,5 +1,6 @@
 """A synthetic classification set of any size, generated batch by batch inside a ``tf.data``
-pipeline: nothing of size N is ever held, so it measures and tests what training costs as N grows."""
+pipeline: nothing of size N is ever held, so it measures and tests what training costs as N
+grows."""
 
 import tensorflow as tf
 from gpflow.config import default_float

@@ -10,8 +10,8 @@ exactly the same code.
 
 The variational expectation E log p(y | f) is the accurate, deterministic quadrature of
 :mod:`~gpflow_augmented.expectations` (a smooth objective that Scipy can optimise, and the one the
-exact-bound CAVI step converges to). Predictions are taken with randomised quasi-Monte Carlo: a Sobol
-sequence with a seeded random shift, mapped through the normal quantile function.
+exact-bound CAVI step converges to). Predictions are taken with randomised quasi-Monte Carlo: a
+Sobol sequence with a seeded random shift, mapped through the normal quantile function.
 """
 
 import warnings

@@ -81,7 +81,8 @@ def sample_polya_gamma(b: np.ndarray, c: np.ndarray, rng: np.random.Generator) -
 
 
 def polya_gamma_moments(b: np.ndarray, c: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Mean and variance of PG(b, c) (:func:`~gpflow_augmented.likelihoods.polya_gamma.polya_gamma_mean`,
+    """Mean and variance of PG(b, c)
+    (:func:`~gpflow_augmented.likelihoods.polya_gamma.polya_gamma_mean`,
     :func:`~gpflow_augmented.likelihoods.polya_gamma.polya_gamma_variance`), as NumPy arrays."""
     b, c = np.broadcast_arrays(np.asarray(b, dtype=np.float64), np.asarray(c, dtype=np.float64))
     return polya_gamma_mean(b, c).numpy(), polya_gamma_variance(b, c).numpy()

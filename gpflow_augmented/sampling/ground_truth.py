@@ -57,7 +57,8 @@ class PosteriorSummary(NamedTuple):
 
 
 def summarise(posterior: Any, Xnew: np.ndarray) -> PosteriorSummary:
-    """Summarise a :class:`PosteriorSamples` or any GPflow model with ``predict_f``/``predict_y``."""
+    """Summarise a :class:`PosteriorSamples` or any GPflow model with ``predict_f`` and
+    ``predict_y``."""
     mean, variance = posterior.predict_f(Xnew)
     probabilities, _ = posterior.predict_y(Xnew)
     return PosteriorSummary(*(np.asarray(x) for x in (probabilities, mean, variance)))
@@ -105,7 +106,8 @@ def fit_vi(
     *,
     max_iterations: int = 5000,
 ) -> gpflow.models.SVGP:
-    """GPflow's ``SVGP`` with the non-augmented likelihood on the full GP (Z = X), only q(u) free."""
+    """GPflow's ``SVGP`` with the non-augmented likelihood on the full GP (Z = X), only q(u)
+    free."""
     X, Y = data
     model = gpflow.models.SVGP(
         kernel,

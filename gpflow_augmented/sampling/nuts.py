@@ -5,8 +5,8 @@ An independent check on the Gibbs sampler: the posterior of the original (non-au
 
 sampled by the No-U-Turn sampler of TensorFlow Probability on the whitened latents v, with the step
 size tuned by dual averaging during burn-in. Nothing here uses the augmentation, so agreement with
-:class:`~gpflow_augmented.sampling.gibbs.GibbsSampler` tests the augmentation and the Gibbs conditionals.
-Whitening makes the prior isotropic, so an identity mass matrix suits NUTS.
+:class:`~gpflow_augmented.sampling.gibbs.GibbsSampler` tests the augmentation and the Gibbs
+conditionals. Whitening makes the prior isotropic, so an identity mass matrix suits NUTS.
 """
 
 from typing import Optional

@@ -229,7 +229,8 @@ class LatentSampler:
     training inputs and the one-hot labels [C, N].
 
     :param data: (X [N, D], Y [N, 1]) with integer labels 0..C-1.
-    :param kernel: one kernel shared by all classes, or a ``SeparateIndependent`` with one per class.
+    :param kernel: one kernel shared by all classes, or a ``SeparateIndependent`` with one per
+          class.
     :param num_classes: C ≥ 2.
     :param inducing_variable: inducing inputs Z; ``None`` (default) samples the full GP (Z = X).
     :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).

@@ -296,7 +296,8 @@ def test_every_method_keeps_its_own_positive_bijector_unless_one_is_given_for_al
     given = check_methods(methods, 150, batch_size=50, positive_bijector="exp")
     assert {options["positive_bijector"] for options in given.values()} == {"exp"}
 
-    # The table is what builds the kernel: flip softmax's entry and its variance is stored as log σ².
+    # The table is what builds the kernel: flip softmax's entry and its variance is stored as log
+    # σ².
     options = dict(
         num_inducing=8, batch_size=50, time_budget=None, max_iterations=1, trace_test_points=None
     )

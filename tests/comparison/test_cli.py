@@ -14,7 +14,8 @@ from gpflow_augmented.comparison import benchmark
 from gpflow_augmented.comparison.baselines import BINARY_METHODS, DEFAULT_MULTICLASS_METHODS
 from gpflow_augmented.comparison.cli import main
 
-# The integration tier (the command line, in-process and in subprocesses, Ctrl-C included): run by --slow or -m integration.
+# The integration tier (the command line, in-process and in subprocesses, Ctrl-C included): run by
+# --slow or -m integration.
 pytestmark = pytest.mark.integration
 
 # TensorFlow's C++ log lines (I0000 …, W0000 …, E0000 …) and its absl start-up notice.

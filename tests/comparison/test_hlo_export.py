@@ -25,7 +25,8 @@ from gpflow_augmented.comparison.hlo_export import (
     module_key,
 )
 
-# The integration tier (the exported step, run by another XLA client in a subprocess): run by --slow or -m integration.
+# The integration tier (the exported step, run by another XLA client in a subprocess): run by --slow
+# or -m integration.
 pytestmark = pytest.mark.integration
 
 SIZE = (24, 6, 3, 2)  # B, M, C, D

@@ -357,7 +357,9 @@ def test_a_prior_factor_with_an_improper_cavity_keeps_its_sites_and_the_others_u
     of segment with the initial kernel, every step from the third failed."""
     from gpflow_augmented.comparison.rmgpc import _sequential_rate_sites
 
-    f64 = lambda values: tf.constant(values, tf.float64)
+    def f64(values):
+        return tf.constant(values, tf.float64)
+
     site_a, site_b = f64([0.5, 0.1, 0.2]), f64([3.0, -1.5, -0.6])
     a, b = 1.0 + tf.reduce_sum(site_a), 2.0 + tf.reduce_sum(site_b)  # Beta(1, 2) prior
     site_odds, cavity_odds = f64([0.3, -0.2, 0.1]), f64([-1.0, 0.5, 2.0])

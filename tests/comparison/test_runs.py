@@ -1,5 +1,6 @@
-"""A run's output folder: two runs started into it at once, a resume after its data changed, and files
-in it that are no longer readable. Each refusal names the problem and leaves the run as it was."""
+"""A run's output folder: two runs started into it at once, a resume after its data changed, and
+files in it that are no longer readable. Each refusal names the problem and leaves the run as it
+was."""
 
 import multiprocessing
 
@@ -9,7 +10,8 @@ import pytest
 from gpflow_augmented.comparison.cli import main
 from gpflow_augmented.comparison.runs import LOCK_FILE, prepare_output, release_output
 
-# The integration tier (output folders written by concurrent processes): run by --slow or -m integration.
+# The integration tier (output folders written by concurrent processes): run by --slow or -m
+# integration.
 pytestmark = pytest.mark.integration
 
 

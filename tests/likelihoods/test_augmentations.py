@@ -142,7 +142,8 @@ def test_log_one_minus_sigma_tilde_is_exact(m, v):
     if np.isfinite(den) and num > 0 and num / den > 1e-8:
         np.testing.assert_allclose(got, float(np.log(num / den)), rtol=1e-9, atol=1e-12)
     elif m < -1 and v < 1e-6 * m**2:
-        # expanding c = |m| + v/(2|m|) + O(v²/|m|³): 1 - σ̃ = (e^m + v/(4|m|)) / (1 + e^m) · (1 + O(v/m²))
+        # expanding c = |m| + v/(2|m|) + O(v²/|m|³): 1 - σ̃ = (e^m + v/(4|m|)) / (1 + e^m) · (1 +
+        # O(v/m²))
         expected = np.logaddexp(m, np.log(v / (4 * abs(m)))) - np.log1p(np.exp(m))
         np.testing.assert_allclose(got, expected, rtol=1e-6)
     assert np.isfinite(got) and got <= 0
@@ -158,7 +159,8 @@ def test_negative_multinomial_closed_form_equals_augmented_elbo_at_optimum():
 
 
 def test_negative_multinomial_local_parameters_are_the_optimum():
-    # The augmented ELBO must be stationary in log γ (and maximal) at the negative-multinomial update.
+    # The augmented ELBO must be stationary in log γ (and maximal) at the negative-multinomial
+    # update.
     Fmu, Fvar, Y = random_marginals(1)
     local = aug.negative_multinomial_local_parameters(Fmu, Fvar, Y)
     log_gamma = tf.Variable(np.log(local.gamma.numpy()))

@@ -1,5 +1,6 @@
 """Per-class weights θ, p(y = k | f) = θ_k σ(f_k) / Σ_c θ_c σ(f_c): the expectations and the
-collapsed bound carry them, and CAVI's closed-form update stops where the ELBO is stationary in θ."""
+negative-multinomial bound carry them, and CAVI's closed-form update stops where the ELBO is
+stationary in θ."""
 
 import gpflow
 import numpy as np

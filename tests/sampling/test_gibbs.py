@@ -23,7 +23,8 @@ from gpflow_augmented.sampling.posterior import monte_carlo_standard_error
 
 from helpers import Z_TOLERANCE, PrintedRateGibbs
 
-# The integration tier (the Gibbs sampler's chains against quadrature and exact moments): run by --slow or -m integration.
+# The integration tier (the Gibbs sampler's chains against quadrature and exact moments): run by
+# --slow or -m integration.
 pytestmark = pytest.mark.integration
 
 

@@ -18,7 +18,8 @@ from gpflow_augmented.sampling.posterior import monte_carlo_standard_error
 
 from helpers import Z_TOLERANCE, PrintedRateGibbs
 
-# The integration tier (the samplers against each other and against the variational methods): run by --slow or -m integration.
+# The integration tier (the samplers against each other and against the variational methods): run by
+# --slow or -m integration.
 pytestmark = pytest.mark.integration
 
 
@@ -89,8 +90,8 @@ def test_variational_methods_against_the_ground_truth(wine_comparison):
     table = wine_comparison.discrepancies()
     max_probability_error = {name: table[name]["probabilities"][1] for name in table}
     assert max_probability_error["collapsed"] < 0.05
-    # The collapsed scheme's bound is tighter than the paper's mean-field one (likelihoods/test_augmentations.py), and the
-    # non-augmented VI posterior is closer still.
+    # The negative-multinomial bound is tighter than the paper's mean-field (Gamma–Poisson) one
+    # (likelihoods/test_augmentations.py), and the non-augmented VI posterior is closer still.
     assert max_probability_error["vi"] < max_probability_error["collapsed"]
     assert max_probability_error["collapsed"] < max_probability_error["paper"]
     # The exact-bound CAVI fixed point is the non-augmented VI optimum (test_exact_bound): what
