@@ -28,20 +28,24 @@ from .initialisation import inducing_points, initial_kernel, median_lengthscale
 from .likelihoods import LogisticSoftmax
 from .models import AugmentedSVGP, BinaryLogisticSVGP, LogisticSoftmaxSVGP
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
-from .training import EXACT_LEARNING_RATE, EXACT_WARM_START, FitResult, Trainer, fit, minibatches
+from .bounds import EXACT_LEARNING_RATE, EXACT_WARM_START, AugmentedBound, Bound, ExactBound
+from .training import FitResult, Trainer, fit, minibatches
 from .validation import InvalidDataError, NumericalError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AugmentedBound",
     "AugmentedSVGP",
     "BinaryLogisticSVGP",
+    "Bound",
     "BoundCertificate",
     "CAVI",
     "CheckpointError",
     "ConstantStepSize",
     "EXACT_LEARNING_RATE",
     "EXACT_WARM_START",
+    "ExactBound",
     "FitResult",
     "GlobalParameterConvergence",
     "InvalidDataError",

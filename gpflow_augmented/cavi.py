@@ -29,7 +29,7 @@ from .kernel_variance import variance_parameters, variance_update
 from .models import AugmentedSVGP
 from .projection import BatchGeometry, marginals, whitened_q
 from .schedules import ConstantStepSize, StepSizeSchedule
-from .updates import batch_bound, batch_size, minibatch_scale, natural_step, step_sites
+from .updates import batch_size, minibatch_scale, natural_step
 from .validation import (
     NUM_STATUS_CODES,
     InvalidDataError,
@@ -103,7 +103,7 @@ class CAVI(tf.Module):
             raise ValueError(
                 f"warm_start_iterations must be an integer ≥ 0, got {warm_start_iterations!r}"
             )
-        if warm_start_iterations and not model.on_exact_bound:
+        if warm_start_iterations and not model.bound.warm_starts:
             raise ValueError(
                 "warm_start_iterations is for a model on the exact bound "
                 "(LogisticSoftmaxSVGP(..., scheme='exact'))"
@@ -130,12 +130,13 @@ class CAVI(tf.Module):
         if class_subset_size is not None:
             if model.num_latent_gps < 2:
                 raise ValueError("class subsets need a multi-class model (one latent GP per class)")
-            if model.on_exact_bound and class_subset_size == 1:
-                raise ValueError(
-                    "class_subset_size must be at least 2 on the exact bound: its "
-                    "estimate needs a class besides each point's own"
-                )
             self.class_sampler = ClassSubsetSampler(model.num_latent_gps, class_subset_size, seed)
+            if self.class_sampler.subset_size < model.bound.min_class_subset_size:
+                raise ValueError(
+                    f"class_subset_size must be at least {model.bound.min_class_subset_size} on "
+                    f"the {type(model.bound).__name__}: its estimate needs a class besides each "
+                    f"point's own"
+                )
         self.variances = self._updated_variances(update_variance)
         self._step_fn: Callable = self.update
         if compile:
@@ -257,7 +258,7 @@ class CAVI(tf.Module):
         leaves the search out of the trace (about a third of the default step's tracing) and out of
         the compiled step."""
         if not (
-            self.model.on_exact_bound
+            self.model.bound.sites_from_derivatives
             and geometry.subset is None
             and not tf.distribute.has_strategy()
         ):
@@ -306,7 +307,7 @@ class CAVI(tf.Module):
             proposed = geometry._replace(
                 q_mu=q_mu, q_sqrt=q_sqrt, Fmu=Fmu + geometry.prior_mean, Fvar=Fvar
             )
-            _, trial = batch_bound(model.likelihood, proposed, Y, scale, exact_bound=True)
+            _, trial = model.bound.batch_bound(model.likelihood, proposed, Y, scale)
             return ~(trial >= elbo - tolerance)
 
         def worse(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
@@ -344,15 +345,14 @@ class CAVI(tf.Module):
         """(local ELBO [N], linear [N, K], quadratic [N, K]) of this step, of the geometry's class
         subset: the likelihood's augmented coefficients, or on the exact bound its exact sites
         (the augmented ones during the warm start); see
-        :func:`~gpflow_augmented.updates.step_sites`."""
+        :meth:`~gpflow_augmented.bounds.Bound.sites`."""
         model = self.model
-        return step_sites(
+        return model.bound.sites(
             model.likelihood,
             geometry.Fmu,
             geometry.Fvar,
             Y,
             geometry.subset,
-            model.on_exact_bound,
             self.augmented_sites(),
         )
 

@@ -47,7 +47,8 @@ from .projection import (
     whitened_q,
 )
 from .distributed import replicated_by_first, set_trainable
-from .updates import batch_bound, batch_size, minibatch_scale
+from .bounds import AugmentedBound, Bound, ExactBound
+from .updates import batch_size, minibatch_scale
 from .validation import (
     check_data,
     check_finite_inputs,
@@ -61,19 +62,17 @@ from .validation import (
 __all__ = [
     "AUGMENTED_SCHEMES",
     "AugmentedSVGP",
-    "BOUNDS",
     "BinaryLogisticSVGP",
     "LogisticSoftmaxSVGP",
     "SCHEMES",
 ]
 
-# What CAVI steps on: an augmented bound (exact coordinate ascent, conjugate given the local
-# parameters), or the exact ELBO (closed-form natural-gradient steps from the exact sites).
-BOUNDS = ("augmented", "exact")
 # LogisticSoftmaxSVGP's schemes: the exact bound, or an augmented bound of one of the
 # likelihood's two variational families.
 AUGMENTED_SCHEMES = (NegativeMultinomial.name, MeanFieldGammaPoisson.name)
 SCHEMES = AUGMENTED_SCHEMES + ("exact",)
+# exact_elbo is the exact bound's, whatever the model steps on (its warm start plays no part).
+_EXACT = ExactBound()
 
 
 def _checked_inducing_inputs(Z: object) -> np.ndarray:
@@ -101,9 +100,11 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     :param inducing_variable: inducing inputs Z [M, D] (array or ``InducingPoints``), or
         :class:`gpflow.inducing_variables.SeparateIndependentInducingVariables`.
     :param num_data: the training-set size N, which scales minibatch ELBOs and updates.
-    :param bound: ``"augmented"``: CAVI is exact coordinate ascent on the likelihood's augmented
-        bound; ``"exact"`` (likelihoods with exact sites): closed-form natural-gradient steps on
-        the exact ELBO, whose fixed point is the exact variational optimum.
+    :param bound: what CAVI steps on (:mod:`~gpflow_augmented.bounds`): an
+        :class:`~gpflow_augmented.AugmentedBound` (default; CAVI is exact coordinate ascent on the
+        likelihood's augmented bound) or an :class:`~gpflow_augmented.ExactBound` (likelihoods
+        with exact sites: closed-form natural-gradient steps on the exact ELBO, whose fixed point
+        is the exact variational optimum).
     :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
     :param mean_function: the prior mean of every latent, as in GPflow's SVGP (default zero).
 
@@ -120,7 +121,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         inducing_variable: object,
         *,
         num_data: Optional[int] = None,
-        bound: str = "augmented",
+        bound: Optional[Bound] = None,
         whiten: bool = True,
         q_mu: Optional[np.ndarray] = None,
         q_sqrt: Optional[np.ndarray] = None,
@@ -131,12 +132,13 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
                 f"likelihood must be an augmented likelihood (LogisticSoftmax, BinaryLogistic, "
                 f"or an AugmentedLikelihood of your own), got {type(likelihood).__name__}"
             )
-        if bound not in BOUNDS:
-            raise ValueError(f"bound must be one of {BOUNDS}, got {bound!r}")
-        if bound == "exact" and not likelihood.has_exact_sites:
-            raise ValueError(
-                f"{type(likelihood).__name__} has no exact-bound step; use bound='augmented'"
+        if bound is None:
+            bound = AugmentedBound()
+        if not isinstance(bound, Bound):
+            raise TypeError(
+                f"bound must be a Bound (AugmentedBound() or ExactBound()), got {bound!r}"
             )
+        bound.check(likelihood)
         if num_data is not None:
             num_data = check_integer(num_data, "num_data")
         if not isinstance(inducing_variable, InducingVariables):
@@ -168,12 +170,6 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             self.q_sqrt = Parameter(
                 q_sqrt, dtype=default_float(), transform=triangular(), trainable=False
             )  # [L, M, M]
-
-    @property
-    def on_exact_bound(self) -> bool:
-        """Whether CAVI steps on the exact ELBO (exact-bound sites) rather than on an augmented
-        bound."""
-        return self.bound == "exact"
 
     @property
     def learns_class_weights(self) -> bool:
@@ -256,27 +252,32 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         return self.elbo(data)
 
     @check_shapes("return: []")
-    def elbo(self, data: RegressionData, subset: Optional[ClassSubset] = None) -> tf.Tensor:
-        """The model's evidence lower bound estimated from the batch, scaled by num_data: the
-        augmented bound at the optimal local parameters, or the exact ELBO for a model on the
-        exact bound.
+    def elbo(
+        self,
+        data: RegressionData,
+        subset: Optional[ClassSubset] = None,
+        bound: Optional[Bound] = None,
+    ) -> tf.Tensor:
+        """The model's evidence lower bound estimated from the batch, scaled by num_data: its
+        ``bound`` (default the model's own: the augmented bound at the optimal local parameters,
+        or the exact ELBO for a model on the exact bound).
 
         With a :class:`ClassSubset` K it is the class-subsampled estimate: per-class sums and the KL
         count C/|K| times (see :mod:`~gpflow_augmented.likelihoods.augmentations`). It means the
         same in any context, a ``tf.distribute`` replica included: the estimate from the data it is
         given. Combining replicas is the training loop's work (:class:`~gpflow_augmented.Trainer`).
         """
-        return self._checked_elbo(data, subset, self.on_exact_bound)
+        return self._checked_elbo(data, subset, self.bound if bound is None else bound)
 
     @check_shapes("return: []")
     def exact_elbo(self, data: RegressionData, subset: Optional[ClassSubset] = None) -> tf.Tensor:
         """The exact (non-augmented) ELBO, E_q log p(y | f) - KL, with the accurate expectation of
         :mod:`~gpflow_augmented.expectations`; otherwise as :meth:`elbo`. It is never below the
         augmented bound."""
-        return self._checked_elbo(data, subset, exact_bound=True)
+        return self._checked_elbo(data, subset, _EXACT)
 
     def _checked_elbo(
-        self, data: RegressionData, subset: Optional[ClassSubset], exact_bound: bool
+        self, data: RegressionData, subset: Optional[ClassSubset], bound: Bound
     ) -> tf.Tensor:
         X, Y = data
         subset = as_class_subset(subset, self.num_classes)
@@ -291,12 +292,11 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             else:
                 all_valid = tf.reduce_all(checked_labels(Y, self.num_classes)[1])
             X = check_finite_inputs(X)
-        _, elbo = batch_bound(
+        _, elbo = bound.batch_bound(
             self.likelihood,
             self.batch_geometry(X, subset, Y),
             Y,
             minibatch_scale(self.num_data, batch_size(X)),
-            exact_bound,
         )
         # Under XLA, which drops the assertion, a bad label makes the bound NaN, not a number.
         return tf.where(all_valid, elbo, tf.constant(np.nan, elbo.dtype))
@@ -389,7 +389,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
             likelihood,
             inducing_variable,
             num_data=num_data,
-            bound="exact" if scheme == "exact" else "augmented",
+            bound=ExactBound() if scheme == "exact" else AugmentedBound(),
             whiten=whiten,
             q_mu=q_mu,
             q_sqrt=q_sqrt,

@@ -30,7 +30,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .initialisation import inducing_points, initial_kernel
 from .projection import inducing_inputs
 from .models import LogisticSoftmaxSVGP
-from .training import EXACT_LEARNING_RATE, fit
+from .bounds import EXACT_LEARNING_RATE
+from .training import fit
 
 __all__ = ["GPClassifier"]
 
@@ -47,7 +48,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     :param batch_size: minibatch size; ``None`` or at least the number of training points means
         full-batch steps.
     :param learning_rate: Adam's learning rate for the hyperparameters (default
-        :data:`~gpflow_augmented.training.EXACT_LEARNING_RATE`, the one chosen for this model).
+        :data:`~gpflow_augmented.EXACT_LEARNING_RATE`, the one chosen for this model).
     :param seed: seeds the inducing points and the minibatch order.
     :param warm_start: a second ``fit`` on data of the same classes and features continues from
         the fitted model instead of starting again.

@@ -23,7 +23,8 @@ from .class_subsets import ClassSubset, as_class_subset
 from .distributed import replica_share, replica_sum, set_trainable
 from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
-from .updates import batch_bound, batch_size, minibatch_scale, warm_start_sites
+from .bounds import Bound, ExactBound
+from .updates import batch_size, minibatch_scale
 from .validation import (
     OK,
     NumericalError,
@@ -36,32 +37,30 @@ from .validation import (
 )
 
 __all__ = [
-    "EXACT_LEARNING_RATE",
-    "EXACT_WARM_START",
-    "HYPERPARAMETER_BOUNDS",
     "Trainer",
     "FitResult",
     "adam_step_if_finite",
-    "default_learning_rate",
     "fit",
     "minibatches",
 ]
 
-HYPERPARAMETER_BOUNDS = ("model", "exact")
-# The first minibatch steps of a model on the exact bound take the collapsed bound's sites: chosen
-# on validation splits of ten datasets (docs/benchmarks.md, "Choices made on validation").
-EXACT_WARM_START = 50
-# Adam's learning rate for a model on the exact bound when none is given: chosen from 0.01, 0.03
-# and 0.1 on the same validation splits (docs/benchmarks.md, "Adam's learning rate"). The
-# augmented bounds were not swept and keep GPflow's customary 0.01.
-EXACT_LEARNING_RATE = 0.1
-AUGMENTED_LEARNING_RATE = 0.01
 
-
-def default_learning_rate(on_exact_bound: bool) -> float:
-    """Adam's learning rate for the hyperparameters of a model on the exact bound or on an
-    augmented one, where :class:`Trainer` and :func:`fit` are given none."""
-    return EXACT_LEARNING_RATE if on_exact_bound else AUGMENTED_LEARNING_RATE
+def _checked_hyperparameter_bound(bound: Optional[Bound], model: AugmentedSVGP) -> Optional[Bound]:
+    if bound is None:
+        return None
+    if not isinstance(bound, Bound):
+        raise TypeError(
+            f"hyperparameter_bound must be None (the model's bound) or a Bound such as "
+            f"ExactBound(), got {bound!r}"
+        )
+    bound.check(model.likelihood)
+    if model.bound.sites_from_derivatives and type(bound) is not type(model.bound):
+        raise ValueError(
+            f"on the {type(model.bound).__name__} the hyperparameter gradient comes from the "
+            f"step's own backward pass: hyperparameter_bound must be None or the model's bound, "
+            f"got {bound!r}"
+        )
+    return bound
 
 
 def adam_step_if_finite(
@@ -134,18 +133,18 @@ class Trainer(tf.Module):
     A hyperparameter step whose loss or gradient is not finite is refused before Adam touches
     anything, so a failed step never loses what was trained.
 
-    :param learning_rate: Adam's learning rate for the hyperparameters; default
-        :func:`default_learning_rate` of the model's bound.
+    :param learning_rate: Adam's learning rate for the hyperparameters; default the model's
+        bound's ``learning_rate``.
     :param strategy: a ``tf.distribute`` strategy (e.g. ``MirroredStrategy``) whose replicas
         share each batch: the model must have been built in ``strategy.scope()``, and batches are
         the strategy's distributed values (``fit(..., strategy=...)`` does this). See
         :mod:`~gpflow_augmented.distributed`.
-    :param hyperparameter_bound: the bound Adam maximises over the hyperparameters: ``"model"``
-        (the model's own, augmented or exact) or ``"exact"`` (the exact ELBO, also for an
-        augmented q(u) step: the augmented bound's gap depends on the kernel, so maximising it
-        biases the hyperparameters).
-    :param warm_start_iterations: see :class:`~gpflow_augmented.CAVI`; default
-        :data:`EXACT_WARM_START` for a model on the exact bound, else 0.
+    :param hyperparameter_bound: the bound Adam maximises over the hyperparameters: ``None``
+        (the model's own, augmented or exact) or an :class:`~gpflow_augmented.ExactBound` (the
+        exact ELBO, also for an augmented q(u) step: the augmented bound's gap depends on the
+        kernel, so maximising it biases the hyperparameters).
+    :param warm_start_iterations: see :class:`~gpflow_augmented.CAVI`; default the model's
+        bound's (:data:`~gpflow_augmented.EXACT_WARM_START` on the exact bound, else 0).
     :param update_variance: see :class:`~gpflow_augmented.CAVI`: by default (``None``) the
         kernel variance is updated in closed form with q(u) wherever that applies, and Adam trains
         the other hyperparameters; never when ``train_hyperparameters`` is false.
@@ -161,22 +160,17 @@ class Trainer(tf.Module):
         class_subset_size: Optional[int] = None,
         seed: int = 0,
         strategy: Optional[tf.distribute.Strategy] = None,
-        hyperparameter_bound: str = "model",
+        hyperparameter_bound: Optional[Bound] = None,
         warm_start_iterations: Optional[int] = None,
         update_variance: Optional[bool] = None,
     ) -> None:
         super().__init__(name="Trainer")
         if learning_rate is None:
-            learning_rate = default_learning_rate(model.on_exact_bound)
+            learning_rate = model.bound.learning_rate
         learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
         if warm_start_iterations is None:
-            warm_start_iterations = EXACT_WARM_START if model.on_exact_bound else 0
-        if hyperparameter_bound not in HYPERPARAMETER_BOUNDS:
-            raise ValueError(
-                f"hyperparameter_bound must be one of {HYPERPARAMETER_BOUNDS}, "
-                f"got {hyperparameter_bound!r}"
-            )
-        self.hyperparameter_bound = hyperparameter_bound
+            warm_start_iterations = model.bound.warm_start_iterations
+        self.hyperparameter_bound = _checked_hyperparameter_bound(hyperparameter_bound, model)
         self.model = model
         self.strategy = strategy
         if strategy is not None and model.learns_class_weights:
@@ -241,7 +235,7 @@ class Trainer(tf.Module):
         if self.adam is None or not variables:
             elbo, status = first(strategy.run(cavi_update, args=(X, Y)))
             return elbo, status, tf.constant(True)
-        if self.model.on_exact_bound:
+        if self.model.bound.sites_from_derivatives:
             elbo, status, loss, gradients = first(
                 strategy.run(lambda X, Y: self._fused_update(X, Y, subset), args=(X, Y))
             )
@@ -300,7 +294,7 @@ class Trainer(tf.Module):
             model.likelihood.label_rows(Y, subset),
             subset,
         )
-        linear, quadratic = warm_start_sites(
+        linear, quadratic = ExactBound.warm_start_sites(
             model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, cavi.augmented_sites(), subset
         )
         new_mu, new_sqrt, new_variance, elbo, step_size = cavi.step_from_sites(
@@ -323,12 +317,11 @@ class Trainer(tf.Module):
             tape.watch(sources)
             geometry = model.batch_geometry(X, subset, Y)
             tape.watch([geometry.Fmu, geometry.Fvar])
-            expected, elbo = batch_bound(
+            expected, elbo = model.bound.batch_bound(
                 model.likelihood,
                 geometry,
                 Y,
                 minibatch_scale(model.num_data, batch_size(X)),
-                exact_bound=True,
             )
             loss = -replica_share(X) * (elbo + model.log_prior_density())
         *gradients, d_mean, d_var = tape.gradient(loss, [*sources, geometry.Fmu, geometry.Fvar])
@@ -349,21 +342,20 @@ class Trainer(tf.Module):
         self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset], validate: bool
     ) -> tf.Tensor:
         model = self.model
-        exact_bound = self.hyperparameter_bound == "exact" or model.on_exact_bound
+        bound = model.bound if self.hyperparameter_bound is None else self.hyperparameter_bound
         if validate or tf.executing_eagerly():
-            bound = model.exact_elbo((X, Y), subset) if exact_bound else model.elbo((X, Y), subset)
+            elbo = model.elbo((X, Y), subset, bound)
         else:
             # Unchecked: the training step's status refuses bad labels with a clear error, which
             # a compiled assertion here would pre-empt.
             X = tf.convert_to_tensor(X, dtype=default_float())
-            _, bound = batch_bound(
+            _, elbo = bound.batch_bound(
                 model.likelihood,
                 model.batch_geometry(X, subset, Y),
                 Y,
                 minibatch_scale(model.num_data, batch_size(X)),
-                exact_bound,
             )
-        return -replica_share(X) * (bound + model.log_prior_density())
+        return -replica_share(X) * (elbo + model.log_prior_density())
 
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         """One CAVI step then one Adam step; returns the batch ELBO before the CAVI step."""
@@ -436,7 +428,7 @@ def fit(
     progress: bool = True,
     jit_compile: bool = False,
     strategy: Optional[tf.distribute.Strategy] = None,
-    hyperparameter_bound: str = "model",
+    hyperparameter_bound: Optional[Bound] = None,
     warm_start_iterations: Optional[int] = None,
     update_variance: Optional[bool] = None,
 ) -> FitResult:
@@ -448,8 +440,8 @@ def fit(
 
     :param batch_size: minibatch size B; ``None`` or ≥ N means full-batch CAVI.
     :param step_size: ρ; default 1 (exact CAVI) for full batches, else ``RobbinsMonro()``.
-    :param learning_rate: Adam's learning rate for the hyperparameters; default
-        :func:`default_learning_rate` (:data:`EXACT_LEARNING_RATE` on the exact bound).
+    :param learning_rate: Adam's learning rate for the hyperparameters; default the model's
+        bound's (:data:`~gpflow_augmented.EXACT_LEARNING_RATE` on the exact bound).
     :param train_inducing_points: also let Adam move the inducing inputs (the paper keeps them
           fixed).
     :param trainer: continue with this :class:`Trainer` (e.g. restored from a checkpoint): the
@@ -463,12 +455,12 @@ def fit(
     :param strategy: a ``tf.distribute`` strategy whose replicas split every batch (the model must
         be built in its ``scope()``); ``MirroredStrategy`` for one machine's devices,
         ``MultiWorkerMirroredStrategy`` for several machines.
-    :param hyperparameter_bound: ``"model"`` or ``"exact"``: the bound Adam maximises (see
-        :class:`Trainer`).
+    :param hyperparameter_bound: ``None`` (the model's) or an
+        :class:`~gpflow_augmented.ExactBound`: the bound Adam maximises (see :class:`Trainer`).
     :param warm_start_iterations: a model on the exact bound takes this many first steps with the
-        augmented bound's sites (see :class:`~gpflow_augmented.CAVI`); default
-        :data:`EXACT_WARM_START` (on the full batch too: from the prior, exact steps at ρ = 1
-        can oscillate before they settle).
+        augmented bound's sites (see :class:`~gpflow_augmented.CAVI`); default the bound's,
+        :data:`~gpflow_augmented.EXACT_WARM_START` (on the full batch too: from the prior, exact
+        steps at ρ = 1 can oscillate before they settle).
     :param update_variance: the kernel variance in closed form with q(u) (default: wherever it
         applies; see :class:`~gpflow_augmented.CAVI`).
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a

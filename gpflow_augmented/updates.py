@@ -34,13 +34,11 @@ from check_shapes import check_shapes
 from gpflow.config import default_float
 from gpflow.kullback_leiblers import gauss_kl
 
-from .class_subsets import ClassSubset, subset_scale
+from .class_subsets import subset_scale
 from .distributed import replica_sum
-from .likelihoods import AugmentedLikelihood
 from .projection import BatchGeometry, unwhitened_q
 
 __all__ = [
-    "batch_bound",
     "batch_elbo",
     "batch_size",
     "conjugate_statistics",
@@ -49,8 +47,6 @@ __all__ = [
     "natural_parameter_step",
     "natural_parameter_step_with_backoff",
     "natural_step",
-    "step_sites",
-    "warm_start_sites",
 ]
 
 MAX_BACKOFFS = 12
@@ -238,69 +234,6 @@ def batch_size(X: tf.Tensor) -> tf.Tensor:
     """The number of points in ``X`` (a replica's own shard under a ``tf.distribute`` strategy),
     as a float of the model's dtype."""
     return tf.cast(tf.shape(X)[0], default_float())
-
-
-def batch_bound(
-    likelihood: AugmentedLikelihood,
-    geometry: BatchGeometry,
-    Y: tf.Tensor,
-    scale: tf.Tensor,
-    exact_bound: bool,
-) -> Tuple[tf.Tensor, tf.Tensor]:
-    """(each point's local ELBO [N], the batch ELBO []) of the bound a model is on: the exact
-    expected log-likelihood E_q log p(y | f) on the exact bound, else the likelihood's augmented
-    bound at the optimal local parameters; of the geometry's class subset, scaled by ``scale``
-    (N / B)."""
-    local_elbo_of = likelihood.exact_local_elbo if exact_bound else likelihood.augmented_local_elbo
-    local_elbo = local_elbo_of(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
-    return local_elbo, batch_elbo(geometry, tf.reduce_sum(local_elbo), scale)
-
-
-def step_sites(
-    likelihood: AugmentedLikelihood,
-    Fmu: tf.Tensor,
-    Fvar: tf.Tensor,
-    Y: tf.Tensor,
-    subset: Optional[ClassSubset],
-    exact_bound: bool,
-    augmented_sites: Optional[tf.Tensor] = None,
-) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """(local ELBO [N], linear [N, K], quadratic [N, K]) of a step: the likelihood's augmented
-    coefficients at the optimal local parameters, or on the exact bound the exact expected
-    log-likelihood and its natural-gradient sites (the augmented ones while the boolean tensor
-    ``augmented_sites``, a warm-start step, is true)."""
-    if not exact_bound:
-        return likelihood.conjugate_terms(Fmu, Fvar, Y, subset)
-    # The exact expectation and its derivatives outside any tf.cond: a gradient (for the class
-    # weights) taken through a cond whose branch differentiates the XLA-compiled expectation
-    # comes back as zero.
-    expected, *exact = likelihood.exact_sites(Fmu, Fvar, Y, subset)
-    return (
-        expected,
-        *warm_start_sites(likelihood, Fmu, Fvar, Y, tuple(exact), augmented_sites, subset),
-    )
-
-
-def warm_start_sites(
-    likelihood: AugmentedLikelihood,
-    Fmu: tf.Tensor,
-    Fvar: tf.Tensor,
-    Y: tf.Tensor,
-    exact: Tuple[tf.Tensor, tf.Tensor],
-    augmented_sites: Optional[tf.Tensor],
-    subset: Optional[ClassSubset] = None,
-) -> Tuple[tf.Tensor, tf.Tensor]:
-    """The ``exact`` (linear, quadratic) sites, or the augmented bound's at the optimal local
-    parameters while ``augmented_sites`` (a warm-start step) is true."""
-    if augmented_sites is None:
-        return exact
-
-    def augmented() -> Tuple[tf.Tensor, tf.Tensor]:
-        Y_rows = likelihood.label_rows(Y, subset)
-        local = likelihood.local_parameters(Fmu, Fvar, Y_rows, subset)
-        return likelihood.conjugate_coefficients(Y_rows, local)
-
-    return tf.cond(augmented_sites, augmented, lambda: exact)
 
 
 @check_shapes(

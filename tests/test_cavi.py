@@ -248,7 +248,7 @@ def test_the_default_model_is_on_the_exact_bound_with_a_warm_start():
     default = ga.LogisticSoftmaxSVGP(
         model.kernel, model.inducing_variable.Z.numpy(), 3, num_data=60
     )
-    assert default.scheme == "exact" and default.on_exact_bound
+    assert default.scheme == "exact" and default.bound == ga.ExactBound()
     assert ga.Trainer(default).cavi.warm_start_iterations == ga.EXACT_WARM_START
     collapsed, _ = make_problem(60, 3, num_inducing=6, seed=8, scheme="negative-multinomial")
     assert ga.Trainer(collapsed).cavi.warm_start_iterations == 0

@@ -179,7 +179,7 @@ def test_bad_subset_sizes_are_refused():
     with pytest.raises(ValueError, match="multi-class"):
         ga.CAVI(binary, class_subset_size=1)
     exact, _ = make_problem(20, 4, num_inducing=5, scheme="exact")
-    with pytest.raises(ValueError, match="at least 2 on the exact bound"):
+    with pytest.raises(ValueError, match="at least 2 on the ExactBound"):
         ga.CAVI(exact, class_subset_size=1)
 
 

@@ -374,7 +374,7 @@ def test_fit_returns_the_certificate_and_trains_hyperparameters_on_the_exact_bou
         iterations=1,
         batch_size=None,
         learning_rate=0.1,
-        hyperparameter_bound="exact",
+        hyperparameter_bound=ga.ExactBound(),
         progress=False,
     )
     # The same iteration by hand: the CAVI step with the variance, then one Adam step on the
@@ -395,8 +395,12 @@ def test_fit_returns_the_certificate_and_trains_hyperparameters_on_the_exact_bou
     assert certificate.augmented < certificate.exact and certificate.gap > 0
     np.testing.assert_allclose(certificate.exact, float(model.exact_elbo(data)), rtol=1e-10)
     np.testing.assert_allclose(certificate.augmented, float(model.elbo(data)), rtol=1e-10)
-    with pytest.raises(ValueError, match="hyperparameter_bound"):
-        ga.Trainer(model, hyperparameter_bound="augmented-ish")
+    with pytest.raises(TypeError, match="hyperparameter_bound must be None .* got 'exact'"):
+        ga.Trainer(model, hyperparameter_bound="exact")
+    # On the exact bound the hyperparameter gradient is the step's own: another bound is refused.
+    exact_model, _ = make_problem(60, 3, num_inducing=10, seed=9, scheme="exact")
+    with pytest.raises(ValueError, match="hyperparameter_bound must be None or the model's"):
+        ga.Trainer(exact_model, hyperparameter_bound=ga.AugmentedBound())
 
 
 @pytest.mark.slow

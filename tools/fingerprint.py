@@ -187,7 +187,10 @@ CASES = {
         60, mean_function=gpflow.mean_functions.Constant(), whiten=False
     ),
     "collapsed-exact-hyper": _multiclass(
-        60, scheme="negative-multinomial", hyperparameter_bound="exact"
+        60,
+        scheme="negative-multinomial",
+        # ExactBound() since the bounds became objects; the string before (the baseline's code)
+        hyperparameter_bound=ga.ExactBound() if hasattr(ga, "ExactBound") else "exact",
     ),
     "binary": lambda: _binary(60),
     "fit-exact-full": _multiclass(20, batch_size=None),

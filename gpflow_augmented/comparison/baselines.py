@@ -60,7 +60,8 @@ from ..likelihoods import LogisticSoftmax
 from ..models import AugmentedSVGP, BinaryLogisticSVGP, LogisticSoftmaxSVGP
 from ..projection import inducing_inputs
 from ..schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
-from ..training import EXACT_WARM_START, Trainer, adam_step_if_finite, default_learning_rate
+from ..bounds import AUGMENTED_LEARNING_RATE, EXACT_LEARNING_RATE, EXACT_WARM_START, ExactBound
+from ..training import Trainer, adam_step_if_finite
 from ..validation import NumericalError, check_positive_number
 from .dirichlet import DEFAULT_ALPHA_EPSILON, DirichletClassification
 from .rmgpc import RobustMulticlassEP
@@ -151,7 +152,7 @@ METHOD_POSITIVE_BIJECTORS: Dict[str, str] = {"softmax": "exp"}
 # Adam's learning rate of a peer when a comparison gives none: of 0.01, 0.03 and 0.1, the one with
 # the lowest geometric-mean validation NLL over ten datasets, over two seeds where seed 0's best two
 # were within 2.5 % (docs/benchmarks.md, "Adam's learning rate"), the rule and grid that chose this
-# package's (training.EXACT_LEARNING_RATE). The peers not swept keep GPflow's customary 0.01.
+# package's (bounds.EXACT_LEARNING_RATE). The peers not swept keep GPflow's customary 0.01.
 PEER_LEARNING_RATES: Dict[str, float] = {
     "rm": 0.03,
     "sep": 0.01,
@@ -172,10 +173,10 @@ STEP_SIZE_SCHEDULES: Dict[str, StepSizeSchedule] = {
 
 def method_learning_rate(name: str) -> float:
     """Adam's learning rate of method ``name`` at its defaults: this package's methods take the
-    library's default for their bound (:func:`~gpflow_augmented.training.default_learning_rate`),
-    the peers :data:`PEER_LEARNING_RATES` (0.01 where not swept)."""
+    library's default for their bound (:attr:`~gpflow_augmented.bounds.Bound.learning_rate`), the
+    peers :data:`PEER_LEARNING_RATES` (0.01 where not swept)."""
     if name in AUGMENTED_METHODS:
-        return default_learning_rate(name in EXACT_BOUND_METHODS)
+        return EXACT_LEARNING_RATE if name in EXACT_BOUND_METHODS else AUGMENTED_LEARNING_RATE
     return PEER_LEARNING_RATES.get(name, 0.01)
 
 
@@ -558,7 +559,7 @@ def build_method(
             # at least 2: the exact bound's subset estimate needs a class besides a point's own
             options["class_subset_size"] = class_subset_size or max(2, -(-num_classes // 4))
         if name == "lsm-hyp-exact":
-            options["hyperparameter_bound"] = "exact"
+            options["hyperparameter_bound"] = ExactBound()
         return AugmentedMethod(name, model, learning_rate, rho, **options)
 
     likelihood = {

@@ -93,7 +93,7 @@ def test_the_likelihood_owns_the_scheme_and_a_scheme_name_not_listed_is_refused(
         ("gamma-poisson", MeanFieldGammaPoisson),
     ]:
         model = ga.LogisticSoftmaxSVGP(kernel, Z, 3, scheme=scheme)
-        assert model.scheme == scheme and not model.on_exact_bound
+        assert model.scheme == scheme and model.bound == ga.AugmentedBound()
         assert isinstance(model.likelihood.augmentation, family)
     for unknown in ("collapsed", "paper", "mean-field"):
         with pytest.raises(ValueError, match="scheme must be one of"):
@@ -101,7 +101,8 @@ def test_the_likelihood_owns_the_scheme_and_a_scheme_name_not_listed_is_refused(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         exact = ga.LogisticSoftmaxSVGP(kernel, Z, 3)
-    assert exact.on_exact_bound and isinstance(exact.likelihood.augmentation, NegativeMultinomial)
+    assert exact.bound == ga.ExactBound()
+    assert isinstance(exact.likelihood.augmentation, NegativeMultinomial)
 
 
 def test_one_model_class_serves_both_likelihoods_and_refuses_what_they_cannot_do():
@@ -112,7 +113,9 @@ def test_one_model_class_serves_both_likelihoods_and_refuses_what_they_cannot_do
     elbos = [float(ga.CAVI(binary).step((X, Y % 2))) for _ in range(3)]
     assert elbos[1] > elbos[0] and elbos[2] >= elbos[1] - 1e-9  # exact coordinate ascent
     with pytest.raises(ValueError, match="BinaryLogistic has no exact-bound step"):
-        ga.AugmentedSVGP(kernel, BinaryLogistic(), Z, bound="exact")
+        ga.AugmentedSVGP(kernel, BinaryLogistic(), Z, bound=ga.ExactBound())
+    with pytest.raises(TypeError, match="bound must be a Bound .* got 'exact'"):
+        ga.AugmentedSVGP(kernel, LogisticSoftmax(3), Z, bound="exact")
     with pytest.raises(TypeError, match="augmented likelihood"):
         ga.AugmentedSVGP(kernel, gpflow.likelihoods.Bernoulli(), Z)
     with pytest.raises(ValueError, match="class weights need the NegativeMultinomial"):
