@@ -63,8 +63,10 @@ class CAVI(tf.Module):
         all classes the step's cost then does not grow with the number of classes.
     :param seed: seeds the class subsets.
     :param warm_start_iterations: for a model on the exact bound (``scheme="exact"``), take the
-        first steps with the collapsed augmented bound's sites, which are stable from any start;
-        the exact sites follow from there to the exact optimum.
+        first steps with the negative-multinomial bound's sites, which are stable from any start;
+        the exact sites follow from there to the exact optimum. Default: the model's bound's
+        (:data:`~gpflow_augmented.EXACT_WARM_START` on the exact bound, else 0), as for
+        :class:`~gpflow_augmented.Trainer` and :func:`~gpflow_augmented.fit`.
     :param update_variance: also move the kernel variance σ² with q(u), in closed form
         (:mod:`~gpflow_augmented.kernel_variance`), at every step. ``False`` (default, as GPflow's
         ``NaturalGradient`` updates only q(u)) leaves σ² alone; ``True`` requires it; ``None``
@@ -85,7 +87,7 @@ class CAVI(tf.Module):
         *,
         class_subset_size: Optional[int] = None,
         seed: int = 0,
-        warm_start_iterations: int = 0,
+        warm_start_iterations: Optional[int] = None,
         update_variance: Optional[bool] = False,
         compile: bool = True,
         jit_compile: bool = False,
@@ -99,6 +101,8 @@ class CAVI(tf.Module):
             )
         if not callable(step_size):
             step_size = ConstantStepSize(step_size)
+        if warm_start_iterations is None:
+            warm_start_iterations = model.bound.warm_start_iterations
         if int(warm_start_iterations) != warm_start_iterations or warm_start_iterations < 0:
             raise ValueError(
                 f"warm_start_iterations must be an integer ≥ 0, got {warm_start_iterations!r}"

@@ -168,8 +168,6 @@ class Trainer(tf.Module):
         if learning_rate is None:
             learning_rate = model.bound.learning_rate
         learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
-        if warm_start_iterations is None:
-            warm_start_iterations = model.bound.warm_start_iterations
         self.hyperparameter_bound = _checked_hyperparameter_bound(hyperparameter_bound, model)
         self.model = model
         self.strategy = strategy
