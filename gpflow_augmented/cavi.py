@@ -178,8 +178,12 @@ class CAVI(tf.Module):
     @property
     def owned_variables(self) -> Tuple[tf.Variable, ...]:
         """The hyperparameters' variables this optimizer assigns in closed form (the kernel
-        variances it updates), which a gradient optimizer beside it must leave alone."""
-        return tuple(v.unconstrained_variable for v in self.variances)
+        variances it updates, the likelihood's class weights), which a gradient optimizer beside
+        it must leave alone."""
+        owned = [v.unconstrained_variable for v in self.variances]
+        if self.model.learns_class_weights:
+            owned.append(self.model.likelihood.class_weights.unconstrained_variable)
+        return tuple(owned)
 
     def sample_subset(self) -> Optional[ClassSubset]:
         """This step's class subset K, or ``None`` when every class is updated."""

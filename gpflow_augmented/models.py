@@ -33,6 +33,7 @@ from .likelihoods import (
     AugmentedLikelihood,
     BinaryLogistic,
     LogisticSoftmax,
+    LogisticSoftmaxAugmentation,
     MeanFieldGammaPoisson,
     NegativeMultinomial,
 )
@@ -46,7 +47,7 @@ from .projection import (
     whitened_projection,
     whitened_q,
 )
-from .distributed import replicated_by_first, set_trainable
+from .distributed import replicated_by_first
 from .bounds import AugmentedBound, Bound, ExactBound
 from .updates import batch_size, minibatch_scale
 from .validation import (
@@ -147,10 +148,6 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         kernel, inducing_variable = canonical_kernel_and_inducing(
             kernel, inducingpoint_wrapper(inducing_variable), num_latent_gps
         )
-        if likelihood.learns_class_weights:
-            # CAVI updates them in closed form; keeping them out of trainable_variables keeps
-            # Adam off.
-            set_trainable(likelihood.class_weights, False)
         super().__init__(kernel, likelihood, mean_function, num_latent_gps=num_latent_gps)
         self.num_classes = likelihood.num_classes
         self.bound = bound
@@ -322,6 +319,31 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         return mu + self.mean_function(Xnew), var
 
 
+def _check_scheme_augmentation(
+    scheme: str, augmentation: LogisticSoftmaxAugmentation, inner_iterations: Optional[int]
+) -> None:
+    """A likelihood given to :class:`LogisticSoftmaxSVGP` must already carry its scheme's
+    augmentation (negative-multinomial also for the exact scheme's warm start): the model does
+    not change an object the user passed."""
+    wanted = MeanFieldGammaPoisson if scheme == "gamma-poisson" else NegativeMultinomial
+    matches = isinstance(augmentation, wanted) and (
+        inner_iterations is None
+        or not isinstance(augmentation, MeanFieldGammaPoisson)
+        or augmentation.inner_iterations == inner_iterations
+    )
+    if not matches:
+        example = (
+            f"MeanFieldGammaPoisson({inner_iterations or 5})"
+            if wanted is MeanFieldGammaPoisson
+            else "NegativeMultinomial()"
+        )
+        raise ValueError(
+            f"scheme={scheme!r} needs a likelihood with the {example} augmentation, got "
+            f"{augmentation!r}: pass LogisticSoftmax(..., augmentation={example}), or no "
+            f"likelihood"
+        )
+
+
 class LogisticSoftmaxSVGP(AugmentedSVGP):
     r"""Multi-class GP classification with the logistic-softmax likelihood, made conjugate:
     ``AugmentedSVGP(kernel, LogisticSoftmax(num_classes), inducing_variable, ...)`` with the
@@ -339,12 +361,14 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         optimum; ``"negative-multinomial"``: the augmented bound with λ integrated out exactly
         (q(n) negative-multinomial, no inner loop), whose fixed point is biased towards large
         latents; or ``"gamma-poisson"``: the paper's mean-field q(λ) q(n, ω), γ and α solved by
-        ``inner_iterations`` Newton steps. (``"collapsed"`` and ``"paper"`` are the deprecated
-        names of the last two.) The scheme sets the likelihood's augmentation.
-    :param inner_iterations: Newton steps of the gamma-poisson scheme (default 5).
+        ``inner_iterations`` Newton steps. The scheme decides the likelihood's augmentation
+        (the exact scheme's warm start takes the negative-multinomial bound's sites).
+    :param inner_iterations: Newton steps of the gamma-poisson scheme (default 5, or the given
+        likelihood's).
     :param whiten: parametrise q(u) through v = L⁻¹u, as GPflow's SVGP does (default True).
-    :param likelihood: the :class:`LogisticSoftmax` (built if not given; pass one for class
-        weights or other predictive settings).
+    :param likelihood: the :class:`LogisticSoftmax` (built with the scheme's augmentation if not
+        given; pass one for class weights or other predictive settings, with the scheme's
+        augmentation: the model never changes the likelihood it is given).
     :param mean_function: the prior mean of every latent, as in GPflow's SVGP (default zero).
         ``gpflow.mean_functions.Constant()``, learned with the hyperparameters, lets the model move
         towards the regime where every σ(f_c) is small and the logistic-softmax approaches the
@@ -363,7 +387,7 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         num_data: Optional[int] = None,
         *,
         scheme: str = "exact",
-        inner_iterations: int = 5,
+        inner_iterations: Optional[int] = None,
         whiten: bool = True,
         likelihood: Optional[LogisticSoftmax] = None,
         q_mu: Optional[np.ndarray] = None,
@@ -371,19 +395,21 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         mean_function: Optional[MeanFunction] = None,
     ) -> None:
         num_classes = check_num_classes(num_classes)
-        inner_iterations = check_integer(inner_iterations, "inner_iterations")
+        if inner_iterations is not None:
+            inner_iterations = check_integer(inner_iterations, "inner_iterations")
         if scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
-        augmentation = (
-            MeanFieldGammaPoisson(inner_iterations)
-            if scheme == "gamma-poisson"
-            else NegativeMultinomial()
-        )
         if likelihood is None:
-            likelihood = LogisticSoftmax(num_classes)
+            if scheme == "gamma-poisson":
+                augmentation: LogisticSoftmaxAugmentation = MeanFieldGammaPoisson(
+                    5 if inner_iterations is None else inner_iterations
+                )
+            else:
+                augmentation = NegativeMultinomial()
+            likelihood = LogisticSoftmax(num_classes, augmentation=augmentation)
         if not isinstance(likelihood, LogisticSoftmax) or likelihood.num_classes != num_classes:
             raise ValueError(f"likelihood must be a LogisticSoftmax({num_classes})")
-        likelihood.augmentation = augmentation
+        _check_scheme_augmentation(scheme, likelihood.augmentation, inner_iterations)
         super().__init__(
             kernel,
             likelihood,
@@ -396,7 +422,6 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
             mean_function=mean_function,
         )
         self.scheme = scheme
-        self.inner_iterations = inner_iterations
 
 
 class BinaryLogisticSVGP(AugmentedSVGP):

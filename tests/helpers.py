@@ -58,9 +58,18 @@ def make_problem(
         scheme=scheme,
         whiten=whiten,
         mean_function=mean_function,
-        likelihood=ga.LogisticSoftmax(num_classes, class_weights=class_weights),
+        likelihood=ga.LogisticSoftmax(
+            num_classes, class_weights=class_weights, augmentation=scheme_augmentation(scheme)
+        ),
     )
     return model, (X, y[:, None])
+
+
+def scheme_augmentation(scheme):
+    """The likelihood's augmentation that a LogisticSoftmaxSVGP of this scheme needs."""
+    if scheme == "gamma-poisson":
+        return ga.likelihoods.MeanFieldGammaPoisson()
+    return ga.likelihoods.NegativeMultinomial()
 
 
 def binary_problem(num_data, num_inducing, seed=0, lengthscale=1.0, variance=1.0, whiten=True):

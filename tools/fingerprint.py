@@ -54,7 +54,12 @@ def _multiclass(iterations: int, **options) -> Callable[[], Dict[str, np.ndarray
 
     def run() -> Dict[str, np.ndarray]:
         X, Y, C = _satimage()
-        likelihood = ga.LogisticSoftmax(C, class_weights=class_weights)
+        augmentation = (
+            ga.likelihoods.MeanFieldGammaPoisson()
+            if options.get("scheme") == "gamma-poisson"
+            else None
+        )
+        likelihood = ga.LogisticSoftmax(C, class_weights=class_weights, augmentation=augmentation)
         model = ga.LogisticSoftmaxSVGP(
             ga.initial_kernel(X),
             ga.inducing_points(X, 50, seed=0),

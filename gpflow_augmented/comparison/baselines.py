@@ -56,7 +56,7 @@ from gpflow.models.training_mixins import InternalDataTrainingLossMixin
 from gpflow.optimizers import NaturalGradient
 from gpflow.utilities import set_trainable
 
-from ..likelihoods import LogisticSoftmax
+from ..likelihoods import LogisticSoftmax, MeanFieldGammaPoisson
 from ..models import AugmentedSVGP, BinaryLogisticSVGP, LogisticSoftmaxSVGP
 from ..projection import inducing_inputs
 from ..schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
@@ -541,7 +541,11 @@ def build_method(
         )
         with_mean = name in EXACT_BOUND_METHODS and name != "lsm-zero-mean"
         mean_function = gpflow.mean_functions.Constant() if with_mean else None
-        likelihood = LogisticSoftmax(num_classes, class_weights=name == "lsm-weighted")
+        likelihood = LogisticSoftmax(
+            num_classes,
+            class_weights=name == "lsm-weighted",
+            augmentation=MeanFieldGammaPoisson() if scheme == "gamma-poisson" else None,
+        )
         model = LogisticSoftmaxSVGP(
             kernel,
             Z,

@@ -348,6 +348,12 @@ class LogisticSoftmaxAugmentation:
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    def __hash__(self) -> int:
+        return hash((type(self), tuple(sorted(vars(self).items()))))
+
 
 class NegativeMultinomial(LogisticSoftmaxAugmentation):
     """λ integrated out: q(n_i) negative-multinomial, whose optimum and bound are closed forms."""

@@ -105,6 +105,38 @@ def test_the_likelihood_owns_the_scheme_and_a_scheme_name_not_listed_is_refused(
     assert isinstance(exact.likelihood.augmentation, NegativeMultinomial)
 
 
+def test_the_model_never_changes_the_likelihood_it_is_given():
+    """It used to overwrite the likelihood's augmentation with the scheme's and switch off
+    training of its class weights, on the object the user passed."""
+    X, Y, Z = _problem()
+    kernel = gpflow.kernels.SquaredExponential()
+    weighted = LogisticSoftmax(3, class_weights=True)
+    family = weighted.augmentation
+    model = ga.LogisticSoftmaxSVGP(kernel, Z, 3, num_data=len(X), likelihood=weighted)
+    assert weighted.augmentation is family and weighted.class_weights.trainable
+    # CAVI owns the class weights, so Adam leaves them alone without touching `trainable`.
+    theta = weighted.class_weights.unconstrained_variable
+    assert any(v is theta for v in ga.CAVI(model).owned_variables)
+    assert not any(v is theta for v in ga.Trainer(model).hyperparameter_variables)
+    plain = LogisticSoftmax(3)
+    with pytest.raises(
+        ValueError,
+        match=r"scheme='gamma-poisson' needs a likelihood with the "
+        r"MeanFieldGammaPoisson\(5\) augmentation, got NegativeMultinomial\(\)",
+    ):
+        ga.LogisticSoftmaxSVGP(kernel, Z, 3, scheme="gamma-poisson", likelihood=plain)
+    assert plain.augmentation == NegativeMultinomial()
+    mean_field = LogisticSoftmax(3, augmentation=MeanFieldGammaPoisson(3))
+    with pytest.raises(ValueError, match=r"MeanFieldGammaPoisson\(7\) augmentation"):
+        ga.LogisticSoftmaxSVGP(
+            kernel, Z, 3, scheme="gamma-poisson", inner_iterations=7, likelihood=mean_field
+        )
+    with pytest.raises(ValueError, match=r"scheme='exact' needs .* NegativeMultinomial\(\)"):
+        ga.LogisticSoftmaxSVGP(kernel, Z, 3, likelihood=mean_field)
+    model = ga.LogisticSoftmaxSVGP(kernel, Z, 3, scheme="gamma-poisson", likelihood=mean_field)
+    assert model.likelihood.augmentation == MeanFieldGammaPoisson(3)
+
+
 def test_one_model_class_serves_both_likelihoods_and_refuses_what_they_cannot_do():
     X, Y, Z = _problem()
     kernel = gpflow.kernels.SquaredExponential()
