@@ -134,7 +134,7 @@ class AugmentedBound(Bound):
         subset: Optional[ClassSubset] = None,
         in_warm_start: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        return likelihood.conjugate_terms(Fmu, Fvar, Y, subset)
+        return likelihood.augmented_sites(Fmu, Fvar, Y, subset)
 
 
 class ExactBound(Bound):

@@ -304,7 +304,7 @@ class CAVI(tf.Module):
         dtype = elbo.dtype
         tolerance = 1e3 * float(np.finfo(dtype.as_numpy_dtype).eps) * tf.abs(elbo)
         search = tf.equal(scale, 1.0)
-        warm = self.augmented_sites()
+        warm = self.in_warm_start()
         if warm is not None:
             search &= ~warm
 
@@ -361,7 +361,7 @@ class CAVI(tf.Module):
             geometry.Fvar,
             Y,
             geometry.subset,
-            self.augmented_sites(),
+            self.in_warm_start(),
         )
 
     def batch_scale(self, X: tf.Tensor) -> tf.Tensor:
@@ -469,7 +469,7 @@ class CAVI(tf.Module):
         """ρ for this iteration."""
         return self.step_size(self.iteration)
 
-    def augmented_sites(self) -> Optional[tf.Tensor]:
+    def in_warm_start(self) -> Optional[tf.Tensor]:
         """Whether this step of a model on the exact bound is a warm-start step (``None`` when the
         optimizer has no warm start)."""
         if not self.warm_start_iterations:

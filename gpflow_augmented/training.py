@@ -293,7 +293,7 @@ class Trainer(tf.Module):
             subset,
         )
         linear, quadratic = ExactBound.warm_start_sites(
-            model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, cavi.augmented_sites(), subset
+            model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, cavi.in_warm_start(), subset
         )
         new_mu, new_sqrt, new_variance, elbo, step_size = cavi.step_from_sites(
             geometry, Y, expected, linear, quadratic, scale, step_size

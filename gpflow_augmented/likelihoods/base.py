@@ -139,7 +139,7 @@ class AugmentedLikelihood(Likelihood):
         return self.exact_local_elbo(Fmu, Fvar, Y)
 
     @check_shapes(*_LOCAL_ELBO_AND_SITES)
-    def conjugate_terms(
+    def augmented_sites(
         self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(augmented local ELBO [N], linear [N, K], quadratic [N, K]) at the optimal local

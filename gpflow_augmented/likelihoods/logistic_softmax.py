@@ -358,7 +358,7 @@ class LogisticSoftmax(AugmentedLikelihood):
             label_marginals=_label_marginals(subset),
             soft_labels=is_soft(Y, self.num_classes),
         )
-        return (expected, *self.own_sites(Y_rows, (linear, quadratic), subset))
+        return (expected, *self._per_class_sites(Y_rows, (linear, quadratic), subset))
 
     @inherit_check_shapes
     def sites_from_derivatives(
@@ -369,9 +369,9 @@ class LogisticSoftmax(AugmentedLikelihood):
         Y_rows: tf.Tensor,
         subset: Optional[ClassSubset] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor]:
-        return self.own_sites(Y_rows, sites_from_derivatives(Fmu, d_mean, d_var), subset)
+        return self._per_class_sites(Y_rows, sites_from_derivatives(Fmu, d_mean, d_var), subset)
 
-    def own_sites(
+    def _per_class_sites(
         self,
         Y_rows: tf.Tensor,
         sites: Tuple[tf.Tensor, tf.Tensor],
