@@ -10,7 +10,7 @@ device: on bad data or a numerical failure it assigns nothing and the Python wra
 """
 
 import contextlib
-from typing import Callable, Iterator, Optional, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -24,7 +24,8 @@ from .class_subsets import (
     subset_classes,
     variational_parameters,
 )
-from .distributed import replica_max_code, replica_sum, replicated_by_first
+from .bounds import ExactBound
+from .distributed import replica_max_code, replica_share, replica_sum, replicated_by_first
 from .kernel_variance import variance_parameters, variance_update
 from .models import AugmentedSVGP
 from .projection import BatchGeometry, marginals, whitened_q
@@ -508,6 +509,79 @@ class CAVI(tf.Module):
                 variance.assign(tf.where(accept, new_variance[index], variance))
         self.iteration.assign_add(tf.cast(accept, tf.int64))
         return status
+
+    def update_with_gradients(
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        subset: Optional[ClassSubset],
+        variables: List[tf.Variable],
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, List[tf.Tensor]]:
+        """On a bound whose sites are derivatives (the exact bound), the step and the training
+        loss's gradient with respect to ``variables`` (the hyperparameters) from one evaluation of
+        the expected log-likelihood: its derivatives with respect to the marginals are the
+        sites, and the same backward pass continues to the hyperparameters. Both are therefore
+        taken at q(u) before the step. Assigns q(u) (through :meth:`accept`); returns (ELBO
+        before, status, loss, replica-summed gradients). Traceable, as :meth:`update`."""
+        model = self.model
+        # The class weights' statistic is the gradient with respect to log θ (the exp bijector's
+        # unconstrained variable), from the same backward pass.
+        log_weights = (
+            [model.likelihood.class_weights.unconstrained_variable]
+            if model.learns_class_weights
+            else []
+        )
+        step_size = self.current_step_size()
+        status = step_size_status(self.batch_status(X, Y), step_size)
+        X = tf.convert_to_tensor(X, dtype=default_float())
+        geometry, expected, loss, gradients, d_mean, d_var = self._exact_pass(
+            X, Y, subset, variables + log_weights
+        )
+        if log_weights:
+            d_log_weights = gradients.pop()
+
+        # The loss carries each point's expectation with weight -(B_r/B)(N/B_r) = -N/B.
+        scale = self.batch_scale(X)
+        subset = geometry.subset
+        exact = model.likelihood.sites_from_derivatives(
+            geometry.Fmu,
+            -d_mean / scale,
+            -d_var / scale,
+            model.likelihood.label_rows(Y, subset),
+            subset,
+        )
+        linear, quadratic = ExactBound.warm_start_sites(
+            model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, self.in_warm_start(), subset
+        )
+        new_mu, new_sqrt, new_variance, elbo, step_size = self.step_from_sites(
+            geometry, Y, expected, linear, quadratic, scale, step_size
+        )
+        status = self.accept(new_mu, new_sqrt, status, subset, new_variance)
+        if log_weights:
+            self.update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
+        loss, gradients = replica_sum((loss, gradients))
+        return elbo, status, loss, gradients
+
+    def _exact_pass(
+        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset], sources: List[tf.Variable]
+    ) -> tuple:
+        """One evaluation of the exact bound's expected log-likelihood on the batch and one backward
+        pass through the training loss: returns (geometry, expected, loss, gradients with
+        respect to ``sources``, and with respect to the marginals' means and variances)."""
+        model = self.model
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(sources)
+            geometry = model.batch_geometry(X, subset, Y)
+            tape.watch([geometry.Fmu, geometry.Fvar])
+            expected, elbo = model.bound.batch_bound(
+                model.likelihood,
+                geometry,
+                Y,
+                minibatch_scale(model.num_data, batch_size(X)),
+            )
+            loss = -replica_share(X) * (elbo + model.log_prior_density())
+        *gradients, d_mean, d_var = tape.gradient(loss, [*sources, geometry.Fmu, geometry.Fvar])
+        return geometry, expected, loss, gradients, d_mean, d_var
 
     def update_class_weights(
         self,

@@ -23,7 +23,7 @@ from .class_subsets import ClassSubset, as_class_subset
 from .distributed import replica_share, replica_sum, set_trainable
 from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
-from .bounds import Bound, ExactBound
+from .bounds import Bound
 from .updates import batch_size, minibatch_scale
 from .validation import (
     OK,
@@ -33,7 +33,6 @@ from .validation import (
     check_positive_number,
     is_soft,
     raise_for_status,
-    step_size_status,
 )
 
 __all__ = [
@@ -235,7 +234,10 @@ class Trainer(tf.Module):
             return elbo, status, tf.constant(True)
         if self.model.bound.sites_from_derivatives:
             elbo, status, loss, gradients = first(
-                strategy.run(lambda X, Y: self._fused_update(X, Y, subset), args=(X, Y))
+                strategy.run(
+                    lambda X, Y: self.cavi.update_with_gradients(X, Y, subset, variables),
+                    args=(X, Y),
+                )
             )
         else:
             elbo, status = first(strategy.run(cavi_update, args=(X, Y)))
@@ -255,75 +257,6 @@ class Trainer(tf.Module):
             lambda: tf.constant(False),
         )
         return elbo, status, applied
-
-    def _fused_update(
-        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset]
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, List[tf.Tensor]]:
-        """The exact-bound CAVI step and the hyperparameter gradient from one evaluation of the
-        expected log-likelihood: its derivatives with respect to the marginals are the sites, and
-        the same backward pass continues to the hyperparameters. Both are therefore taken at
-        q(u) before the step. Assigns q(u) (through :meth:`CAVI.accept`); returns (ELBO before,
-        status, loss, replica-summed gradients)."""
-        model, cavi = self.model, self.cavi
-        variables = self.hyperparameter_variables
-        # The class weights' statistic is the gradient with respect to log θ (the exp bijector's
-        # unconstrained variable), from the same backward pass.
-        log_weights = (
-            [model.likelihood.class_weights.unconstrained_variable]
-            if model.learns_class_weights
-            else []
-        )
-        step_size = cavi.current_step_size()
-        status = step_size_status(cavi.batch_status(X, Y), step_size)
-        X = tf.convert_to_tensor(X, dtype=default_float())
-        geometry, expected, loss, gradients, d_mean, d_var = self._exact_pass(
-            X, Y, subset, variables + log_weights
-        )
-        if log_weights:
-            d_log_weights = gradients.pop()
-
-        # The loss carries each point's expectation with weight -(B_r/B)(N/B_r) = -N/B.
-        scale = cavi.batch_scale(X)
-        subset = geometry.subset
-        exact = model.likelihood.sites_from_derivatives(
-            geometry.Fmu,
-            -d_mean / scale,
-            -d_var / scale,
-            model.likelihood.label_rows(Y, subset),
-            subset,
-        )
-        linear, quadratic = ExactBound.warm_start_sites(
-            model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, cavi.in_warm_start(), subset
-        )
-        new_mu, new_sqrt, new_variance, elbo, step_size = cavi.step_from_sites(
-            geometry, Y, expected, linear, quadratic, scale, step_size
-        )
-        status = cavi.accept(new_mu, new_sqrt, status, subset, new_variance)
-        if log_weights:
-            cavi.update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
-        loss, gradients = replica_sum((loss, gradients))
-        return elbo, status, loss, gradients
-
-    def _exact_pass(
-        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset], sources: List[tf.Variable]
-    ) -> tuple:
-        """One evaluation of the exact bound's expected log-likelihood on the batch and one backward
-        pass through the training loss: returns (geometry, expected, loss, gradients with
-        respect to ``sources``, and with respect to the marginals' means and variances)."""
-        model = self.model
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(sources)
-            geometry = model.batch_geometry(X, subset, Y)
-            tape.watch([geometry.Fmu, geometry.Fvar])
-            expected, elbo = model.bound.batch_bound(
-                model.likelihood,
-                geometry,
-                Y,
-                minibatch_scale(model.num_data, batch_size(X)),
-            )
-            loss = -replica_share(X) * (elbo + model.log_prior_density())
-        *gradients, d_mean, d_var = tape.gradient(loss, [*sources, geometry.Fmu, geometry.Fvar])
-        return geometry, expected, loss, gradients, d_mean, d_var
 
     def training_loss(
         self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None

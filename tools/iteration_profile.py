@@ -50,7 +50,7 @@ def main() -> None:
             steps["lsm: CAVI step alone"] = lambda method=method: method.trainer.cavi.step((X, Y))
             # The iteration without its natural step and assignment.
             steps["lsm: forward + backward"] = tf.function(
-                lambda trainer=method.trainer: trainer._exact_pass(
+                lambda trainer=method.trainer: trainer.cavi._exact_pass(
                     X, Y, None, list(trainer.model.trainable_variables)
                 )
             )
