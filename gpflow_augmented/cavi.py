@@ -1,6 +1,8 @@
 """
-:class:`CAVI`: the optimizer that applies the closed-form updates of a
-:class:`~gpflow_augmented.LogisticSoftmaxSVGP`, one compiled sweep per call.
+:class:`CAVI`: the optimizer that owns every update of q(u) of an
+:class:`~gpflow_augmented.AugmentedSVGP` (any augmented likelihood, on the model's bound), one
+compiled sweep per call; on the exact bound also the fused pass that gives a trainer the
+hyperparameter gradient from the step's own backward pass (:meth:`CAVI.update_with_gradients`).
 
 Like :class:`gpflow.optimizers.NaturalGradient` it owns the step and assigns to the model's ``q_mu``
 and ``q_sqrt``; unlike it, the step needs no gradient: local updates, then a step of size ρ in

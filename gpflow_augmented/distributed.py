@@ -27,7 +27,6 @@ from gpflow.config import default_float
 from gpflow.utilities import set_trainable as gpflow_set_trainable
 
 __all__ = [
-    "num_replicas",
     "replica_share",
     "replica_sum",
     "replica_max_code",
@@ -41,12 +40,6 @@ def _replica_context() -> "tf.distribute.ReplicaContext | None":
     if context is None or context.num_replicas_in_sync == 1:
         return None
     return context
-
-
-def num_replicas() -> int:
-    """R: the number of replicas computing the current step in sync (1 without a strategy)."""
-    context = _replica_context()
-    return 1 if context is None else context.num_replicas_in_sync
 
 
 def replica_sum(value: tf.Tensor) -> tf.Tensor:

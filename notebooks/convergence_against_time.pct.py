@@ -25,7 +25,7 @@
 # inducing points and minibatch stream, on one clock that counts training only (see docs/benchmarks.md's
 # comparison section), with the table's settings M = 200 and B = 100 and a 100-second budget, on
 # the Table B.1 datasets we have: vehicle, segment and satimage (bundled) and, from the benchmark
-# data folder (`GPFLOW_AUGMENTED_DATA`, default `../shared/data`), DNA and Shuttle. One split
+# data folder (`GPFLOW_AUGMENTED_DATA`; without it, only the bundled three), DNA and Shuttle. One split
 # (the official one where there is one, else a seeded 20 %), not 10 folds, so there are no
 # standard deviations. The SEP column is the package's `sep` (`comparison.sep`), which no GPflow
 # model provides.

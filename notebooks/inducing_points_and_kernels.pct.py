@@ -27,7 +27,7 @@
 # minibatch CAVI step, then an Adam step on the kernel) with B = 200, for each M. The paper trains
 # 200 epochs; on two CPU cores that is hours per setting, so we train a fixed number of iterations
 # (below) and time them (after the one-off tracing of the step, which is reported apart). Shuttle
-# comes from the benchmark data folder (`GPFLOW_AUGMENTED_DATA`, default `../shared/data`); without
+# comes from the benchmark data folder (`GPFLOW_AUGMENTED_DATA`, which has no default); without
 # it the notebook says so and uses the bundled satimage instead.
 #
 # **What we measured** (full mode, 2026-11-22, 2 CPU cores, 10 minutes; 500 iterations = 2.3

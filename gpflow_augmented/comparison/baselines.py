@@ -2,7 +2,8 @@
 The methods of a head-to-head comparison, each a model plus the optimizer that trains it, built by
 the package so that every method starts from the same place and is driven the same way.
 
-``lsm``        this package: :class:`LogisticSoftmaxSVGP`, collapsed bound, CAVI step + Adam step
+``lsm``        this package: :class:`LogisticSoftmaxSVGP` on the exact bound, the fused CAVI step
+               (closed-form natural-gradient step) + Adam step
 ``lsm-paper``  the same with the paper's Gamma-Poisson scheme
 ``rm``         ``gpflow.models.SVGP`` + ``gpflow.likelihoods.MultiClass`` (robust-max), GPflow's
                ``NaturalGradient`` on (q_mu, q_sqrt) + Adam — the paper's "RM" baseline, with the
