@@ -45,7 +45,7 @@ unless the caller gives one rate to all.
 import abc
 import contextlib
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import gpflow
 import numpy as np
@@ -70,6 +70,7 @@ from .sep import ExpectationPropagation, ExpectationPropagationModel, HeavisideS
 
 __all__ = [
     "METHODS",
+    "check_method_names",
     "AUGMENTED_METHODS",
     "BINARY_METHODS",
     "DAMPED_METHODS",
@@ -592,6 +593,23 @@ def build_method(
     if name in ("rm", "bernoulli", "dirichlet"):
         return NaturalGradientMethod(name, model, learning_rate)
     return AdamMethod(name, model, learning_rate)
+
+
+def check_method_names(
+    names: Sequence[str], allowed: Sequence[str] = tuple(METHODS), what: str = "--methods"
+) -> Tuple[str, ...]:
+    """The one check of a list of method names, wherever it is given (``what`` names it in the
+    message): not empty, each among ``allowed``, none twice."""
+    names = tuple(names)
+    if not names:
+        raise ValueError(f"{what} is empty")
+    unknown = [name for name in names if name not in allowed]
+    if unknown:
+        raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(allowed)}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{what} names {repeated[0]!r} twice; each method runs once")
+    return names
 
 
 def check_method_options(

@@ -413,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _export_hlo(args: argparse.Namespace) -> int:
-    from .baselines import FULL_GP_METHODS, MULTICLASS_METHODS
+    from .baselines import FULL_GP_METHODS, MULTICLASS_METHODS, check_method_names
     from .hlo_export import DEFAULT_METHODS, DEFAULT_SIZES, export_steps
 
     sizes: Tuple[Tuple[int, ...], ...] = DEFAULT_SIZES
@@ -430,11 +430,7 @@ def _export_hlo(args: argparse.Namespace) -> int:
     methods = DEFAULT_METHODS if args.methods is None else tuple(args.methods.split(","))
     # Minibatch methods for C classes: a full GP's step holds its training set, not a batch.
     exportable = [name for name in MULTICLASS_METHODS if name not in FULL_GP_METHODS]
-    unknown = [name for name in methods if name not in exportable]
-    if unknown or len(set(methods)) != len(methods):
-        raise ValueError(
-            f"--methods takes distinct names from {', '.join(exportable)}, got {','.join(methods)}"
-        )
+    check_method_names(methods, exportable)
     dtypes = ("float64", "float32") if args.dtypes is None else tuple(args.dtypes.split(","))
     if any(dtype not in ("float64", "float32") for dtype in dtypes):
         raise ValueError(f"--dtypes takes float64 and/or float32, got {args.dtypes}")
@@ -566,17 +562,10 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _check_options(args: argparse.Namespace) -> None:
-    from .baselines import METHODS
+    from .baselines import check_method_names
 
     if args.methods is not None:
-        unknown = [m for m in args.methods if m not in METHODS]
-        if unknown:
-            raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(METHODS)}")
-        if not args.methods:
-            raise ValueError("--methods is empty")
-        repeated = sorted({m for m in args.methods if args.methods.count(m) > 1})
-        if repeated:
-            raise ValueError(f"--methods names {repeated[0]!r} twice; each method runs once")
+        check_method_names(args.methods)
     if args.class_subset_size is not None:
         if args.methods is not None and "lsm-subsets" not in args.methods:
             raise ValueError(

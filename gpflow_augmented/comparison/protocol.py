@@ -37,6 +37,7 @@ from .baselines import (
     Method,
     build_method,
     check_full_gp_method,
+    check_method_names,
     check_method_options,
     default_methods,
     hyperparameter_snapshot,
@@ -360,11 +361,7 @@ def check_methods(
     inducing points. Returns each method's options (``learning_rate``, ``positive_bijector`` and
     ``step_size`` filled in, the learning rate and the bijector with the method's own where none
     is given)."""
-    if not methods:
-        raise ValueError("no methods to compare")
-    repeated = sorted({m for m in methods if list(methods).count(m) > 1})
-    if repeated:
-        raise ValueError(f"method {repeated[0]!r} is named twice; each method runs once")
+    check_method_names(methods, what="methods")
     options = {
         name: {
             "learning_rate": learning_rate,

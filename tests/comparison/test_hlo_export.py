@@ -113,9 +113,12 @@ def test_export_command_refuses_bad_options_in_one_line(tmp_path, capsys):
     assert main(["scale", "--export-hlo", str(tmp_path), "--sizes", "24,6,3"]) == 2
     assert "--sizes takes B,M,C,D groups" in capsys.readouterr().err
     assert main(["scale", "--export-hlo", str(tmp_path), "--methods", "lsm,nope"]) == 2
-    assert "--methods takes distinct names from lsm," in capsys.readouterr().err
+    assert "unknown method 'nope'; choose from lsm," in capsys.readouterr().err
+    # A full GP's step holds its training set, not a batch: not exportable.
     assert main(["scale", "--export-hlo", str(tmp_path), "--methods", "rmgpc"]) == 2
-    assert "got rmgpc" in capsys.readouterr().err
+    assert "unknown method 'rmgpc'" in capsys.readouterr().err
+    assert main(["scale", "--export-hlo", str(tmp_path), "--methods", "lsm,lsm"]) == 2
+    assert "--methods names 'lsm' twice" in capsys.readouterr().err
     assert main(["scale", "--dtypes", "float32"]) == 2
     assert "are options of --export-hlo" in capsys.readouterr().err
     assert main(["scale", "--export-hlo", str(tmp_path), "--dtypes", "float16"]) == 2
