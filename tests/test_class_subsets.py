@@ -232,7 +232,7 @@ def test_fused_exact_iteration_takes_the_same_subset_step_as_cavi():
         seed=4,
         warm_start_iterations=0,
     )
-    cavi = ga.CAVI(plain, 0.7, class_subset_size=2, seed=4)
+    cavi = ga.CAVI(plain, 0.7, class_subset_size=2, seed=4, warm_start_iterations=0)
     for _ in range(3):
         trainer.step((X, Y))
         cavi.step((X, Y))

@@ -278,10 +278,11 @@ def test_the_search_is_traced_only_where_the_batch_can_be_the_full_data(monkeypa
 @pytest.mark.slow
 def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     # The sites below are deliberately wrong, so the full-batch line search would rightly keep
-    # q(u) where it is; this is about the factorisation's backoff, which comes before it.
+    # q(u) where it is; this is about the factorisation's backoff, which comes before it. No warm
+    # start: the exact sites from the first step.
     monkeypatch.setattr(CAVI, "searches_line", never_line_searched)
     model, data = make_problem(30, 3, num_inducing=8, seed=3, scheme="exact")
-    ga.CAVI(model, 1.0).step(data)
+    ga.CAVI(model, 1.0, warm_start_iterations=0).step(data)
     true_sites = expectations.exact_sites
 
     def negative_curvature(factor):
@@ -296,7 +297,9 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     before = [v.numpy().copy() for v in model.variables]
     geometry = model.batch_geometry(tf.constant(data[0]))
     q_mu, q_sqrt = geometry.q_mu, geometry.q_sqrt
-    _, linear, quadratic = ga.CAVI(model).sites(geometry, tf.constant(data[1]))
+    _, linear, quadratic = ga.CAVI(model, warm_start_iterations=0).sites(
+        geometry, tf.constant(data[1])
+    )
     statistics = ga.updates.conjugate_statistics(geometry.A, linear, quadratic)
     scale = ga.updates.minibatch_scale(model.num_data, float(len(data[0])))
     eye = np.eye(8)[None] + scale.numpy() * statistics[0].numpy()
@@ -305,7 +308,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
         q_mu, q_sqrt, statistics, scale, tf.constant(1.0, tf.float64)
     )
     assert np.all(rho.numpy() < 1) and np.all(rho.numpy() > 0)
-    ga.CAVI(model, 1.0).step(data)
+    ga.CAVI(model, 1.0, warm_start_iterations=0).step(data)
     assert np.all(np.isfinite(model.q_sqrt.numpy()))
     assert not np.array_equal(model.q_mu.numpy(), before[0])
 
@@ -314,7 +317,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(logistic_softmax, "exact_sites", negative_curvature(1e12))
     before = [v.numpy().copy() for v in model.variables]
-    cavi = ga.CAVI(model, 1.0)
+    cavi = ga.CAVI(model, 1.0, warm_start_iterations=0)
     with pytest.raises(ga.NumericalError):
         cavi.step(data)
     for got, want in zip(model.variables, before):

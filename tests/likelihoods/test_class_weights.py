@@ -117,7 +117,8 @@ def test_fused_trainer_step_updates_the_weights_as_the_cavi_step_does():
     fused, data = weighted_problem("exact")
     plain, _ = weighted_problem("exact")
     ga.Trainer(fused, step_size=0.6, learning_rate=0.01, warm_start_iterations=0).step(data)
-    ga.CAVI(plain, 0.6, update_variance=True).step(data)  # the Trainer's default
+    # the Trainer's default variance update, and its warm start (none)
+    ga.CAVI(plain, 0.6, update_variance=True, warm_start_iterations=0).step(data)
     np.testing.assert_allclose(
         fused.likelihood.class_weights.numpy(), plain.likelihood.class_weights.numpy(), rtol=1e-10
     )
