@@ -11,10 +11,11 @@ q(u) step, and the defaults of the optimisation on it, so that a model, ``CAVI``
   exact variational optimum. The first ``warm_start_iterations`` steps take the augmented bound's
   sites, which are stable from any start.
 
-Bounds are plain Python objects, not ``tf.Module``: a model holds one without adding a variable or
-a checkpoint entry.
+Bounds are frozen dataclasses, not ``tf.Module``: values that compare and print by their settings,
+which a model holds without adding a variable or a checkpoint entry.
 """
 
+import dataclasses
 from typing import Optional, Tuple
 
 import tensorflow as tf
@@ -101,16 +102,8 @@ class Bound:
         local_elbo = self.local_elbo(likelihood, geometry.Fmu, geometry.Fvar, Y, geometry.subset)
         return local_elbo, batch_elbo(geometry, tf.reduce_sum(local_elbo), scale)
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
 
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and vars(other) == vars(self)
-
-    def __hash__(self) -> int:
-        return hash((type(self), tuple(sorted(vars(self).items()))))
-
-
+@dataclasses.dataclass(frozen=True)
 class AugmentedBound(Bound):
     """The likelihood's augmented bound at the optimal local parameters: CAVI is exact coordinate
     ascent on it."""
@@ -137,6 +130,7 @@ class AugmentedBound(Bound):
         return likelihood.augmented_sites(Fmu, Fvar, Y, subset)
 
 
+@dataclasses.dataclass(frozen=True)
 class ExactBound(Bound):
     """The exact ELBO, stepped on by closed-form natural-gradient steps from the exact sites.
 
@@ -150,10 +144,11 @@ class ExactBound(Bound):
     min_class_subset_size = 2
     sites_from_derivatives = True
 
-    def __init__(self, warm_start_iterations: int = EXACT_WARM_START) -> None:
-        self.warm_start_iterations = check_integer(
-            warm_start_iterations, "warm_start_iterations", minimum=0
-        )
+    warm_start_iterations: int = EXACT_WARM_START
+
+    def __post_init__(self) -> None:
+        checked = check_integer(self.warm_start_iterations, "warm_start_iterations", minimum=0)
+        object.__setattr__(self, "warm_start_iterations", checked)
 
     def check(self, likelihood: AugmentedLikelihood) -> None:
         if not likelihood.has_exact_sites:
@@ -210,6 +205,3 @@ class ExactBound(Bound):
             return likelihood.conjugate_coefficients(Y_rows, local)
 
         return tf.cond(in_warm_start, augmented, lambda: exact)
-
-    def __repr__(self) -> str:
-        return f"ExactBound(warm_start_iterations={self.warm_start_iterations})"
