@@ -33,6 +33,7 @@ __all__ = [
     "EXACT_LEARNING_RATE",
     "EXACT_WARM_START",
     "ExactBound",
+    "check_hyperparameter_bound",
 ]
 
 # The first minibatch steps on the exact bound take the augmented bound's sites: chosen on
@@ -59,7 +60,8 @@ class Bound:
     min_class_subset_size: int = 1
     #: Whether the step's sites come from the derivatives of the expected log-likelihood, so that
     #: a trainer takes the hyperparameter gradient from the same backward pass, before the step;
-    #: and a full-batch step is line-searched (:meth:`~gpflow_augmented.CAVI.line_search`).
+    #: and a full-batch step is line-searched
+    #: (:data:`~gpflow_augmented.cavi.MAX_LINE_SEARCH_HALVINGS`).
     sites_from_derivatives: bool = False
 
     def check(self, likelihood: AugmentedLikelihood) -> None:
@@ -205,3 +207,26 @@ class ExactBound(Bound):
             return likelihood.conjugate_coefficients(Y_rows, local)
 
         return tf.cond(in_warm_start, augmented, lambda: exact)
+
+
+def check_hyperparameter_bound(
+    bound: Optional[Bound], model_bound: Bound, likelihood: AugmentedLikelihood
+) -> Optional[Bound]:
+    """``bound``, the bound whose loss a gradient optimizer maximises over the hyperparameters of a
+    model on ``model_bound``, if it is ``None`` (the model's) or a :class:`Bound` the pair allows;
+    else a clear error."""
+    if bound is None:
+        return None
+    if not isinstance(bound, Bound):
+        raise TypeError(
+            f"hyperparameter_bound must be None (the model's bound) or a Bound such as "
+            f"ExactBound(), got {bound!r}"
+        )
+    bound.check(likelihood)
+    if model_bound.sites_from_derivatives and type(bound) is not type(model_bound):
+        raise ValueError(
+            f"on the {type(model_bound).__name__} the hyperparameter gradient comes from the "
+            f"step's own backward pass: hyperparameter_bound must be None or the model's bound, "
+            f"got {bound!r}"
+        )
+    return bound

@@ -1,8 +1,9 @@
 """
 :class:`CAVI`: the optimizer that owns every update of q(u) of an
 :class:`~gpflow_augmented.AugmentedSVGP` (any augmented likelihood, on the model's bound), one
-compiled sweep per call; on the exact bound also the fused pass that gives a trainer the
-hyperparameter gradient from the step's own backward pass (:meth:`CAVI.update_with_gradients`).
+compiled sweep per call. :meth:`CAVI.update` also gives a gradient optimizer beside it
+(``Trainer``'s Adam) the hyperparameters' loss and gradient; on the exact bound from the step's own
+backward pass.
 
 Like :class:`gpflow.optimizers.NaturalGradient` it owns the step and assigns to the model's ``q_mu``
 and ``q_sqrt``; unlike it, the step needs no gradient: local updates, then a step of size ρ in
@@ -12,7 +13,7 @@ device: on bad data or a numerical failure it assigns nothing and the Python wra
 """
 
 import contextlib
-from typing import Callable, Iterator, List, Optional, Tuple, Union
+from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -26,8 +27,14 @@ from .class_subsets import (
     subset_classes,
     variational_parameters,
 )
-from .bounds import ExactBound
-from .distributed import replica_max_code, replica_share, replica_sum, replicated_by_first
+from .bounds import Bound, ExactBound, check_hyperparameter_bound
+from .distributed import (
+    loss_and_gradients,
+    replica_max_code,
+    replica_share,
+    replica_sum,
+    replicated_by_first,
+)
 from .kernel_variance import variance_parameters, variance_update
 from .models import AugmentedSVGP
 from .projection import BatchGeometry, marginals, whitened_q
@@ -46,7 +53,21 @@ from .validation import (
     step_size_status,
 )
 
-__all__ = ["CAVI", "MAX_LINE_SEARCH_HALVINGS"]
+__all__ = ["CAVI", "CAVIUpdate", "MAX_LINE_SEARCH_HALVINGS"]
+
+
+class CAVIUpdate(NamedTuple):
+    """What :meth:`CAVI.update` returns."""
+
+    #: the global batch's ELBO before the step, the same on every replica
+    elbo: tf.Tensor
+    #: the batch's validation status (``validation.OK`` when q(u) was assigned)
+    status: tf.Tensor
+    #: the training loss, summed over the replicas; ``None`` without hyperparameters
+    loss: Optional[tf.Tensor]
+    #: its gradients with respect to the hyperparameters given, summed over the replicas
+    gradients: List[tf.Tensor]
+
 
 #: On the full batch, a step of a model on the exact bound halves ρ up to this many times until
 #: it does not lower the ELBO, and else keeps q(u) as it was.
@@ -60,7 +81,7 @@ class CAVI(tf.Module):
     :param step_size: ρ, a constant in (0, 1] or a schedule of the iteration (e.g.
         :class:`~gpflow_augmented.RobbinsMonro`). ρ = 1 on the full data is exact coordinate ascent;
         minibatches need a decaying schedule to converge. On the full data a model on the exact
-        bound halves ρ within the step until the ELBO does not fall (:meth:`line_search`).
+        bound halves ρ within the step until the ELBO does not fall (:meth:`_line_search`).
     :param class_subset_size: update only this many classes per step, drawn uniformly at random
         (paper, Algorithm 2; see :mod:`~gpflow_augmented.class_subsets`). With one kernel shared by
         all classes the step's cost then does not grow with the number of classes.
@@ -188,30 +209,67 @@ class CAVI(tf.Module):
             owned.append(self.model.likelihood.class_weights.unconstrained_variable)
         return tuple(owned)
 
-    def sample_subset(self) -> Optional[ClassSubset]:
+    def _sample_subset(self) -> Optional[ClassSubset]:
         """This step's class subset K, or ``None`` when every class is updated."""
         return None if self.class_sampler is None else self.class_sampler(self.iteration)
 
     def update(
-        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The step as a traceable computation, for use inside a larger compiled function or
-        ``strategy.run``: the batch's geometry, the likelihood's sites at the optimal local
-        parameters, the replica-summed statistics and the natural step, then :meth:`accept`,
-        which assigns the new q(u) only if the status is ``OK``. Returns (the global batch's ELBO
-        before the step, the same on every replica; status).
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        subset: Optional[ClassSubset] = None,
+        *,
+        hyperparameters: Sequence[tf.Variable] = (),
+        hyperparameter_bound: Optional[Bound] = None,
+    ) -> CAVIUpdate:
+        """One step as a traceable computation, for use inside a larger compiled function or
+        ``strategy.run``; :meth:`step` is the same step called eagerly. It assigns the new q(u)
+        only if the batch is valid and the proposal finite (status ``OK``).
 
-        ``subset``: the :class:`ClassSubset` to update (drawn here if the optimizer subsamples
-        classes and none is given)."""
-        subset = as_class_subset(subset, self.model.num_classes)
+        :param subset: the :class:`ClassSubset` to update (drawn here if the optimizer
+            subsamples classes and none is given).
+        :param hyperparameters: variables for a gradient optimizer beside CAVI (``Trainer``'s
+            Adam): the update then also returns the training loss -(ELBO + log prior) on the batch
+            and its gradient with respect to them, both summed over the replicas. On a bound whose
+            sites are derivatives (the exact bound) both come from the step's own backward pass,
+            at q(u) before the step (one evaluation of the expected log-likelihood gives the sites
+            and the gradient); on an augmented bound they are taken after the step.
+        :param hyperparameter_bound: the bound of that loss: ``None`` (the model's) or, for an
+            augmented model, an :class:`~gpflow_augmented.ExactBound`.
+        """
+        model = self.model
+        subset = as_class_subset(subset, model.num_classes)
         if subset is None:
-            subset = self.sample_subset()
+            subset = self._sample_subset()
+        hyperparameters = list(hyperparameters)
+        bound = (
+            check_hyperparameter_bound(hyperparameter_bound, model.bound, model.likelihood)
+            or model.bound
+        )
+        if hyperparameters and model.bound.sites_from_derivatives:
+            return self._fused_update(X, Y, subset, hyperparameters)
+        elbo, status = self._update(X, Y, subset)
+        if not hyperparameters:
+            return CAVIUpdate(elbo, status, None, [])
+        # The step's status has refused bad labels with a clear error, which a compiled assertion
+        # in the loss would pre-empt: the loss is not validated again.
+        loss, gradients = loss_and_gradients(
+            lambda: self._training_loss(X, Y, subset, bound)[1], hyperparameters
+        )
+        return CAVIUpdate(elbo, status, loss, gradients)
+
+    def _update(
+        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset]
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The step from the bound's sites at the optimal local parameters: the batch's geometry,
+        the sites, the replica-summed statistics and the natural step, then :meth:`_accept`.
+        Returns (the global batch's ELBO before the step, status)."""
         step_size = self.current_step_size()
-        status = step_size_status(self.batch_status(X, Y), step_size)
+        status = step_size_status(self._batch_status(X, Y), step_size)
         model = self.model
         X = tf.convert_to_tensor(X, dtype=default_float())
         geometry = model.batch_geometry(X, subset, Y)
-        scale = self.batch_scale(X)
+        scale = self._batch_scale(X)
         # Learned class weights: their statistic is the gradient of the batch's local ELBO with
         # respect to log θ (the exp bijector's unconstrained variable), at q(u) before the step.
         log_weights = []
@@ -220,14 +278,14 @@ class CAVI(tf.Module):
             log_weights = [model.likelihood.class_weights.unconstrained_variable]
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(log_weights)
-            local_elbo, linear, quadratic = self.sites(geometry, Y)
+            local_elbo, linear, quadratic = self._sites(geometry, Y)
             local_sum = tf.reduce_sum(local_elbo)
-        new_mu, new_sqrt, new_variance, elbo, step_size = self.step_from_sites(
+        new_mu, new_sqrt, new_variance, elbo, step_size = self._step_from_sites(
             geometry, Y, local_elbo, linear, quadratic, scale, step_size
         )
-        status = self.accept(new_mu, new_sqrt, status, geometry.subset, new_variance)
+        status = self._accept(new_mu, new_sqrt, status, geometry.subset, new_variance)
         if log_weights:
-            self.update_class_weights(
+            self._update_class_weights(
                 Y,
                 tape.gradient(local_sum, log_weights[0]),
                 scale,
@@ -236,7 +294,7 @@ class CAVI(tf.Module):
             )
         return elbo, status
 
-    def step_from_sites(
+    def _step_from_sites(
         self,
         geometry: BatchGeometry,
         Y: tf.Tensor,
@@ -248,20 +306,20 @@ class CAVI(tf.Module):
     ) -> Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor], tf.Tensor, tf.Tensor]:
         """The proposal from the batch's sites, nothing assigned: (q_mu, q_sqrt as stored, the
         kernel variances or ``None``, the batch ELBO before the step, ρ as taken): the natural
-        step (:meth:`natural_step`), line-searched where :meth:`searches_line`, then
-        :meth:`variance_step`."""
+        step (:meth:`_natural_step`), line-searched where :meth:`_searches_line`, then
+        :meth:`_variance_step`."""
         sites = (local_elbo, linear, quadratic)
-        new_mu, new_sqrt, elbo = self.natural_step(geometry, *sites, step_size, scale)
-        if self.searches_line(geometry):
-            new_mu, new_sqrt, step_size = self.line_search(
+        new_mu, new_sqrt, elbo = self._natural_step(geometry, *sites, step_size, scale)
+        if self._searches_line(geometry):
+            new_mu, new_sqrt, step_size = self._line_search(
                 geometry, Y, sites, scale, step_size, (new_mu, new_sqrt, elbo)
             )
-        new_mu, new_sqrt, new_variance = self.variance_step(
+        new_mu, new_sqrt, new_variance = self._variance_step(
             geometry, new_mu, new_sqrt, linear, quadratic, scale, step_size
         )
         return new_mu, new_sqrt, new_variance, elbo, step_size
 
-    def searches_line(self, geometry: BatchGeometry) -> bool:
+    def _searches_line(self, geometry: BatchGeometry) -> bool:
         """Whether this step is line-searched (at trace time): a model on the exact bound, all
         classes, outside a ``tf.distribute`` strategy, on a batch whose static size allows N / B =
         1. The step then also checks at run time that the batch is the full data and that the
@@ -281,7 +339,7 @@ class CAVI(tf.Module):
         # The run-time test's own arithmetic: N and B cast to the float type, then divided.
         return bool(np.asarray(num_data, dtype) / np.asarray(points, dtype) == 1)
 
-    def line_search(
+    def _line_search(
         self,
         geometry: BatchGeometry,
         Y: tf.Tensor,
@@ -295,7 +353,7 @@ class CAVI(tf.Module):
         quadratic): on the full batch, that step with ρ halved until the ELBO at it is not below
         the ELBO before (up to round-off), at most :data:`MAX_LINE_SEARCH_HALVINGS` times, and
         else q(u) unchanged with ρ = 0 (or, if no proposal was finite, the last one, for
-        :meth:`accept` to refuse).
+        :meth:`_accept` to refuse).
 
         The exact bound's sites are the expected log-likelihood's derivatives at the current
         q(f), so its step at ρ = 1 is a Newton step, which overshoots where E_q log p(y | f) is far
@@ -307,7 +365,7 @@ class CAVI(tf.Module):
         dtype = elbo.dtype
         tolerance = 1e3 * float(np.finfo(dtype.as_numpy_dtype).eps) * tf.abs(elbo)
         search = tf.equal(scale, 1.0)
-        warm = self.in_warm_start()
+        warm = self._in_warm_start()
         if warm is not None:
             search &= ~warm
 
@@ -336,7 +394,7 @@ class CAVI(tf.Module):
 
         def halve(halvings, rho, mu, sqrt):  # type: ignore[no-untyped-def]
             rho = rho / 2.0
-            mu, sqrt, _ = self.natural_step(geometry, *sites, rho, scale)
+            mu, sqrt, _ = self._natural_step(geometry, *sites, rho, scale)
             return halvings + 1, rho, mu, sqrt
 
         rho = tf.cast(step_size, dtype)
@@ -344,13 +402,13 @@ class CAVI(tf.Module):
             searching, halve, (tf.constant(0), rho, new_mu, new_sqrt)
         )
         # No halving raised the ELBO: keep q(u), unless no proposal was even finite, which
-        # :meth:`accept` then refuses as a numerical failure (not a silent step of size 0).
+        # :meth:`_accept` then refuses as a numerical failure (not a silent step of size 0).
         keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & _all_finite(mu, sqrt)
         mu = tf.where(keep, tf.convert_to_tensor(model.q_mu), mu)
         sqrt = tf.where(keep, tf.convert_to_tensor(model.q_sqrt), sqrt)
         return mu, sqrt, tf.where(keep, tf.zeros_like(rho), rho)
 
-    def sites(
+    def _sites(
         self, geometry: BatchGeometry, Y: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(local ELBO [N], linear [N, K], quadratic [N, K]) of this step, of the geometry's class
@@ -364,15 +422,15 @@ class CAVI(tf.Module):
             geometry.Fvar,
             Y,
             geometry.subset,
-            self.in_warm_start(),
+            self._in_warm_start(),
         )
 
-    def batch_scale(self, X: tf.Tensor) -> tf.Tensor:
+    def _batch_scale(self, X: tf.Tensor) -> tf.Tensor:
         """N / B, B the global batch size: the points in ``X``, summed over the replicas under a
         ``tf.distribute`` strategy."""
         return minibatch_scale(self.model.num_data, replica_sum(batch_size(X)))
 
-    def natural_step(
+    def _natural_step(
         self,
         geometry: BatchGeometry,
         local_elbo: tf.Tensor,
@@ -383,7 +441,7 @@ class CAVI(tf.Module):
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(q_mu, q_sqrt) after a step of size ρ from the batch's sites, and the global batch's
         ELBO before it (:func:`~gpflow_augmented.updates.natural_step`; ``scale`` is
-        :meth:`batch_scale`); nothing is assigned."""
+        :meth:`_batch_scale`); nothing is assigned."""
         return natural_step(
             geometry,
             local_elbo,
@@ -394,7 +452,7 @@ class CAVI(tf.Module):
             whiten=self.model.whiten,
         )
 
-    def variance_step(
+    def _variance_step(
         self,
         geometry: BatchGeometry,
         new_mu: tf.Tensor,
@@ -449,7 +507,7 @@ class CAVI(tf.Module):
         factor = tf.broadcast_to(factor, [model.num_latent_gps])
         return new_mu * factor, new_sqrt * factor[:, None, None], new
 
-    def proposal(
+    def _proposal(
         self,
         X: tf.Tensor,
         Y: tf.Tensor,
@@ -461,9 +519,11 @@ class CAVI(tf.Module):
         assigning anything."""
         X = tf.convert_to_tensor(X, dtype=default_float())
         geometry = self.model.batch_geometry(X, as_class_subset(subset, self.model.num_classes), Y)
-        return self.natural_step(geometry, *self.sites(geometry, Y), step_size, self.batch_scale(X))
+        return self._natural_step(
+            geometry, *self._sites(geometry, Y), step_size, self._batch_scale(X)
+        )
 
-    def batch_status(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    def _batch_status(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """The batch's validation status, the same on every replica (they accept or refuse
         together, though their shards may differ in validity)."""
         return replica_max_code(data_status(X, Y, self.model.num_classes), NUM_STATUS_CODES)
@@ -472,14 +532,14 @@ class CAVI(tf.Module):
         """ρ for this iteration."""
         return self.step_size(self.iteration)
 
-    def in_warm_start(self) -> Optional[tf.Tensor]:
+    def _in_warm_start(self) -> Optional[tf.Tensor]:
         """Whether this step of a model on the exact bound is a warm-start step (``None`` when the
         optimizer has no warm start)."""
         if not self.warm_start_iterations:
             return None
         return self.iteration < self.warm_start_iterations
 
-    def accept(
+    def _accept(
         self,
         new_mu: tf.Tensor,
         new_sqrt: tf.Tensor,
@@ -488,7 +548,7 @@ class CAVI(tf.Module):
         new_variance: Optional[tf.Tensor] = None,
     ) -> tf.Tensor:
         """Assign a proposed q(u) (of the class subset's latent GPs), and the kernel variances
-        of :meth:`variance_step` if given, if the batch was valid and the proposal is finite and
+        of :meth:`_variance_step` if given, if the batch was valid and the proposal is finite and
         positive, else leave both as they were; count the step if taken. Returns the final
         status."""
         classes = subset_classes(subset)
@@ -512,19 +572,18 @@ class CAVI(tf.Module):
         self.iteration.assign_add(tf.cast(accept, tf.int64))
         return status
 
-    def update_with_gradients(
+    def _fused_update(
         self,
         X: tf.Tensor,
         Y: tf.Tensor,
         subset: Optional[ClassSubset],
         variables: List[tf.Variable],
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, List[tf.Tensor]]:
+    ) -> CAVIUpdate:
         """On a bound whose sites are derivatives (the exact bound), the step and the training
-        loss's gradient with respect to ``variables`` (the hyperparameters) from one evaluation of
-        the expected log-likelihood: its derivatives with respect to the marginals are the
-        sites, and the same backward pass continues to the hyperparameters. Both are therefore
-        taken at q(u) before the step. Assigns q(u) (through :meth:`accept`); returns (ELBO
-        before, status, loss, replica-summed gradients). Traceable, as :meth:`update`."""
+        loss's gradient with respect to ``variables`` from one evaluation of the expected
+        log-likelihood: its derivatives with respect to the marginals are the sites, and the same
+        backward pass continues to the hyperparameters. Both are therefore taken at q(u) before
+        the step."""
         model = self.model
         # The class weights' statistic is the gradient with respect to log θ (the exp bijector's
         # unconstrained variable), from the same backward pass.
@@ -534,7 +593,7 @@ class CAVI(tf.Module):
             else []
         )
         step_size = self.current_step_size()
-        status = step_size_status(self.batch_status(X, Y), step_size)
+        status = step_size_status(self._batch_status(X, Y), step_size)
         X = tf.convert_to_tensor(X, dtype=default_float())
         geometry, expected, loss, gradients, d_mean, d_var = self._exact_pass(
             X, Y, subset, variables + log_weights
@@ -543,7 +602,7 @@ class CAVI(tf.Module):
             d_log_weights = gradients.pop()
 
         # The loss carries each point's expectation with weight -(B_r/B)(N/B_r) = -N/B.
-        scale = self.batch_scale(X)
+        scale = self._batch_scale(X)
         subset = geometry.subset
         exact = model.likelihood.sites_from_derivatives(
             geometry.Fmu,
@@ -553,39 +612,51 @@ class CAVI(tf.Module):
             subset,
         )
         linear, quadratic = ExactBound.warm_start_sites(
-            model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, self.in_warm_start(), subset
+            model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, self._in_warm_start(), subset
         )
-        new_mu, new_sqrt, new_variance, elbo, step_size = self.step_from_sites(
+        new_mu, new_sqrt, new_variance, elbo, step_size = self._step_from_sites(
             geometry, Y, expected, linear, quadratic, scale, step_size
         )
-        status = self.accept(new_mu, new_sqrt, status, subset, new_variance)
+        status = self._accept(new_mu, new_sqrt, status, subset, new_variance)
         if log_weights:
-            self.update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
+            self._update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
         loss, gradients = replica_sum((loss, gradients))
-        return elbo, status, loss, gradients
+        return CAVIUpdate(elbo, status, loss, gradients)
 
     def _exact_pass(
         self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset], sources: List[tf.Variable]
     ) -> tuple:
-        """One evaluation of the exact bound's expected log-likelihood on the batch and one backward
-        pass through the training loss: returns (geometry, expected, loss, gradients with
+        """One evaluation of the model's bound's expected log-likelihood on the batch and one
+        backward pass through the training loss: (geometry, expected [B], loss, gradients with
         respect to ``sources``, and with respect to the marginals' means and variances)."""
-        model = self.model
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(sources)
-            geometry = model.batch_geometry(X, subset, Y)
+            geometry = self.model.batch_geometry(X, subset, Y)
             tape.watch([geometry.Fmu, geometry.Fvar])
-            expected, elbo = model.bound.batch_bound(
-                model.likelihood,
-                geometry,
-                Y,
-                minibatch_scale(model.num_data, batch_size(X)),
-            )
-            loss = -replica_share(X) * (elbo + model.log_prior_density())
+            expected, loss = self._training_loss(X, Y, subset, self.model.bound, geometry)
         *gradients, d_mean, d_var = tape.gradient(loss, [*sources, geometry.Fmu, geometry.Fvar])
         return geometry, expected, loss, gradients, d_mean, d_var
 
-    def update_class_weights(
+    def _training_loss(
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        subset: Optional[ClassSubset],
+        bound: Bound,
+        geometry: Optional[BatchGeometry] = None,
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """(each point's local ELBO on ``bound`` [B], this replica's share of the training loss
+        -(ELBO + log prior)), unvalidated; the geometry is the batch's unless given."""
+        model = self.model
+        X = tf.convert_to_tensor(X, dtype=default_float())
+        if geometry is None:
+            geometry = model.batch_geometry(X, subset, Y)
+        local, elbo = bound.batch_bound(
+            model.likelihood, geometry, Y, minibatch_scale(model.num_data, batch_size(X))
+        )
+        return local, -replica_share(X) * (elbo + model.log_prior_density())
+
+    def _update_class_weights(
         self,
         Y: tf.Tensor,
         log_weight_gradient: tf.Tensor,
@@ -636,9 +707,9 @@ class CAVI(tf.Module):
         X, Y = self.prepare(data)
         subset = as_class_subset(subset, self.model.num_classes)
         with numerical_errors("the CAVI step"):
-            elbo, status = self._step_fn(X, Y) if subset is None else self._step_fn(X, Y, subset)
-        raise_for_status(status, self.model.num_classes)
-        return elbo
+            update = self._step_fn(X, Y) if subset is None else self._step_fn(X, Y, subset)
+        raise_for_status(update.status, self.model.num_classes)
+        return update.elbo
 
     def prepare(self, data: Tuple[tf.Tensor, tf.Tensor]) -> Tuple[tf.Tensor, tf.Tensor]:
         """The batch as tensors of the model's dtype, with its static shapes checked."""

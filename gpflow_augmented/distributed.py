@@ -20,13 +20,14 @@ the replicas, which gives the global batch's: Σ_r (B_r/B)(N/B_r S_r - KL) = N/B
 """
 
 import contextlib
-from typing import Iterator
+from typing import Callable, Iterator, List, Sequence, Tuple
 
 import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.utilities import set_trainable as gpflow_set_trainable
 
 __all__ = [
+    "loss_and_gradients",
     "replica_share",
     "replica_sum",
     "replica_max_code",
@@ -46,6 +47,17 @@ def replica_sum(value: tf.Tensor) -> tf.Tensor:
     """The sum of ``value`` over the replicas (``value`` itself without a strategy)."""
     context = _replica_context()
     return value if context is None else context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
+def loss_and_gradients(
+    loss_fn: Callable[[], tf.Tensor], variables: Sequence[tf.Variable]
+) -> Tuple[tf.Tensor, List[tf.Tensor]]:
+    """The loss and its gradients, summed over the replicas under a ``tf.distribute`` strategy
+    (where ``loss_fn`` gives each replica's share)."""
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(variables)
+        loss = loss_fn()
+    return replica_sum((loss, tape.gradient(loss, variables)))
 
 
 def replica_share(X: tf.Tensor) -> tf.Tensor:

@@ -9,7 +9,7 @@ points), a progress bar and a monitoring callback.
 """
 
 import contextlib
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import tensorflow as tf
@@ -20,11 +20,10 @@ from .cavi import CAVI, numerical_errors
 from .certificate import BoundCertificate, bound_certificate
 from .convergence import GlobalParameterConvergence
 from .class_subsets import ClassSubset, as_class_subset
-from .distributed import replica_share, replica_sum, set_trainable
+from .distributed import loss_and_gradients, replica_share, set_trainable
 from .models import AugmentedSVGP
 from .schedules import RobbinsMonro, StepSizeSchedule
-from .bounds import Bound
-from .updates import batch_size, minibatch_scale
+from .bounds import Bound, check_hyperparameter_bound
 from .validation import (
     OK,
     NumericalError,
@@ -44,24 +43,6 @@ __all__ = [
 ]
 
 
-def _checked_hyperparameter_bound(bound: Optional[Bound], model: AugmentedSVGP) -> Optional[Bound]:
-    if bound is None:
-        return None
-    if not isinstance(bound, Bound):
-        raise TypeError(
-            f"hyperparameter_bound must be None (the model's bound) or a Bound such as "
-            f"ExactBound(), got {bound!r}"
-        )
-    bound.check(model.likelihood)
-    if model.bound.sites_from_derivatives and type(bound) is not type(model.bound):
-        raise ValueError(
-            f"on the {type(model.bound).__name__} the hyperparameter gradient comes from the "
-            f"step's own backward pass: hyperparameter_bound must be None or the model's bound, "
-            f"got {bound!r}"
-        )
-    return bound
-
-
 def adam_step_if_finite(
     adam: tf_keras.optimizers.Optimizer,
     loss_fn: Callable[[], tf.Tensor],
@@ -71,17 +52,6 @@ def adam_step_if_finite(
     gradient is not finite. Traceable; returns (loss, applied)."""
     loss, gradients = loss_and_gradients(loss_fn, variables)
     return loss, apply_if_finite(adam, loss, gradients, variables)
-
-
-def loss_and_gradients(
-    loss_fn: Callable[[], tf.Tensor], variables: Sequence[tf.Variable]
-) -> Tuple[tf.Tensor, List[tf.Tensor]]:
-    """The loss and its gradients, summed over the replicas under a ``tf.distribute`` strategy
-    (where ``loss_fn`` gives each replica's share)."""
-    with tf.GradientTape(watch_accessed_variables=False) as tape:
-        tape.watch(variables)
-        loss = loss_fn()
-    return replica_sum((loss, tape.gradient(loss, variables)))
 
 
 def apply_if_finite(
@@ -167,7 +137,9 @@ class Trainer(tf.Module):
         if learning_rate is None:
             learning_rate = model.bound.learning_rate
         learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
-        self.hyperparameter_bound = _checked_hyperparameter_bound(hyperparameter_bound, model)
+        self.hyperparameter_bound = check_hyperparameter_bound(
+            hyperparameter_bound, model.bound, model.likelihood
+        )
         self.model = model
         self.strategy = strategy
         if strategy is not None and model.learns_class_weights:
@@ -218,39 +190,19 @@ class Trainer(tf.Module):
         self, X: tf.Tensor, Y: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         strategy = self.strategy or tf.distribute.get_strategy()
-
-        def first(value: Any) -> Any:
-            # Every replica computed the same value from all-reduced sums.
-            return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], value)
-
-        subset = self.cavi.sample_subset()
-
-        def cavi_update(X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-            return self.cavi.update(X, Y, subset)
-
-        variables = self.hyperparameter_variables
-        if self.adam is None or not variables:
-            elbo, status = first(strategy.run(cavi_update, args=(X, Y)))
+        variables = self.hyperparameter_variables if self.adam is not None else []
+        update = strategy.run(
+            lambda X, Y: self.cavi.update(
+                X, Y, hyperparameters=variables, hyperparameter_bound=self.hyperparameter_bound
+            ),
+            args=(X, Y),
+        )
+        # Every replica computed the same values from all-reduced sums.
+        elbo, status, loss, gradients = tf.nest.map_structure(
+            lambda v: strategy.experimental_local_results(v)[0], update
+        )
+        if not variables:
             return elbo, status, tf.constant(True)
-        if self.model.bound.sites_from_derivatives:
-            elbo, status, loss, gradients = first(
-                strategy.run(
-                    lambda X, Y: self.cavi.update_with_gradients(X, Y, subset, variables),
-                    args=(X, Y),
-                )
-            )
-        else:
-            elbo, status = first(strategy.run(cavi_update, args=(X, Y)))
-            # The same class subset as the CAVI step (Algorithm 2).
-            loss, gradients = first(
-                strategy.run(
-                    # The CAVI step's status has refused bad labels with a clear error.
-                    lambda X, Y: loss_and_gradients(
-                        lambda: self._training_loss(X, Y, subset, validate=False), variables
-                    ),
-                    args=(X, Y),
-                )
-            )
         applied = tf.cond(
             status == OK,
             lambda: apply_if_finite(self.adam, loss, gradients, variables),
@@ -261,31 +213,13 @@ class Trainer(tf.Module):
     def training_loss(
         self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
     ) -> tf.Tensor:
-        """The model's training loss, -(ELBO + log prior of the hyperparameters), on the batch;
-        with a :class:`ClassSubset`, its class-subsampled estimate. In a replica it is weighted by
-        the replica's share of the global batch, so the replicas' losses add up to the global
-        batch's."""
-        return self._training_loss(
-            X, Y, as_class_subset(subset, self.model.num_classes), validate=True
-        )
-
-    def _training_loss(
-        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset], validate: bool
-    ) -> tf.Tensor:
+        """The loss Adam minimises, -(ELBO + log prior of the hyperparameters), on the batch
+        (validated); with a :class:`ClassSubset`, its class-subsampled estimate. In a replica it
+        is weighted by the replica's share of the global batch, so the replicas' losses add up to
+        the global batch's."""
         model = self.model
-        bound = model.bound if self.hyperparameter_bound is None else self.hyperparameter_bound
-        if validate or tf.executing_eagerly():
-            elbo = model.elbo((X, Y), subset, bound)
-        else:
-            # Unchecked: the training step's status refuses bad labels with a clear error, which
-            # a compiled assertion here would pre-empt.
-            X = tf.convert_to_tensor(X, dtype=default_float())
-            _, elbo = bound.batch_bound(
-                model.likelihood,
-                model.batch_geometry(X, subset, Y),
-                Y,
-                minibatch_scale(model.num_data, batch_size(X)),
-            )
+        bound = self.hyperparameter_bound or model.bound
+        elbo = model.elbo((X, Y), as_class_subset(subset, model.num_classes), bound)
         return -replica_share(X) * (elbo + model.log_prior_density())
 
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:

@@ -250,7 +250,7 @@ def test_full_batch_steps_never_lower_the_elbo_and_reach_its_optimum(monkeypatch
     assert np.ptp(elbos[-10:]) < 1e-6, elbos[-10:]
     # The search compiles with XLA (a while loop of conditionals) and takes the same steps.
     np.testing.assert_allclose(full_batch_elbos(10, jit_compile=True), elbos[:10], rtol=1e-9)
-    monkeypatch.setattr(CAVI, "searches_line", never_line_searched)
+    monkeypatch.setattr(CAVI, "_searches_line", never_line_searched)
     unsearched = full_batch_elbos()
     assert np.diff(unsearched).min() < -1.0, np.diff(unsearched).min()
 
@@ -260,13 +260,13 @@ def test_the_search_is_traced_only_where_the_batch_can_be_the_full_data(monkeypa
     """N / B = 1 is the search's run-time condition; a static batch size that rules it out (every
     minibatch of fit) leaves the search out of the traced step, and the full batch keeps it."""
     traced = []
-    original = CAVI.line_search
+    original = CAVI._line_search
 
     def recorded(self, *args, **kwargs):
         traced.append(int(args[0].Fmu.shape[0]))
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(CAVI, "line_search", recorded)
+    monkeypatch.setattr(CAVI, "_line_search", recorded)
     model, (X, Y) = make_problem(30, 3, num_inducing=6, seed=1, scheme="exact")
     trainer = ga.Trainer(model)
     trainer.step((X[:10], Y[:10]))  # a minibatch: N / B = 3
@@ -280,7 +280,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     # The sites below are deliberately wrong, so the full-batch line search would rightly keep
     # q(u) where it is; this is about the factorisation's backoff, which comes before it. No warm
     # start: the exact sites from the first step.
-    monkeypatch.setattr(CAVI, "searches_line", never_line_searched)
+    monkeypatch.setattr(CAVI, "_searches_line", never_line_searched)
     model, data = make_problem(30, 3, num_inducing=8, seed=3, scheme="exact")
     ga.CAVI(model, 1.0, warm_start_iterations=0).step(data)
     true_sites = expectations.exact_sites
@@ -297,7 +297,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     before = [v.numpy().copy() for v in model.variables]
     geometry = model.batch_geometry(tf.constant(data[0]))
     q_mu, q_sqrt = geometry.q_mu, geometry.q_sqrt
-    _, linear, quadratic = ga.CAVI(model, warm_start_iterations=0).sites(
+    _, linear, quadratic = ga.CAVI(model, warm_start_iterations=0)._sites(
         geometry, tf.constant(data[1])
     )
     statistics = ga.updates.conjugate_statistics(geometry.A, linear, quadratic)

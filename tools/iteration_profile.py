@@ -18,7 +18,7 @@ from gpflow_augmented import expectations
 from gpflow_augmented.comparison.baselines import EXACT_WARM_START, AdamMethod, build_method
 from gpflow_augmented.comparison.benchmark import interleaved_medians
 from gpflow_augmented.initialisation import initial_kernel
-from gpflow_augmented.training import loss_and_gradients
+from gpflow_augmented.distributed import loss_and_gradients
 
 METHODS = ("lsm-collapsed", "lsm", "softmax", "lsm-vi")
 

@@ -13,7 +13,7 @@ from gpflow_augmented.cavi import CAVI
 
 d = ga.datasets.load_dataset("vehicle")
 X, Y = d.X_train, d.Y_train.astype(np.int64)
-original = CAVI.searches_line
+original = CAVI._searches_line
 
 
 def never(self, geometry):
@@ -21,7 +21,7 @@ def never(self, geometry):
 
 
 def build(searched):
-    CAVI.searches_line = original if searched else never
+    CAVI._searches_line = original if searched else never
     m = ga.LogisticSoftmaxSVGP(
         ga.initial_kernel(X), ga.inducing_points(X, 100, seed=0), 4, num_data=len(X), scheme="exact"
     )
@@ -34,7 +34,7 @@ trainers = {s: build(s) for s in (True, False)}
 rng = np.random.default_rng(0)
 batches = [rng.choice(len(X), 200, replace=False) for _ in range(60)]
 for s, t in trainers.items():
-    CAVI.searches_line = original if s else never
+    CAVI._searches_line = original if s else never
     t.step((X[batches[0]], Y[batches[0]]))  # trace
 times = {True: [], False: []}
 for rep in range(5):
@@ -49,7 +49,7 @@ print(
     % (med[True], med[False], med[True] / med[False]),
     {s: np.round(v, 2) for s, v in times.items()},
 )
-CAVI.searches_line = original
+CAVI._searches_line = original
 m = ga.LogisticSoftmaxSVGP(
     ga.initial_kernel(X), ga.inducing_points(X, 100, seed=0), 4, num_data=len(X), scheme="exact"
 )

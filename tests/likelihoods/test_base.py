@@ -166,4 +166,4 @@ def test_class_indices_given_directly_are_refused_by_name():
     with pytest.raises(TypeError, match=r"ClassSubset\(classes, num_classes\)"):
         model.elbo((X, Y), tf.constant([2, 0], tf.int32))
     with pytest.raises(TypeError, match="ClassSubset"):
-        cavi.proposal(X, Y, 0.7, [2, 0])
+        cavi._proposal(X, Y, 0.7, [2, 0])
