@@ -105,8 +105,8 @@ def test_exact_elbo_and_predictions_equal_stock_svgp_with_the_same_mean():
 class ForgetsTheMean(ga.CAVI):
     """A deliberately wrong step: it feeds the sites in f to q(u) over f - μ."""
 
-    def natural_step(self, geometry, local_elbo, linear, quadratic, step_size, scale):
-        return super().natural_step(
+    def _natural_step(self, geometry, local_elbo, linear, quadratic, step_size, scale):
+        return super()._natural_step(
             geometry,
             local_elbo,
             linear + quadratic * geometry.prior_mean,
