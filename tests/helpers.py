@@ -145,11 +145,17 @@ def cavi_trace(model, data, sweeps=50, compile=False):
     return elbos + [float(model.elbo(data))]
 
 
-class PrintedRateGibbs(GibbsSampler):
+class PrintedRateLogisticSoftmax(ga.LogisticSoftmax):
     """The paper's printed complete conditional n | f, λ ~ Po(λσ(f)): wrong, and must be caught."""
 
-    def draw_counts(self, f, lam, rng):
-        return rng.poisson(lam[:, None, :] * numpy_sigmoid(f)).astype(np.float64)
+    def _count_means(self, F, rates):
+        return rates * numpy_sigmoid(F)
+
+
+def printed_rate_gibbs(data, kernel, num_classes, **options):
+    """A Gibbs sampler on :class:`PrintedRateLogisticSoftmax`'s conditionals."""
+    likelihood = PrintedRateLogisticSoftmax(num_classes)
+    return GibbsSampler(data, kernel, num_classes, likelihood=likelihood, **options)
 
 
 def factor_cavity(mean, variance, sites, i, k, y):

@@ -17,14 +17,25 @@ batch's marginals q(f) = N(Fmu, Fvar) a likelihood gives
   natural-gradient step on it; :meth:`AugmentedLikelihood.refined_exact_local_elbo`, the same
   expectation more accurately, for the bound certificate.
 
+The sampled version of the same operations, for the Gibbs sampler (as in
+AugmentedGPLikelihoods.jl, where each likelihood gives both):
+
+* :meth:`AugmentedLikelihood.draw_auxiliaries`: one draw of ω from its complete conditional given
+  f (the sampled counterpart of :meth:`~AugmentedLikelihood.local_parameters`, whose moments it has
+  where q(f) is a point mass), which :meth:`~AugmentedLikelihood.conjugate_coefficients` turns into
+  f's Gaussian conditional;
+* :meth:`AugmentedLikelihood.log_class_probabilities`: log p(y = k | f) for sampled f, for the
+  samplers' predictions and the non-augmented target of NUTS.
+
 The columns of ``Fmu`` are all latent GPs, or, for a multi-class likelihood, a
 :class:`~gpflow_augmented.class_subsets.ClassSubset` of them. Shapes are declared here once and
 inherited.
 """
 
 import abc
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 from gpflow.likelihoods import Likelihood
@@ -71,6 +82,12 @@ class AugmentedLikelihood(Likelihood):
     @property
     def learns_class_weights(self) -> bool:
         """Whether the likelihood has class weights that CAVI updates in closed form."""
+        return False
+
+    @property
+    def has_gibbs_conditionals(self) -> bool:
+        """Whether :meth:`draw_auxiliaries` is available (the Gibbs sampler may then draw from the
+        augmented model's exact posterior)."""
         return False
 
     @abc.abstractmethod
@@ -123,6 +140,33 @@ class AugmentedLikelihood(Likelihood):
         estimated from the subset's columns. Local parameters are held constant when this is
         differentiated: at their optimum that is the gradient of the optimised bound (envelope
         theorem)."""
+
+    @abc.abstractmethod
+    @check_shapes("F: [batch..., K]", "return: [batch..., C]")
+    def log_class_probabilities(self, F: tf.Tensor) -> tf.Tensor:
+        """log p(y = k | f) of every class k (C of them) at the latent values F."""
+
+    def initial_gibbs_state(self, F: np.ndarray, rng: np.random.Generator) -> Any:
+        """What a Gibbs chain carries from one sweep to the next besides f, drawn given the
+        chains' first f [S, K, N]; ``None`` (the default) when the auxiliaries' conditional needs
+        f alone."""
+        return None
+
+    def draw_auxiliaries(
+        self,
+        F: np.ndarray,
+        Y_rows: np.ndarray,
+        state: Any,
+        rng: np.random.Generator,
+        scan: str = "blocked",
+    ) -> Tuple[LocalParameters, Any]:
+        """One draw of the auxiliaries from their complete conditional, on the host (NumPy):
+        F [S, K, N] (chains, latent GPs, points: the samplers' layout), the label rows [K, N] and
+        the chain's ``state`` (see :meth:`initial_gibbs_state`) → (the draw, whose ``gamma`` and
+        ``theta`` [S, K, N] :meth:`conjugate_coefficients` takes as it takes their moments, and
+        the state for the next sweep). ``scan`` names the order of the draws where a likelihood
+        offers more than one (:data:`~gpflow_augmented.sampling.gibbs.SCANS`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no Gibbs conditionals")
 
     @abc.abstractmethod
     @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, L]", "return: [N]")

@@ -8,10 +8,11 @@ With σ(y'f) = ½ e^{y'f/2} E_{PG(ω|1,0)}[e^{-ωf²/2}] and q(ω) = PG(1, c):
 * local update (paper eq. 11): c = sqrt(E[f²]) = sqrt(m² + v), θ = E[ω] = tanh(c/2) / (2c);
 * per point ``E_aug - KL_PG = -log 2 + y'm/2 - θ(m² + v)/2 - log cosh(c/2) + θc²/2``, which at the
   optimal c is the Jaakkola–Jordan bound ``y'm/2 - log(2 cosh(c/2))`` on E log σ(y'f);
-* the conjugate coefficients: given ω the augmented log-likelihood is ``(y'/2)·f - ω·f²/2``.
+* the conjugate coefficients: given ω the augmented log-likelihood is ``(y'/2)·f - ω·f²/2``;
+* the Gibbs conditional (Polson, Scott and Windle 2013): ω | f ~ PG(1, |f|).
 """
 
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -20,7 +21,13 @@ from gpflow.base import TensorType
 from gpflow.config import default_float
 from gpflow.likelihoods import Bernoulli
 
-from .polya_gamma import LocalParameters, log_cosh_half, polya_gamma_mean, tilt
+from .polya_gamma import (
+    LocalParameters,
+    log_cosh_half,
+    polya_gamma_mean,
+    sample_polya_gamma,
+    tilt,
+)
 from ..class_subsets import ClassSubset
 from ..expectations import expected_log_sigmoid
 from ..validation import checked_labels
@@ -65,6 +72,10 @@ class BinaryLogistic(Bernoulli, AugmentedLikelihood):
     @property
     def num_latent_gps(self) -> int:
         return 1
+
+    @property
+    def has_gibbs_conditionals(self) -> bool:
+        return True
 
     @inherit_check_shapes
     def _predict_log_density(
@@ -116,6 +127,24 @@ class BinaryLogistic(Bernoulli, AugmentedLikelihood):
         if local is None:
             local = self.local_parameters(Fmu, Fvar, sign)
         return binary_local_elbo(Fmu, Fvar, sign, local.c, local.theta)
+
+    @inherit_check_shapes
+    def log_class_probabilities(self, F: tf.Tensor) -> tf.Tensor:
+        # p(y = 0 | f) = σ(-f), p(y = 1 | f) = σ(f)
+        return tf.math.log_sigmoid(tf.concat([-F, F], axis=-1))
+
+    def draw_auxiliaries(
+        self,
+        F: np.ndarray,
+        Y_rows: np.ndarray,
+        state: Any,
+        rng: np.random.Generator,
+        scan: str = "blocked",
+    ) -> Tuple[LocalParameters, None]:
+        """ω | f ~ PG(1, |f|); one block whatever the scan, and no state."""
+        c = np.abs(F)
+        omega = sample_polya_gamma(np.ones_like(c), c, rng)
+        return LocalParameters(gamma=np.zeros_like(c), theta=omega, c=c), None
 
     @inherit_check_shapes
     def exact_local_elbo(

@@ -24,7 +24,7 @@ from gpflow.base import MeanAndVariance, Parameter, TensorType
 from gpflow.config import default_float
 from gpflow.utilities import positive
 
-from .polya_gamma import LocalParameters
+from .polya_gamma import LocalParameters, sample_polya_gamma
 from ..class_subsets import ClassSubset
 from ..expectations import (
     DEFAULT_NUM_HERMITE,
@@ -397,39 +397,56 @@ class LogisticSoftmax(AugmentedLikelihood):
         expected = tf.maximum(counts - log_weight_gradient, 0.0)
         return counts, expected / self.class_weights
 
+    @property
+    def has_gibbs_conditionals(self) -> bool:
+        return self.class_weights is None
+
+    @inherit_check_shapes
+    def log_class_probabilities(self, F: tf.Tensor) -> tf.Tensor:
+        return log_logistic_softmax(F, self.log_class_weights())
+
     # -- complete conditionals of the augmented model, for Gibbs sampling --------------------------
-    # Draws live on the host: these take and return NumPy arrays whose ``class_axis`` holds the C
-    # classes. The augmented joint of point i is σ(f_y) Π_c Po(n_c | λ) σ(-f_c)^{n_c} under a flat
-    # prior on λ ≥ 0, with σ(z)^b = 2^{-b} e^{bz/2} E_{PG(ω|b,0)}[e^{-ωz²/2}].
+    # The augmented joint of point i is σ(f_y) Π_c Po(n_c | λ) σ(-f_c)^{n_c} under a flat prior on
+    # λ ≥ 0, with σ(z)^b = 2^{-b} e^{bz/2} E_{PG(ω|b,0)}[e^{-ωz²/2}]. Draws live on the host, in the
+    # samplers' layout [S, C, N]:
+    #   λ | f ~ Exp(rate Σ_c σ(f_c))   (n integrated out)
+    #   n | f, λ ~ Po(λ σ(-f))         (ω integrated out; the paper prints σ(f), see the tests)
+    #   λ | n ~ Ga(1 + Σ_c n_c, rate C)
+    #   ω | n, f ~ PG(y + n, |f|)
 
-    def rate_given_latents(self, F: np.ndarray, class_axis: int = -1) -> np.ndarray:
-        """The rate Σ_c σ(f_c) of λ | f ~ Exp(rate) (n integrated out)."""
-        self._check_unweighted()
-        return numpy_sigmoid(F).sum(axis=class_axis)
+    def initial_gibbs_state(self, F: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """λ [S, N], drawn given f: the systematic scan draws n given the previous sweep's λ."""
+        return self._draw_rates_given_latents(F, rng)
 
-    def count_means(self, F: np.ndarray, rates: np.ndarray) -> np.ndarray:
-        """The mean λσ(-f) of n | f, λ ~ Po(mean) (ω integrated out); ``rates`` broadcast
-        against ``F``."""
-        self._check_unweighted()
-        return rates * numpy_sigmoid(-F)
-
-    def rate_given_counts(
-        self, counts: np.ndarray, class_axis: int = -1
-    ) -> Tuple[np.ndarray, float]:
-        """(shape 1 + Σ_c n_c, rate C) of λ | n ~ Gamma(shape, rate)."""
-        self._check_unweighted()
-        return 1.0 + counts.sum(axis=class_axis), float(self.num_classes)
-
-    def polya_gamma_parameters(
-        self, F: np.ndarray, Y_rows: np.ndarray, counts: np.ndarray
-    ) -> Tuple[np.ndarray, np.ndarray]:
-        """(b, c) = (y + n, |f|) of ω | n, f ~ PG(b, c); its draws and the counts give the Gaussian
-        conditional of f through :meth:`conjugate_coefficients`."""
-        return Y_rows + counts, np.abs(F)
-
-    def _check_unweighted(self) -> None:
-        if self.class_weights is not None:
+    def draw_auxiliaries(
+        self,
+        F: np.ndarray,
+        Y_rows: np.ndarray,
+        state: Any,
+        rng: np.random.Generator,
+        scan: str = "blocked",
+    ) -> Tuple[LocalParameters, np.ndarray]:
+        """(n, ω) and λ. ``"blocked"`` draws (λ, n, ω) as one block given f: λ | f, n | λ, f,
+        ω | n, f. ``"systematic"`` (the paper's sweep) draws n | f with the previous sweep's λ
+        (``state``), then λ | n, then ω | n, f."""
+        if not self.has_gibbs_conditionals:
             raise NotImplementedError("Gibbs sampling with class weights is not implemented")
+        if scan == "blocked":
+            rates = self._draw_rates_given_latents(F, rng)
+            counts = rng.poisson(self._count_means(F, rates[:, None, :])).astype(np.float64)
+        else:
+            counts = rng.poisson(self._count_means(F, state[:, None, :])).astype(np.float64)
+            rates = rng.gamma(1.0 + counts.sum(axis=1), 1.0 / float(self.num_classes))
+        c = np.abs(F)
+        omega = sample_polya_gamma(Y_rows + counts, c, rng)
+        return LocalParameters(gamma=counts, theta=omega, c=c), rates
+
+    def _draw_rates_given_latents(self, F: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return rng.exponential(1.0 / numpy_sigmoid(F).sum(axis=1))
+
+    def _count_means(self, F: np.ndarray, rates: np.ndarray) -> np.ndarray:
+        """The mean λσ(-f) of n | f, λ ~ Po(mean)."""
+        return rates * numpy_sigmoid(-F)
 
 
 def _estimated_from(subset: Optional[ClassSubset]) -> Optional[int]:

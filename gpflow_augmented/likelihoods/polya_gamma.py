@@ -3,16 +3,25 @@ The Pólya-Gamma pieces every augmented likelihood here shares: σ(z)^b = 2^{-b}
 E_{PG(ω|b,0)}[e^{-ωz²/2}], so given ω the likelihood is Gaussian in f; the optimal q(ω) is
 PG(b, c) with the tilt c = sqrt(E[f²]), and the conjugate step needs its mean E[ω].
 
-Pure functions of tensors: they compile unchanged under ``tf.function(jit_compile=True)``.
+The tensor functions compile unchanged under ``tf.function(jit_compile=True)``; the Gibbs
+conditionals' exact draws (:func:`sample_polya_gamma`) run on the host in NumPy.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 
-__all__ = ["LocalParameters", "log_cosh_half", "polya_gamma_mean", "polya_gamma_variance", "tilt"]
+__all__ = [
+    "LocalParameters",
+    "log_cosh_half",
+    "polya_gamma_mean",
+    "polya_gamma_moments",
+    "polya_gamma_variance",
+    "sample_polya_gamma",
+    "tilt",
+]
 
 
 class LocalParameters(NamedTuple):
@@ -71,3 +80,36 @@ def polya_gamma_variance(b: tf.Tensor, c: tf.Tensor) -> tf.Tensor:
 def tilt(Fmu: tf.Tensor, Fvar: tf.Tensor) -> tf.Tensor:
     """The optimal Pólya-Gamma tilt c = sqrt(E[f²])."""
     return tf.sqrt(tf.square(Fmu) + tf.maximum(Fvar, 0.0))
+
+
+def sample_polya_gamma(b: np.ndarray, c: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Exact draws ω ~ PG(b, c) for integer b ≥ 0, elementwise; PG(0, c) is the point mass at 0.
+
+    Uses Devroye's sampler of Polson, Scott and Windle (2013), a sum of b exact PG(1, c) draws,
+    which is all the Gibbs sampler needs (b = y + n is a count). The ``polyagamma`` package's
+    other methods are not used: its default "hybrid" switches to saddle-point and normal
+    approximations for large b, and its "alternate" method (the only one for non-integer b) was
+    measured biased (docs/ground-truth.md).
+    """
+    b, c = np.broadcast_arrays(np.asarray(b, dtype=np.float64), np.asarray(c, dtype=np.float64))
+    if not np.all(np.isfinite(b)) or not np.all(np.isfinite(c)):
+        raise ValueError("Pólya-Gamma parameters must be finite")
+    if np.any(b < 0) or np.any(b != np.round(b)):
+        raise ValueError("the Pólya-Gamma shape b must be an integer ≥ 0 (exact draws need it)")
+    # Imported here: only the Gibbs sampler draws, and ``import gpflow_augmented`` stays free of it.
+    from polyagamma import random_polyagamma
+
+    omega = np.zeros(b.shape)
+    positive = b > 0
+    if np.any(positive):
+        omega[positive] = random_polyagamma(
+            b[positive], c[positive], method="devroye", random_state=rng
+        )
+    return omega
+
+
+def polya_gamma_moments(b: np.ndarray, c: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of PG(b, c) (:func:`polya_gamma_mean`, :func:`polya_gamma_variance`), as
+    NumPy arrays."""
+    b, c = np.broadcast_arrays(np.asarray(b, dtype=np.float64), np.asarray(c, dtype=np.float64))
+    return polya_gamma_mean(b, c).numpy(), polya_gamma_variance(b, c).numpy()

@@ -1,11 +1,14 @@
 r"""
-Gibbs sampling from the exact posterior of the augmented logistic-softmax model (paper §4.3). The
-complete conditionals are the likelihood's own
-(:class:`~gpflow_augmented.LogisticSoftmax`: ``rate_given_latents``, ``count_means``,
-``rate_given_counts``, ``polya_gamma_parameters`` and, for f, ``conjugate_coefficients``, the same
-coefficients CAVI takes in expectation); this module draws from them.
+Gibbs sampling from the exact posterior of an augmented GP classifier (paper §4.3). The complete
+conditionals are the likelihood's own: :meth:`~gpflow_augmented.likelihoods.AugmentedLikelihood.
+draw_auxiliaries` draws the auxiliaries given f, and f's Gaussian conditional comes from
+:meth:`~gpflow_augmented.likelihoods.AugmentedLikelihood.conjugate_coefficients`, the same
+coefficients CAVI takes in expectation. This module draws f and runs the chain, for any augmented
+likelihood with Gibbs conditionals: the logistic-softmax
+(:class:`~gpflow_augmented.LogisticSoftmax`) and the binary logistic
+(:class:`~gpflow_augmented.likelihoods.BinaryLogistic`).
 
-The augmented joint of one data point i (labels one-hot y_ic) is
+For the logistic-softmax the augmented joint of one data point i (labels one-hot y_ic) is
 
     σ(f_{y_i}) Π_c Po(n_ic | λ_i) σ(-f_ic)^{n_ic},    flat prior on λ_i ≥ 0,
 
@@ -27,7 +30,8 @@ Two scans are offered; both leave the exact posterior invariant:
 
 The systematic scan carries λ from one sweep to the next through n, which slows the mixing of the
 direction that shifts all classes' latents together (the likelihood barely sees it); the measured
-effect on the effective sample size is in docs/ground-truth.md.
+effect on the effective sample size is in docs/ground-truth.md. The binary likelihood has one
+block, ω | f ~ PG(1, |f|), whatever the scan.
 
 The Gaussian block is drawn in whitened coordinates f = Aᵀv (A = L⁻¹K_zx, v ~ N(0, I) a priori):
 v | ω, n ~ N(B⁻¹Aκ, B⁻¹) with B = I + A diag(ω) Aᵀ = R Rᵀ, so v = R⁻ᵀ(R⁻¹Aκ + ε). B ⪰ I, so its
@@ -44,54 +48,23 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.kernels import Kernel
-from polyagamma import random_polyagamma
 from tqdm.auto import tqdm
 
-from ..likelihoods.polya_gamma import LocalParameters, polya_gamma_mean, polya_gamma_variance
-from ..likelihoods import LogisticSoftmax
+from ..likelihoods import AugmentedLikelihood
+from ..likelihoods.polya_gamma import LocalParameters
 from .posterior import LatentSampler, PosteriorSamples, check_counts
 from ..validation import check_integer
 
-__all__ = ["GibbsSampler", "SCANS", "polya_gamma_moments", "sample_polya_gamma"]
+__all__ = ["GibbsSampler", "SCANS"]
 
 SCANS = ("blocked", "systematic")
 
 
-def sample_polya_gamma(b: np.ndarray, c: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Exact draws ω ~ PG(b, c) for integer b ≥ 0, elementwise; PG(0, c) is the point mass at 0.
-
-    Uses Devroye's sampler of Polson, Scott and Windle (2013), a sum of b exact PG(1, c) draws,
-    which is all the Gibbs sampler needs (b = y + n is a count). The ``polyagamma`` package's
-    other methods are not used: its default "hybrid" switches to saddle-point and normal
-    approximations for large b, and its "alternate" method (the only one for non-integer b) was
-    measured biased (docs/ground-truth.md).
-    """
-    b, c = np.broadcast_arrays(np.asarray(b, dtype=np.float64), np.asarray(c, dtype=np.float64))
-    if not np.all(np.isfinite(b)) or not np.all(np.isfinite(c)):
-        raise ValueError("Pólya-Gamma parameters must be finite")
-    if np.any(b < 0) or np.any(b != np.round(b)):
-        raise ValueError("the Pólya-Gamma shape b must be an integer ≥ 0 (exact draws need it)")
-    omega = np.zeros(b.shape)
-    positive = b > 0
-    if np.any(positive):
-        omega[positive] = random_polyagamma(
-            b[positive], c[positive], method="devroye", random_state=rng
-        )
-    return omega
-
-
-def polya_gamma_moments(b: np.ndarray, c: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Mean and variance of PG(b, c)
-    (:func:`~gpflow_augmented.likelihoods.polya_gamma.polya_gamma_mean`,
-    :func:`~gpflow_augmented.likelihoods.polya_gamma.polya_gamma_variance`), as NumPy arrays."""
-    b, c = np.broadcast_arrays(np.asarray(b, dtype=np.float64), np.asarray(c, dtype=np.float64))
-    return polya_gamma_mean(b, c).numpy(), polya_gamma_variance(b, c).numpy()
-
-
 class GibbsSampler(LatentSampler):
-    """Gibbs sampler for the augmented logistic-softmax GP classifier with fixed hyperparameters.
+    """Gibbs sampler for an augmented GP classifier with fixed hyperparameters.
 
-    The arguments are those of :class:`~gpflow_augmented.sampling.posterior.LatentSampler`, and
+    The arguments are those of :class:`~gpflow_augmented.sampling.posterior.LatentSampler` (the
+    likelihood must have Gibbs conditionals), and
     :param scan: ``"blocked"`` (default) or ``"systematic"``; see the module docstring.
     """
 
@@ -101,47 +74,29 @@ class GibbsSampler(LatentSampler):
         kernel: Kernel,
         num_classes: int,
         inducing_variable: Optional[object] = None,
-        likelihood: Optional[LogisticSoftmax] = None,
+        likelihood: Optional[AugmentedLikelihood] = None,
         *,
         scan: str = "blocked",
     ) -> None:
         if scan not in SCANS:
             raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
         super().__init__(data, kernel, num_classes, inducing_variable, likelihood)
+        if not self.likelihood.has_gibbs_conditionals:
+            raise NotImplementedError(
+                f"{type(self.likelihood).__name__} has no Gibbs conditionals here"
+                + (" (class weights)" if self.likelihood.learns_class_weights else "")
+            )
         self.scan = scan
 
-    # -- the complete conditionals ----------------------------------------------------------------
-
-    def draw_rate_given_latents(self, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """λ | f ~ Exp(rate Σ_c σ(f_c)), with n integrated out. [S, C, N] → [S, N]."""
-        return rng.exponential(1.0 / self.likelihood.rate_given_latents(f, class_axis=1))
-
-    def draw_counts(self, f: np.ndarray, lam: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """n | f, λ ~ Po(λ σ(-f)), with ω integrated out. f [S, C, N], λ [S, N] → n [S, C, N]."""
-        return rng.poisson(self.likelihood.count_means(f, lam[:, None, :])).astype(np.float64)
-
-    def draw_rates(self, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """λ | n ~ Ga(1 + Σ_c n_c, rate C). [S, C, N] → [S, N]."""
-        shape, rate = self.likelihood.rate_given_counts(counts, class_axis=1)
-        return rng.gamma(shape, 1.0 / rate)
-
-    def draw_polya_gamma(
-        self, f: np.ndarray, counts: np.ndarray, rng: np.random.Generator
-    ) -> np.ndarray:
-        """ω | n, f ~ PG(y + n, |f|). [S, C, N]."""
-        return sample_polya_gamma(
-            *self.likelihood.polya_gamma_parameters(f, self.labels_onehot, counts), rng
-        )
-
     def draw_whitened(
-        self, omega: np.ndarray, counts: np.ndarray, rng: np.random.Generator
+        self, auxiliaries: LocalParameters, rng: np.random.Generator
     ) -> Tuple[np.ndarray, np.ndarray]:
-        """v | ω, n and the latent values f = Aᵀv it implies, [S, C, M] and [S, C, N]."""
-        noise = rng.standard_normal(omega.shape[:2] + (self.num_latent,))
-        labels = np.broadcast_to(self.labels_onehot, counts.shape)
-        kappa, omega = self.likelihood.conjugate_coefficients(
-            labels, LocalParameters(gamma=counts, theta=omega, c=np.zeros_like(omega))
-        )
+        """v | ω (the auxiliaries, [S, K, N]) and the latent values f = Aᵀv it implies, [S, K, M]
+        and [S, K, N]."""
+        shape = np.shape(auxiliaries.theta)
+        noise = rng.standard_normal(shape[:2] + (self.num_latent,))
+        labels = np.broadcast_to(self.label_rows, shape)
+        kappa, omega = self.likelihood.conjugate_coefficients(labels, auxiliaries)
         dtype = default_float()
         v, f = _gaussian_block(
             self.projection,
@@ -166,10 +121,11 @@ class GibbsSampler(LatentSampler):
         """Run ``num_chains`` chains; keep every ``thinning``-th sweep after ``num_burnin`` sweeps.
 
         Each chain starts from an independent prior draw of f (over-dispersed starts, as split
-        R-hat assumes) and λ from its conditional given f.
+        R-hat assumes) and the likelihood's chain state (λ, for the logistic-softmax) from its
+        conditional given f.
 
         :param progress: show a tqdm progress bar over the sweeps.
-        :return: :class:`PosteriorSamples` with [num_chains, num_samples, C, M] whitened draws.
+        :return: :class:`PosteriorSamples` with [num_chains, num_samples, K, M] whitened draws.
         """
         check_counts(
             num_samples=(num_samples, 1),
@@ -181,20 +137,17 @@ class GibbsSampler(LatentSampler):
             seed = check_integer(seed, "seed", minimum=0)
         rng = np.random.default_rng(seed)
         A = self.projection.numpy()
-        v = rng.standard_normal((num_chains, self.num_classes, self.num_latent))
+        v = rng.standard_normal((num_chains, self.num_latent_gps, self.num_latent))
         f = np.einsum("cmn,scm->scn", A, v)
-        lam = self.draw_rate_given_latents(f, rng)
-        kept = np.empty((num_chains, num_samples, self.num_classes, self.num_latent))
+        likelihood = self.likelihood
+        state = likelihood.initial_gibbs_state(f, rng)
+        kept = np.empty((num_chains, num_samples, self.num_latent_gps, self.num_latent))
         total = num_burnin + num_samples * thinning
         for sweep in tqdm(range(total), disable=not progress, desc="Gibbs", unit="sweep"):
-            if self.scan == "blocked":
-                lam = self.draw_rate_given_latents(f, rng)
-                counts = self.draw_counts(f, lam, rng)
-            else:
-                counts = self.draw_counts(f, lam, rng)
-                lam = self.draw_rates(counts, rng)
-            omega = self.draw_polya_gamma(f, counts, rng)
-            v, f = self.draw_whitened(omega, counts, rng)
+            auxiliaries, state = likelihood.draw_auxiliaries(
+                f, self.label_rows, state, rng, self.scan
+            )
+            v, f = self.draw_whitened(auxiliaries, rng)
             kept_index, remainder = divmod(sweep - num_burnin, thinning)
             if sweep >= num_burnin and remainder == thinning - 1:
                 kept[:, kept_index] = v

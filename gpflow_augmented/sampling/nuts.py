@@ -1,12 +1,14 @@
 r"""
 An independent check on the Gibbs sampler: the posterior of the original (non-augmented) model,
 
-    p(v | y) ∝ Π_i σ(f_{i,y_i}) / Σ_c σ(f_ic) · N(v | 0, I),    f = Aᵀv,
+    p(v | y) ∝ Π_i p(y_i | f_i) · N(v | 0, I),    f = Aᵀv,
 
-sampled by the No-U-Turn sampler of TensorFlow Probability on the whitened latents v, with the step
-size tuned by dual averaging during burn-in. Nothing here uses the augmentation, so agreement with
-:class:`~gpflow_augmented.sampling.gibbs.GibbsSampler` tests the augmentation and the Gibbs
-conditionals. Whitening makes the prior isotropic, so an identity mass matrix suits NUTS.
+with the likelihood's own p(y = k | f) (``log_class_probabilities``: σ(f_k) / Σ_c σ(f_c) for the
+logistic-softmax), sampled by the No-U-Turn sampler of TensorFlow Probability on the whitened
+latents v, with the step size tuned by dual averaging during burn-in. Nothing here uses the
+augmentation, so agreement with :class:`~gpflow_augmented.sampling.gibbs.GibbsSampler` tests the
+augmentation and the Gibbs conditionals. Whitening makes the prior isotropic, so an identity mass
+matrix suits NUTS.
 """
 
 from typing import Optional
@@ -16,23 +18,23 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from gpflow.config import default_float
 
-from ..likelihoods import log_logistic_softmax
 from .posterior import LatentSampler, PosteriorSamples, check_counts
 
 __all__ = ["NutsSampler"]
 
 
 class NutsSampler(LatentSampler):
-    """NUTS on the whitened latents of the non-augmented logistic-softmax GP classifier.
+    """NUTS on the whitened latents of the non-augmented GP classifier.
 
     The arguments are those of :class:`~gpflow_augmented.sampling.posterior.LatentSampler`.
     """
 
     def log_density(self, whitened: tf.Tensor) -> tf.Tensor:
-        """Unnormalised log p(v | y), [S, C, M] → [S]."""
+        """Unnormalised log p(v | y), [S, K, M] → [S]."""
         f = tf.einsum("cmn,scm->snc", self.projection, whitened)
         labels = tf.constant(self.labels_onehot.T, whitened.dtype)  # [N, C]
-        log_likelihood = tf.reduce_sum(labels[None] * log_logistic_softmax(f), axis=[1, 2])
+        log_p = self.likelihood.log_class_probabilities(f)
+        log_likelihood = tf.reduce_sum(labels[None] * log_p, axis=[1, 2])
         return log_likelihood - 0.5 * tf.reduce_sum(tf.square(whitened), axis=[1, 2])
 
     def sample(
@@ -49,14 +51,15 @@ class NutsSampler(LatentSampler):
         """Run ``num_chains`` chains from independent prior draws; adapt the step size during the
         first 80 % of ``num_burnin`` steps and keep ``num_samples`` steps after burn-in.
 
-        :return: :class:`PosteriorSamples` with [num_chains, num_samples, C, M] whitened draws.
+        :return: :class:`PosteriorSamples` with [num_chains, num_samples, K, M] whitened draws.
         """
         check_counts(
             num_samples=(num_samples, 1), num_chains=(num_chains, 1), num_burnin=(num_burnin, 0)
         )
         rng = np.random.default_rng(seed)
         initial = tf.constant(
-            rng.standard_normal((num_chains, self.num_classes, self.num_latent)), default_float()
+            rng.standard_normal((num_chains, self.num_latent_gps, self.num_latent)),
+            default_float(),
         )
         stateless_seed = tf.constant(rng.integers(0, 2**31 - 1, size=2), tf.int32)
         kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(

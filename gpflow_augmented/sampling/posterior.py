@@ -26,7 +26,7 @@ from gpflow.inducing_variables import InducingVariables
 from gpflow.kernels import Kernel
 from gpflow.models.util import inducingpoint_wrapper
 
-from ..likelihoods import LogisticSoftmax, log_logistic_softmax, sobol_uniforms
+from ..likelihoods import AugmentedLikelihood, LogisticSoftmax, sobol_uniforms
 from ..projection import canonical_kernel_and_inducing, whitened_projection
 from ..validation import check_data, check_num_classes
 
@@ -98,12 +98,14 @@ def _split_rhat(draws: np.ndarray) -> np.ndarray:
 
 
 class PosteriorSamples:
-    """Posterior draws of a logistic-softmax GP classifier's whitened latent values.
+    """Posterior draws of a GP classifier's whitened latent values (K latent GPs, C classes).
 
-    :param whitened: [chains, draws, C, M] draws of v = L⁻¹u at the inputs Z.
+    :param whitened: [chains, draws, K, M] draws of v = L⁻¹u at the inputs Z.
     :param kernel: the (fixed) kernel the sampler used.
     :param inducing_variable: the inputs Z, as GPflow inducing variables.
-    :param likelihood: the :class:`LogisticSoftmax` that turns latent values into probabilities.
+    :param likelihood: the :class:`~gpflow_augmented.likelihoods.AugmentedLikelihood` that turns
+        latent values into class probabilities
+        (:meth:`~gpflow_augmented.likelihoods.AugmentedLikelihood.log_class_probabilities`).
     :param num_inner_points: points per draw for the expectation over f* | v in predictions.
     :param seed: seeds the random shifts of those points.
     """
@@ -113,15 +115,15 @@ class PosteriorSamples:
         whitened: np.ndarray,
         kernel: Kernel,
         inducing_variable: InducingVariables,
-        likelihood: LogisticSoftmax,
+        likelihood: AugmentedLikelihood,
         *,
         num_inner_points: int = 32,
         seed: int = 0,
     ) -> None:
         whitened = np.asarray(whitened)
-        if whitened.ndim != 4 or whitened.shape[2] != likelihood.num_classes:
+        if whitened.ndim != 4 or whitened.shape[2] != likelihood.num_latent_gps:
             raise ValueError(
-                f"whitened draws must be [chains, draws, C={likelihood.num_classes}, M], "
+                f"whitened draws must be [chains, draws, K={likelihood.num_latent_gps}, M], "
                 f"got shape {whitened.shape}"
             )
         self.whitened = whitened
@@ -129,6 +131,7 @@ class PosteriorSamples:
         self.inducing_variable = inducing_variable
         self.likelihood = likelihood
         self.num_classes = likelihood.num_classes
+        self.num_latent_gps = likelihood.num_latent_gps
         self.num_inner_points = int(num_inner_points)
         self.seed = int(seed)
 
@@ -140,18 +143,18 @@ class PosteriorSamples:
     def num_draws(self) -> int:
         return self.whitened.shape[1]
 
-    @check_shapes("Xnew: [N, D]", "return[0]: [S, T, N, C]", "return[1]: [N, C]")
+    @check_shapes("Xnew: [N, D]", "return[0]: [S, T, N, K]", "return[1]: [N, K]")
     def latent_conditionals(self, Xnew: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-        """Per draw, the mean of f* | v [chains, draws, N, C]; and its variance [N, C], which is
+        """Per draw, the mean of f* | v [chains, draws, N, K]; and its variance [N, K], which is
         the same for every draw."""
         Xnew = tf.convert_to_tensor(Xnew, dtype=default_float())
         _, A, residual = whitened_projection(
-            self.kernel, self.inducing_variable, Xnew, self.num_classes
+            self.kernel, self.inducing_variable, Xnew, self.num_latent_gps
         )
         means = tf.einsum("cmn,stcm->stnc", A, tf.constant(self.whitened, dtype=A.dtype))
         return means.numpy(), np.maximum(residual.numpy(), 0.0)
 
-    @check_shapes("Xnew: [N, D]", "return[0]: [N, C]", "return[1]: [N, C]")
+    @check_shapes("Xnew: [N, D]", "return[0]: [N, K]", "return[1]: [N, K]")
     def predict_f(self, Xnew: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of the latent f* (law of total variance over the draws)."""
 
@@ -172,19 +175,20 @@ class PosteriorSamples:
         is unbiased and adds far less noise than the posterior draws themselves.
         """
         means, residual = self.latent_conditionals(Xnew)
-        num_chains, num_draws, num_points, C = means.shape
-        sobol = sobol_uniforms(self.num_inner_points, C)  # [K, C]
-        shifts = np.random.default_rng(self.seed).uniform(size=(num_chains, num_draws, 1, 1, C))
-        per_draw = num_chains * num_points * self.num_inner_points * C
+        num_chains, num_draws, num_points, K = means.shape
+        sobol = sobol_uniforms(self.num_inner_points, K)  # [inner points, K]
+        shifts = np.random.default_rng(self.seed).uniform(size=(num_chains, num_draws, 1, 1, K))
+        per_draw = num_chains * num_points * self.num_inner_points * K
         chunk = max(1, _PREDICTIVE_CHUNK_ELEMENTS // per_draw)
-        scale = tf.sqrt(tf.constant(residual))[:, None, :]  # [N, 1, C]
-        probabilities = np.empty_like(means)
+        scale = tf.sqrt(tf.constant(residual))[:, None, :]  # [N, 1, K]
+        probabilities = np.empty(means.shape[:3] + (self.num_classes,), means.dtype)
         for start in range(0, num_draws, chunk):
             block = slice(start, start + chunk)
-            uniforms = np.mod(sobol + shifts[:, block], 1.0)  # [S, T, 1, K, C]
+            uniforms = np.mod(sobol + shifts[:, block], 1.0)  # [S, T, 1, inner points, K]
             normals = tf.constant(ndtri(np.clip(uniforms, _EPS, 1 - _EPS)), dtype=means.dtype)
             latent = tf.constant(means[:, block])[:, :, :, None, :] + scale * normals
-            p = tf.reduce_mean(tf.exp(log_logistic_softmax(latent)), axis=-2)
+            log_p = self.likelihood.log_class_probabilities(latent)
+            p = tf.reduce_mean(tf.exp(log_p), axis=-2)
             probabilities[:, block] = p.numpy()
         return probabilities
 
@@ -225,15 +229,17 @@ class PosteriorSamples:
 
 
 class LatentSampler:
-    """What both samplers share: the checked data, the whitened projection A [C, M, N] of the
-    training inputs and the one-hot labels [C, N].
+    """What both samplers share: the checked data, the whitened projection A [K, M, N] of the
+    training inputs for the likelihood's K latent GPs, the one-hot labels [C, N] and the
+    likelihood's label rows [K, N].
 
     :param data: (X [N, D], Y [N, 1]) with integer labels 0..C-1.
-    :param kernel: one kernel shared by all classes, or a ``SeparateIndependent`` with one per
-          class.
+    :param kernel: one kernel shared by all latent GPs, or a ``SeparateIndependent`` with one per
+          latent GP.
     :param num_classes: C ≥ 2.
     :param inducing_variable: inducing inputs Z; ``None`` (default) samples the full GP (Z = X).
-    :param likelihood: the :class:`LogisticSoftmax` used for predictions (built if not given).
+    :param likelihood: an :class:`~gpflow_augmented.likelihoods.AugmentedLikelihood` with C
+        classes; a :class:`LogisticSoftmax` is built if none is given.
     """
 
     def __init__(
@@ -242,27 +248,41 @@ class LatentSampler:
         kernel: Kernel,
         num_classes: int,
         inducing_variable: Optional[object] = None,
-        likelihood: Optional[LogisticSoftmax] = None,
+        likelihood: Optional[AugmentedLikelihood] = None,
     ) -> None:
         self.num_classes = check_num_classes(num_classes)
+        if likelihood is None:
+            likelihood = LogisticSoftmax(self.num_classes)
+        if not isinstance(likelihood, AugmentedLikelihood):
+            raise TypeError(
+                f"likelihood must be an AugmentedLikelihood, got {type(likelihood).__name__}"
+            )
+        if likelihood.num_classes != self.num_classes:
+            raise ValueError(
+                f"the likelihood has {likelihood.num_classes} classes, not num_classes="
+                f"{self.num_classes}"
+            )
+        self.likelihood = likelihood
+        self.num_latent_gps = likelihood.num_latent_gps
         X, Y = data
         check_data(X, Y, self.num_classes)
         X = np.asarray(X, dtype=default_float())
         self.kernel, self.inducing_variable = canonical_kernel_and_inducing(
             kernel,
             inducingpoint_wrapper(X if inducing_variable is None else inducing_variable),
-            self.num_classes,
+            self.num_latent_gps,
         )
-        self.likelihood = likelihood or LogisticSoftmax(self.num_classes)
         _, self.projection, _ = whitened_projection(
-            self.kernel, self.inducing_variable, tf.constant(X), self.num_classes
+            self.kernel, self.inducing_variable, tf.constant(X), self.num_latent_gps
         )
         labels = np.asarray(Y)[:, 0].astype(int)
         self.labels_onehot = np.eye(self.num_classes)[labels].T  # [C, N]
+        rows = likelihood.label_rows(tf.constant(labels[:, None]))
+        self.label_rows = np.asarray(rows, dtype=np.float64).T  # [K, N]
 
     @property
     def num_latent(self) -> int:
-        """M: the number of whitened latent values per class."""
+        """M: the number of whitened latent values per latent GP."""
         return int(self.projection.shape[1])
 
     def posterior(self, whitened: np.ndarray) -> PosteriorSamples:

@@ -8,11 +8,16 @@ rely on, checked the same way for each.
 * The refined expectation agrees with the exact one to the quadrature's stated accuracy.
 * The coefficients take any leading batch shape (CAVI's moments, a Gibbs sampler's draws).
 * Where soft labels are accepted, every local ELBO is linear in the label rows.
+* The class probabilities given f are a distribution, and the exact expectation at a point mass.
+* The sampled and the expected versions agree: where q(f) is a point mass and the augmented family
+  is exact given f, the Gibbs conditional's draws have the optimal local parameters as their mean.
 """
 
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from helpers import Z_TOLERANCE, PrintedRateLogisticSoftmax
 
 from gpflow_augmented.likelihoods import (
     BinaryLogistic,
@@ -137,3 +142,52 @@ def test_every_local_elbo_is_linear_in_the_label_rows(name):
             + (1 - w[:, 0]) * local_elbo(Fmu, Fvar, tf.constant(second)).numpy()
         )
         np.testing.assert_allclose(mixed, expected, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", LIKELIHOODS)
+def test_class_probabilities_are_a_distribution_and_the_exact_expectation_at_a_point_mass(name):
+    likelihood = LIKELIHOODS[name]()
+    Fmu, _, Y = _marginals(likelihood)
+    log_p = likelihood.log_class_probabilities(Fmu).numpy()
+    assert log_p.shape == (len(Y), likelihood.num_classes)
+    np.testing.assert_allclose(np.exp(log_p).sum(axis=1), 1.0, rtol=1e-12)
+    # E_q log p(y | f) at a variance of 1e-12: its quadrature error and the variance's own
+    # effect are far below 1e-8.
+    expected = likelihood.exact_local_elbo(Fmu, tf.zeros_like(Fmu) + 1e-12, tf.constant(Y))
+    np.testing.assert_allclose(expected, log_p[np.arange(len(Y)), Y[:, 0]], atol=1e-8)
+
+
+# Likelihoods whose optimal q(ω) at a point-mass q(f) is the exact conditional p(ω | f, y): the
+# negative-multinomial family (λ integrated out, as the blocked scan draws it) and the binary one.
+EXACT_GIVEN_F = {
+    "logistic-softmax": LIKELIHOODS["logistic-softmax"],
+    "binary": LIKELIHOODS["binary"],
+    "printed Poisson rate (must fail)": lambda: PrintedRateLogisticSoftmax(3),
+}
+
+
+def _draws_against_moments(likelihood, num_draws=20_000):
+    """z-scores of the draws' means of (γ, θ) = (n, ω) against the optimal local parameters at
+    q(f) = δ(f), for one f per point."""
+    Fmu, _, Y = _marginals(likelihood)
+    Y_rows = likelihood.label_rows(tf.constant(Y))
+    local = likelihood.local_parameters(Fmu, tf.zeros_like(Fmu), Y_rows)
+    rng = np.random.default_rng(0)
+    F = np.broadcast_to(Fmu.numpy().T, (num_draws, *Fmu.shape[::-1]))  # [S, K, N]
+    state = likelihood.initial_gibbs_state(F, rng)
+    draws, _ = likelihood.draw_auxiliaries(F, Y_rows.numpy().T, state, rng, "blocked")
+    z = []
+    for drawn, expected in ((draws.gamma, local.gamma), (draws.theta, local.theta)):
+        error = drawn.std(axis=0) / np.sqrt(num_draws) + 1e-12
+        z.append(np.max(np.abs(drawn.mean(axis=0) - expected.numpy().T) / error))
+    return max(z)
+
+
+@pytest.mark.parametrize("name", EXACT_GIVEN_F)
+def test_the_gibbs_conditionals_average_to_the_optimal_local_parameters(name):
+    likelihood = EXACT_GIVEN_F[name]()
+    z = _draws_against_moments(likelihood)
+    if name.endswith("(must fail)"):
+        assert z > 10 * Z_TOLERANCE, z
+    else:
+        assert z < Z_TOLERANCE, z

@@ -16,7 +16,7 @@ from gpflow_augmented.sampling.gibbs import GibbsSampler
 from gpflow_augmented.sampling.nuts import NutsSampler
 from gpflow_augmented.sampling.posterior import monte_carlo_standard_error
 
-from helpers import Z_TOLERANCE, PrintedRateGibbs
+from helpers import Z_TOLERANCE, printed_rate_gibbs
 
 # The integration tier (the samplers against each other and against the variational methods): run by
 # --slow or -m integration.
@@ -64,7 +64,7 @@ def test_printed_poisson_rate_fails_the_same_check(wine_comparison):
     dataset = wine_comparison.dataset
     # 4 × 150 draws are plenty: its bias (max |Δp| 0.28) measures 103 standard errors (152 with
     # 4 × 500 draws), where the check fails at 4.5.
-    printed = PrintedRateGibbs(
+    printed = printed_rate_gibbs(
         (dataset.X_train, dataset.Y_train), wine_comparison.kernel, dataset.num_classes
     ).sample(150, num_chains=4, num_burnin=100, seed=1)
     with pytest.raises(AssertionError, match="standard errors"):
