@@ -31,10 +31,10 @@
 # model provides.
 #
 # `lsm` is the package's method: the logistic-softmax model trained by closed-form natural-gradient
-# steps on the exact bound (the paper's LSM is its augmented bound, our `lsm-collapsed`). `METHODS`
+# steps on the exact bound (the paper's LSM is its augmented bound, our `lsm-negative-multinomial`). `METHODS`
 # below runs the table's three methods, `lsm`, `rm` and `sep` (the Heaviside likelihood by stochastic
 # EP, the table's SEP-MGPC), and `dirichlet` (Milios et al.'s Dirichlet GP classification, the fast
-# method GPyTorch users are pointed to; not in the table). Add `"lsm-collapsed"`, `"softmax"` and
+# method GPyTorch users are pointed to; not in the table). Add `"lsm-negative-multinomial"`, `"softmax"` and
 # `"lsm-vi"` for every method of the benchmark in docs/benchmarks.md. In full mode this notebook
 # takes about 38 minutes, because the table is defined by its 100-second budget.
 #

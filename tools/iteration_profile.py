@@ -20,7 +20,7 @@ from gpflow_augmented.comparison.benchmark import interleaved_medians
 from gpflow_augmented.initialisation import initial_kernel
 from gpflow_augmented.distributed import loss_and_gradients
 
-METHODS = ("lsm-collapsed", "lsm", "softmax", "lsm-vi")
+METHODS = ("lsm-negative-multinomial", "lsm", "softmax", "lsm-vi")
 
 
 def main() -> None:

@@ -45,7 +45,19 @@ unless the caller gives one rate to all.
 import abc
 import contextlib
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 import gpflow
 import numpy as np
@@ -76,14 +88,16 @@ __all__ = [
     "DAMPED_METHODS",
     "DEFAULT_MULTICLASS_METHODS",
     "DEFAULT_POSITIVE_BIJECTOR",
-    "METHOD_POSITIVE_BIJECTORS",
+    "METHOD_SPECS",
+    "MethodSpec",
+    "BuildInputs",
+    "UNSWEPT_LEARNING_RATE",
     "POSITIVE_BIJECTORS",
     "positive_parameters",
     "EXACT_BOUND_METHODS",
     "FULL_GP_MAX_POINTS",
     "FULL_GP_METHODS",
     "MULTICLASS_METHODS",
-    "PEER_LEARNING_RATES",
     "default_methods",
     "Method",
     "AugmentedMethod",
@@ -100,40 +114,8 @@ __all__ = [
     "method_positive_bijector",
 ]
 
-METHODS: Dict[str, str] = {
-    "lsm": "logistic-softmax, exact bound: closed-form natural step on exact sites + Adam on the "
-    "exact ELBO, constant prior mean",
-    "lsm-subsets": "as lsm, each step updating a random subset of the classes (class_subset_size, "
-    "default ⌈C/4⌉, at least 2)",
-    "lsm-zero-mean": "as lsm, with GPflow's zero prior mean",
-    "lsm-weighted": "as lsm, with class weights θ updated in closed form by CAVI",
-    "lsm-collapsed": "logistic-softmax, augmented (collapsed bound): CAVI + Adam",
-    "lsm-paper": "logistic-softmax, augmented (paper's Gamma-Poisson scheme): CAVI + Adam",
-    "lsm-hyp-exact": "logistic-softmax, augmented (collapsed) CAVI + Adam on the exact ELBO",
-    "rm": "SVGP + robust-max (gpflow MultiClass): NaturalGradient with γ warm-up + Adam",
-    "softmax": "SVGP + softmax (gpflow Softmax, Monte Carlo): Adam",
-    "lsm-vi": "SVGP + logistic-softmax, not augmented: Adam",
-    "dirichlet": "Dirichlet GP classification (Milios et al. 2018): SVGP regression on "
-    "transformed labels, NaturalGradient with γ warm-up + Adam",
-    "sep": "Heaviside likelihood, stochastic EP (Villacampa-Calvo 2017): damped EP step + Adam "
-    "on the EP estimate of log p(y)",
-    "rmgpc": "robust multi-class GPC (Hernández-Lobato 2011): full GP, Heaviside likelihood with "
-    "explicit label outliers, damped EP step + Adam on the EP estimate of log p(y); "
-    "full batch only",
-    "xgpc": "binary logistic, Pólya-Gamma augmented (X-GPC): CAVI + Adam",
-    "bernoulli": "SVGP + Bernoulli(sigmoid): NaturalGradient with γ warm-up + Adam",
-}
-BINARY_METHODS = ("xgpc", "bernoulli")
-MULTICLASS_METHODS = tuple(name for name in METHODS if name not in BINARY_METHODS)
-EXACT_BOUND_METHODS = ("lsm", "lsm-subsets", "lsm-zero-mean", "lsm-weighted")
-AUGMENTED_METHODS = EXACT_BOUND_METHODS + ("lsm-collapsed", "lsm-paper", "lsm-hyp-exact", "xgpc")
-# The methods whose q(u) moves by a step size ρ that a schedule can set on minibatches.
-DAMPED_METHODS = AUGMENTED_METHODS + ("sep",)
 # Parallel EP updates every site at once; undamped, the full-batch sites oscillate.
 FULL_BATCH_EP_DAMPING = 0.5
-# The methods that are a full GP on the training set they hold: no inducing points of their own, no
-# minibatches.
-FULL_GP_METHODS = ("rmgpc",)
 # A full GP's step costs O(C N³) time and O(C N²) memory (several [C, N, N] arrays, and their
 # gradients): the largest training set a comparison gives it (docs/benchmarks.md, "rmgpc's size
 # limit", has the measurement).
@@ -145,23 +127,8 @@ FULL_GP_MAX_POINTS = 1000
 POSITIVE_BIJECTORS = ("softplus", "exp")
 # GPflow's default, kept by the methods whose choice was not measured.
 DEFAULT_POSITIVE_BIJECTOR = "softplus"
-# A method's own bijector when a comparison gives none: exp where, at the method's own learning
-# rate, it lowers the geometric-mean validation NLL over ten datasets by more than 2.5 % (the margin
-# the learning rates called close); within that margin GPflow's softplus stays. Measured for lsm,
-# sep, rm, softmax, lsm-vi and dirichlet; only softmax gained (docs/benchmarks.md, "The positive
-# bijector at each method's own rate").
-METHOD_POSITIVE_BIJECTORS: Dict[str, str] = {"softmax": "exp"}
-# Adam's learning rate of a peer when a comparison gives none: of 0.01, 0.03 and 0.1, the one with
-# the lowest geometric-mean validation NLL over ten datasets, over two seeds where seed 0's best two
-# were within 2.5 % (docs/benchmarks.md, "Adam's learning rate"), the rule and grid that chose this
-# package's (bounds.EXACT_LEARNING_RATE). The peers not swept keep GPflow's customary 0.01.
-PEER_LEARNING_RATES: Dict[str, float] = {
-    "rm": 0.03,
-    "sep": 0.01,
-    "softmax": 0.03,
-    "lsm-vi": 0.1,
-    "dirichlet": 0.1,
-}
+# Adam's learning rate of a peer whose rate was not swept: GPflow's customary 0.01.
+UNSWEPT_LEARNING_RATE = 0.01
 # The package's method and the GPflow models a user would otherwise pick; the variants on request.
 DEFAULT_MULTICLASS_METHODS = ("lsm", "rm", "softmax", "lsm-vi")
 # The ρ schedules a comparison can give the CAVI methods on minibatches, by name. The first is the
@@ -174,18 +141,17 @@ STEP_SIZE_SCHEDULES: Dict[str, StepSizeSchedule] = {
 
 
 def method_learning_rate(name: str) -> float:
-    """Adam's learning rate of method ``name`` at its defaults: this package's methods take the
-    library's default for their bound (:attr:`~gpflow_augmented.bounds.Bound.learning_rate`), the
-    peers :data:`PEER_LEARNING_RATES` (0.01 where not swept)."""
-    if name in AUGMENTED_METHODS:
-        return EXACT_LEARNING_RATE if name in EXACT_BOUND_METHODS else AUGMENTED_LEARNING_RATE
-    return PEER_LEARNING_RATES.get(name, 0.01)
+    """Adam's learning rate of method ``name`` at its defaults (:attr:`MethodSpec.learning_rate`):
+    this package's methods take the library's default for their bound
+    (:attr:`~gpflow_augmented.bounds.Bound.learning_rate`), the peers the rate chosen on
+    validation splits, :data:`UNSWEPT_LEARNING_RATE` where none was swept."""
+    return METHOD_SPECS[name].learning_rate
 
 
 def method_positive_bijector(name: str) -> str:
-    """The positive bijector method ``name`` keeps its positive parameters with at its defaults:
-    :data:`METHOD_POSITIVE_BIJECTORS`, GPflow's softplus where not measured."""
-    return METHOD_POSITIVE_BIJECTORS.get(name, DEFAULT_POSITIVE_BIJECTOR)
+    """The positive bijector method ``name`` keeps its positive parameters with at its defaults
+    (:attr:`MethodSpec.positive_bijector`)."""
+    return METHOD_SPECS[name].positive_bijector
 
 
 def default_methods(num_classes: int) -> Tuple[str, ...]:
@@ -469,6 +435,302 @@ class ExpectationPropagationMethod(Method):
         return float(self.ep.damping(self.ep.iteration))
 
 
+class BuildInputs(NamedTuple):
+    """What :func:`build_method` gives a method's builder, checked."""
+
+    kernel: Kernel
+    Z: np.ndarray  # a copy of the inducing inputs, in GPflow's float type
+    num_classes: int
+    num_data: int
+    learning_rate: float
+    rho: Union[float, StepSizeSchedule]  # a CAVI method's ρ: 1 on the full batch, else schedule
+    schedule: StepSizeSchedule  # the named ρ schedule on minibatches
+    full_batch: bool
+    train_inducing_points: bool
+    class_subset_size: Optional[int]
+    alpha_epsilon: Optional[float]
+    update_variance: Optional[bool]
+    data: Optional[Tuple[np.ndarray, np.ndarray]]
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodSpec:
+    """One method of a comparison, everything the comparison knows of it in one record: its name
+    and description, the builder that makes it, the defaults of its optimisation, which labels it
+    takes and which options; every check of a method and its options reads this record."""
+
+    name: str
+    description: str
+    build: Callable[["MethodSpec", BuildInputs], Method]
+    #: Adam's learning rate at the method's defaults
+    learning_rate: float
+    #: what its builder reads (the scheme, the likelihood, the optimiser of q(u), ...)
+    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    #: the optional options of :func:`build_method` it takes (others are refused by name)
+    options: FrozenSet[str] = frozenset()
+    #: labels 0/1 only (C = 2)
+    binary: bool = False
+    #: this package's model, trained by CAVI + Adam
+    ours: bool = False
+    #: on the exact bound (ours)
+    exact_bound: bool = False
+    #: a full GP on the training set it holds: full batch only, at most FULL_GP_MAX_POINTS points
+    full_gp: bool = False
+    #: its positive bijector at its defaults: exp where, at the method's own learning rate, it
+    #: lowers the geometric-mean validation NLL over ten datasets by more than 2.5 % (the margin
+    #: the learning rates called close), else GPflow's softplus. Measured for lsm, sep, rm,
+    #: softmax, lsm-vi and dirichlet; only softmax gained (docs/benchmarks.md, "The positive
+    #: bijector at each method's own rate").
+    positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR
+
+
+def _variance_option(inputs: BuildInputs) -> Dict[str, Any]:
+    return {} if inputs.update_variance is None else {"update_variance": inputs.update_variance}
+
+
+def _build_logistic_softmax(spec: MethodSpec, inputs: BuildInputs) -> Method:
+    scheme = spec.settings["scheme"]
+    mean_function = gpflow.mean_functions.Constant() if spec.settings["constant_mean"] else None
+    likelihood = LogisticSoftmax(
+        inputs.num_classes,
+        class_weights=spec.settings.get("class_weights", False),
+        augmentation=MeanFieldGammaPoisson() if scheme == "gamma-poisson" else None,
+    )
+    model = LogisticSoftmaxSVGP(
+        inputs.kernel,
+        inputs.Z,
+        inputs.num_classes,
+        num_data=inputs.num_data,
+        scheme=scheme,
+        mean_function=mean_function,
+        likelihood=likelihood,
+    )
+    set_trainable(model.inducing_variable, inputs.train_inducing_points)
+    options = _variance_option(inputs)
+    if scheme == "exact":
+        options["warm_start_iterations"] = EXACT_WARM_START
+    if "class_subset_size" in spec.options:
+        # at least 2: the exact bound's subset estimate needs a class besides a point's own
+        options["class_subset_size"] = inputs.class_subset_size or max(
+            2, -(-inputs.num_classes // 4)
+        )
+    if spec.settings.get("exact_hyperparameters"):
+        options["hyperparameter_bound"] = ExactBound()
+    return AugmentedMethod(spec.name, model, inputs.learning_rate, inputs.rho, **options)
+
+
+def _build_binary_logistic(spec: MethodSpec, inputs: BuildInputs) -> Method:
+    model = BinaryLogisticSVGP(inputs.kernel, inputs.Z, num_data=inputs.num_data)
+    set_trainable(model.inducing_variable, inputs.train_inducing_points)
+    return AugmentedMethod(
+        spec.name, model, inputs.learning_rate, inputs.rho, **_variance_option(inputs)
+    )
+
+
+def _build_sep(spec: MethodSpec, inputs: BuildInputs) -> Method:
+    model = HeavisideSEP(inputs.kernel, inputs.Z, inputs.num_classes, num_data=inputs.num_data)
+    set_trainable(model.inducing_variable, inputs.train_inducing_points)
+    damping = FULL_BATCH_EP_DAMPING if inputs.full_batch else inputs.schedule
+    return ExpectationPropagationMethod(spec.name, model, inputs.learning_rate, damping)
+
+
+def _build_full_gp(spec: MethodSpec, inputs: BuildInputs) -> Method:
+    if inputs.data is None:
+        raise ValueError(f"method {spec.name!r} is a full GP: build it on its training set (data=)")
+    check_full_gp_method(
+        spec.name, len(inputs.data[0]), inputs.full_batch, inputs.train_inducing_points
+    )
+    model = RobustMulticlassEP(inputs.data, inputs.kernel, inputs.num_classes)
+    return ExpectationPropagationMethod(
+        spec.name, model, inputs.learning_rate, FULL_BATCH_EP_DAMPING
+    )
+
+
+def _build_svgp(spec: MethodSpec, inputs: BuildInputs) -> Method:
+    likelihood = spec.settings["likelihood"](inputs)
+    # Full q_sqrt (not q_diag): NaturalGradient needs it, and the augmented model has it too.
+    num_latent_gps = 1 if spec.binary else inputs.num_classes
+    mean_function = gpflow.mean_functions.Constant() if spec.settings["constant_mean"] else None
+    model = gpflow.models.SVGP(
+        inputs.kernel,
+        likelihood,
+        inputs.Z,
+        num_latent_gps=num_latent_gps,
+        num_data=inputs.num_data,
+        whiten=True,
+        mean_function=mean_function,
+    )
+    set_trainable(model.inducing_variable, inputs.train_inducing_points)
+    if spec.settings["natural_gradient"]:
+        return NaturalGradientMethod(spec.name, model, inputs.learning_rate)
+    return AdamMethod(spec.name, model, inputs.learning_rate)
+
+
+def _lsm(name: str, description: str, scheme: str, **settings: Any) -> MethodSpec:
+    """One of this package's logistic-softmax methods."""
+    exact = scheme == "exact"
+    options = {"step_size", "update_variance"}
+    if settings.pop("class_subsets", False):
+        options.add("class_subset_size")
+    return MethodSpec(
+        name,
+        description,
+        _build_logistic_softmax,
+        EXACT_LEARNING_RATE if exact else AUGMENTED_LEARNING_RATE,
+        settings={"scheme": scheme, "constant_mean": exact, **settings},
+        options=frozenset(options),
+        ours=True,
+        exact_bound=exact,
+    )
+
+
+def _svgp(
+    name: str,
+    description: str,
+    likelihood: Callable[[BuildInputs], Any],
+    learning_rate: float,
+    *,
+    natural_gradient: bool,
+    constant_mean: bool = False,
+    **fields: Any,
+) -> MethodSpec:
+    """A peer built on GPflow's ``SVGP``."""
+    settings = {
+        "likelihood": likelihood,
+        "natural_gradient": natural_gradient,
+        "constant_mean": constant_mean,
+    }
+    return MethodSpec(name, description, _build_svgp, learning_rate, settings=settings, **fields)
+
+
+# Every method, in the order a comparison lists them. The peers' learning rates: of 0.01, 0.03 and
+# 0.1, the one with the lowest geometric-mean validation NLL over ten datasets, over two seeds
+# where seed 0's best two were within 2.5 % (docs/benchmarks.md, "Adam's learning rate"), the rule
+# and grid that chose this package's (bounds.EXACT_LEARNING_RATE).
+METHOD_SPECS: Dict[str, MethodSpec] = {
+    spec.name: spec
+    for spec in (
+        _lsm(
+            "lsm",
+            "logistic-softmax, exact bound: closed-form natural step on exact sites + Adam on "
+            "the exact ELBO, constant prior mean",
+            "exact",
+        ),
+        _lsm(
+            "lsm-subsets",
+            "as lsm, each step updating a random subset of the classes (class_subset_size, "
+            "default ⌈C/4⌉, at least 2)",
+            "exact",
+            class_subsets=True,
+        ),
+        _lsm(
+            "lsm-zero-mean", "as lsm, with GPflow's zero prior mean", "exact", constant_mean=False
+        ),
+        _lsm(
+            "lsm-weighted",
+            "as lsm, with class weights θ updated in closed form by CAVI",
+            "exact",
+            class_weights=True,
+        ),
+        _lsm(
+            "lsm-negative-multinomial",
+            "logistic-softmax, augmented (negative-multinomial bound): CAVI + Adam",
+            "negative-multinomial",
+        ),
+        _lsm(
+            "lsm-paper",
+            "logistic-softmax, augmented (paper's Gamma-Poisson scheme): CAVI + Adam",
+            "gamma-poisson",
+        ),
+        _lsm(
+            "lsm-hyp-exact",
+            "logistic-softmax, augmented (negative-multinomial) CAVI + Adam on the exact ELBO",
+            "negative-multinomial",
+            exact_hyperparameters=True,
+        ),
+        _svgp(
+            "rm",
+            "SVGP + robust-max (gpflow MultiClass): NaturalGradient with γ warm-up + Adam",
+            lambda inputs: gpflow.likelihoods.MultiClass(inputs.num_classes),
+            0.03,
+            natural_gradient=True,
+        ),
+        _svgp(
+            "softmax",
+            "SVGP + softmax (gpflow Softmax, Monte Carlo): Adam",
+            lambda inputs: gpflow.likelihoods.Softmax(inputs.num_classes),
+            0.03,
+            natural_gradient=False,
+            positive_bijector="exp",
+        ),
+        _svgp(
+            "lsm-vi",
+            "SVGP + logistic-softmax, not augmented: Adam",
+            lambda inputs: LogisticSoftmax(inputs.num_classes),
+            0.1,
+            natural_gradient=False,
+        ),
+        _svgp(
+            "dirichlet",
+            "Dirichlet GP classification (Milios et al. 2018): SVGP regression on transformed "
+            "labels, NaturalGradient with γ warm-up + Adam",
+            lambda inputs: DirichletClassification(
+                inputs.num_classes,
+                DEFAULT_ALPHA_EPSILON if inputs.alpha_epsilon is None else inputs.alpha_epsilon,
+            ),
+            0.1,
+            natural_gradient=True,
+            constant_mean=True,
+            options=frozenset({"alpha_epsilon"}),
+        ),
+        MethodSpec(
+            "sep",
+            "Heaviside likelihood, stochastic EP (Villacampa-Calvo 2017): damped EP step + Adam "
+            "on the EP estimate of log p(y)",
+            _build_sep,
+            0.01,
+            options=frozenset({"step_size"}),
+        ),
+        MethodSpec(
+            "rmgpc",
+            "robust multi-class GPC (Hernández-Lobato 2011): full GP, Heaviside likelihood with "
+            "explicit label outliers, damped EP step + Adam on the EP estimate of log p(y); "
+            "full batch only",
+            _build_full_gp,
+            UNSWEPT_LEARNING_RATE,
+            full_gp=True,
+        ),
+        MethodSpec(
+            "xgpc",
+            "binary logistic, Pólya-Gamma augmented (X-GPC): CAVI + Adam",
+            _build_binary_logistic,
+            AUGMENTED_LEARNING_RATE,
+            options=frozenset({"step_size", "update_variance"}),
+            binary=True,
+            ours=True,
+        ),
+        _svgp(
+            "bernoulli",
+            "SVGP + Bernoulli(sigmoid): NaturalGradient with γ warm-up + Adam",
+            lambda inputs: gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
+            UNSWEPT_LEARNING_RATE,
+            natural_gradient=True,
+            binary=True,
+        ),
+    )
+}
+
+# Views of the registry, by what a caller asks of it.
+METHODS: Dict[str, str] = {name: spec.description for name, spec in METHOD_SPECS.items()}
+BINARY_METHODS = tuple(name for name, spec in METHOD_SPECS.items() if spec.binary)
+MULTICLASS_METHODS = tuple(name for name, spec in METHOD_SPECS.items() if not spec.binary)
+EXACT_BOUND_METHODS = tuple(name for name, spec in METHOD_SPECS.items() if spec.exact_bound)
+AUGMENTED_METHODS = tuple(name for name, spec in METHOD_SPECS.items() if spec.ours)
+# The methods whose q(u) moves by a step size ρ that a schedule can set on minibatches.
+DAMPED_METHODS = tuple(name for name, spec in METHOD_SPECS.items() if "step_size" in spec.options)
+FULL_GP_METHODS = tuple(name for name, spec in METHOD_SPECS.items() if spec.full_gp)
+
+
 def build_method(
     name: str,
     kernel: Kernel,
@@ -485,7 +747,7 @@ def build_method(
     update_variance: Optional[bool] = None,
     data: Optional[Tuple[np.ndarray, np.ndarray]] = None,
 ) -> Method:
-    """Build method ``name`` (a key of :data:`METHODS`) around ``kernel`` and a copy of
+    """Build method ``name`` (a key of :data:`METHOD_SPECS`) around ``kernel`` and a copy of
     ``inducing_points``. Pass each method its own kernel object with the same values.
 
     ``learning_rate`` is Adam's; default :func:`method_learning_rate`. ``step_size`` names the ρ
@@ -495,7 +757,7 @@ def build_method(
     ``dirichlet`` (default :data:`~gpflow_augmented.comparison.dirichlet.DEFAULT_ALPHA_EPSILON`);
     ``update_variance`` is the :class:`~gpflow_augmented.CAVI` option of this package's methods
     (:data:`AUGMENTED_METHODS`; ``None``: the closed-form variance wherever it applies,
-    ``False``: Adam).
+    ``False``: Adam). A method refuses by name an option it does not take.
 
     A full-GP method (:data:`FULL_GP_METHODS`) is built on ``data = (X, Y)``, the training set it
     then holds and is given at every step (``full_batch`` must be true; ``inducing_points`` is not
@@ -508,95 +770,35 @@ def build_method(
         alpha_epsilon=alpha_epsilon,
         update_variance=update_variance,
     )
-    if name in FULL_GP_METHODS:
-        return _full_gp_method(
-            name, kernel, num_classes, learning_rate, data, full_batch, train_inducing_points
-        )
-    if data is not None:
+    spec = METHOD_SPECS[name]
+    if data is not None and not spec.full_gp:
         raise ValueError(
             f"method {name!r} takes its data at each step; data= is for the full-GP "
             f"methods ({', '.join(FULL_GP_METHODS)})"
         )
-    schedule = STEP_SIZE_SCHEDULES[step_size or "robbins-monro"]
-    rho: Union[float, StepSizeSchedule] = 1.0 if full_batch else schedule
-    if name in BINARY_METHODS and num_classes != 2:
+    if spec.binary and num_classes != 2:
         raise ValueError(f"method {name!r} is for binary labels (C = 2), not C = {num_classes}")
-    Z: np.ndarray = np.array(inducing_points, dtype=default_float())
-    variance_option = {} if update_variance is None else {"update_variance": update_variance}
-    if name == "xgpc":
-        model = BinaryLogisticSVGP(kernel, Z, num_data=num_data)
-        set_trainable(model.inducing_variable, train_inducing_points)
-        return AugmentedMethod(name, model, learning_rate, rho, **variance_option)
-    if name == "sep":
-        model = HeavisideSEP(kernel, Z, num_classes, num_data=num_data)
-        set_trainable(model.inducing_variable, train_inducing_points)
-        return ExpectationPropagationMethod(
-            name, model, learning_rate, FULL_BATCH_EP_DAMPING if full_batch else schedule
-        )
-    if name in AUGMENTED_METHODS:  # the multi-class ones (xgpc returned above)
-        scheme = (
-            "exact"
-            if name in EXACT_BOUND_METHODS
-            else "gamma-poisson"
-            if name == "lsm-paper"
-            else "negative-multinomial"
-        )
-        with_mean = name in EXACT_BOUND_METHODS and name != "lsm-zero-mean"
-        mean_function = gpflow.mean_functions.Constant() if with_mean else None
-        likelihood = LogisticSoftmax(
-            num_classes,
-            class_weights=name == "lsm-weighted",
-            augmentation=MeanFieldGammaPoisson() if scheme == "gamma-poisson" else None,
-        )
-        model = LogisticSoftmaxSVGP(
-            kernel,
-            Z,
-            num_classes,
-            num_data=num_data,
-            scheme=scheme,
-            mean_function=mean_function,
-            likelihood=likelihood,
-        )
-        set_trainable(model.inducing_variable, train_inducing_points)
-        options: Dict[str, object] = dict(variance_option)
-        if scheme == "exact":
-            options["warm_start_iterations"] = EXACT_WARM_START
-        if name == "lsm-subsets":
-            # at least 2: the exact bound's subset estimate needs a class besides a point's own
-            options["class_subset_size"] = class_subset_size or max(2, -(-num_classes // 4))
-        if name == "lsm-hyp-exact":
-            options["hyperparameter_bound"] = ExactBound()
-        return AugmentedMethod(name, model, learning_rate, rho, **options)
-
-    likelihood = {
-        "bernoulli": lambda: gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid),
-        "rm": lambda: gpflow.likelihoods.MultiClass(num_classes),
-        "softmax": lambda: gpflow.likelihoods.Softmax(num_classes),
-        "lsm-vi": lambda: LogisticSoftmax(num_classes),
-        "dirichlet": lambda: DirichletClassification(
-            num_classes, DEFAULT_ALPHA_EPSILON if alpha_epsilon is None else alpha_epsilon
-        ),
-    }[name]()
-    # Full q_sqrt (not q_diag): NaturalGradient needs it, and the augmented model has it too.
-    num_latent_gps = 1 if name == "bernoulli" else num_classes
-    mean_function = gpflow.mean_functions.Constant() if name == "dirichlet" else None
-    model = gpflow.models.SVGP(
-        kernel,
-        likelihood,
-        Z,
-        num_latent_gps=num_latent_gps,
+    schedule = STEP_SIZE_SCHEDULES[step_size or "robbins-monro"]
+    inputs = BuildInputs(
+        kernel=kernel,
+        Z=np.array(inducing_points, dtype=default_float()),
+        num_classes=num_classes,
         num_data=num_data,
-        whiten=True,
-        mean_function=mean_function,
+        learning_rate=learning_rate,
+        rho=1.0 if full_batch else schedule,
+        schedule=schedule,
+        full_batch=full_batch,
+        train_inducing_points=train_inducing_points,
+        class_subset_size=class_subset_size,
+        alpha_epsilon=alpha_epsilon,
+        update_variance=update_variance,
+        data=data,
     )
-    set_trainable(model.inducing_variable, train_inducing_points)
-    if name in ("rm", "bernoulli", "dirichlet"):
-        return NaturalGradientMethod(name, model, learning_rate)
-    return AdamMethod(name, model, learning_rate)
+    return spec.build(spec, inputs)
 
 
 def check_method_names(
-    names: Sequence[str], allowed: Sequence[str] = tuple(METHODS), what: str = "--methods"
+    names: Sequence[str], allowed: Sequence[str] = tuple(METHOD_SPECS), what: str = "--methods"
 ) -> Tuple[str, ...]:
     """The one check of a list of method names, wherever it is given (``what`` names it in the
     message): not empty, each among ``allowed``, none twice."""
@@ -622,41 +824,36 @@ def check_method_options(
     positive_bijector: Optional[str] = None,
     update_variance: Optional[bool] = None,
 ) -> float:
-    """Refuse, naming the method, a method that does not exist or an option it does not take;
-    returns the learning rate, checked (:func:`method_learning_rate` where none is given)."""
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    """Refuse, naming the method, a method that does not exist or an option it does not take
+    (its :class:`MethodSpec`'s ``options``); returns the learning rate, checked
+    (:func:`method_learning_rate` where none is given)."""
+    check_method_names([name], what="the method")
+    spec = METHOD_SPECS[name]
     if positive_bijector is not None and positive_bijector not in POSITIVE_BIJECTORS:
         raise ValueError(
             f"unknown positive bijector {positive_bijector!r} for method {name!r}; "
             f"choose from {', '.join(POSITIVE_BIJECTORS)}"
         )
     if learning_rate is None:
-        learning_rate = method_learning_rate(name)
+        learning_rate = spec.learning_rate
     learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
-    if class_subset_size is not None and name != "lsm-subsets":
+    given = {
+        "step_size": step_size,
+        "class_subset_size": class_subset_size,
+        "alpha_epsilon": alpha_epsilon,
+        "update_variance": update_variance,
+    }
+    for option, value in given.items():
+        if value is not None and option not in spec.options:
+            takers = ", ".join(repr(n) for n, s in METHOD_SPECS.items() if option in s.options)
+            label = "ρ schedule" if option == "step_size" else option
+            raise ValueError(f"method {name!r} has no {label} (an option of {takers})")
+    if update_variance is not None and not isinstance(update_variance, (bool, np.bool_)):
+        raise TypeError(f"update_variance must be True, False or None, got {update_variance!r}")
+    if step_size is not None and step_size not in STEP_SIZE_SCHEDULES:
         raise ValueError(
-            f"method {name!r} updates every class; class_subset_size is an option of 'lsm-subsets'"
+            f"unknown step size {step_size!r}; choose from {', '.join(STEP_SIZE_SCHEDULES)}"
         )
-    if alpha_epsilon is not None and name != "dirichlet":
-        raise ValueError(f"method {name!r} has no alpha_epsilon (an option of 'dirichlet')")
-    if update_variance is not None:
-        if name not in AUGMENTED_METHODS:
-            raise ValueError(
-                f"method {name!r} has no update_variance (an option of this "
-                f"package's methods: {', '.join(AUGMENTED_METHODS)})"
-            )
-        if not isinstance(update_variance, (bool, np.bool_)):
-            raise TypeError(f"update_variance must be True, False or None, got {update_variance!r}")
-    if step_size is not None:
-        if name not in DAMPED_METHODS:
-            raise ValueError(
-                f"method {name!r} has no ρ schedule (only {', '.join(DAMPED_METHODS)})"
-            )
-        if step_size not in STEP_SIZE_SCHEDULES:
-            raise ValueError(
-                f"unknown step size {step_size!r}; choose from {', '.join(STEP_SIZE_SCHEDULES)}"
-            )
     return learning_rate
 
 
@@ -691,22 +888,6 @@ def check_full_gp_method(
             f"{num_data} training points is more than its limit of {FULL_GP_MAX_POINTS} (sep is "
             "EP for the Heaviside likelihood with inducing points and minibatches)"
         )
-
-
-def _full_gp_method(
-    name: str,
-    kernel: Kernel,
-    num_classes: int,
-    learning_rate: float,
-    data: Optional[Tuple[np.ndarray, np.ndarray]],
-    full_batch: bool,
-    train_inducing_points: bool,
-) -> Method:
-    if data is None:
-        raise ValueError(f"method {name!r} is a full GP: build it on its training set (data=)")
-    check_full_gp_method(name, len(data[0]), full_batch, train_inducing_points)
-    model = RobustMulticlassEP(data, kernel, num_classes)
-    return ExpectationPropagationMethod(name, model, learning_rate, FULL_BATCH_EP_DAMPING)
 
 
 def _base_kernel(model: gpflow.models.GPModel) -> Kernel:

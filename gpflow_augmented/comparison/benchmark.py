@@ -122,7 +122,7 @@ def _speedups(name: str, methods: List[Dict[str, Any]]) -> str:
         return ""
     rm = by_name["rm"]
     parts = []
-    for lsm_name in ("lsm", "lsm-collapsed", "lsm-paper"):
+    for lsm_name in ("lsm", "lsm-negative-multinomial", "lsm-paper"):
         if lsm_name not in by_name:
             continue
         lsm = by_name[lsm_name]

@@ -92,11 +92,10 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
     from .baselines import (
         DEFAULT_MULTICLASS_METHODS,
         DEFAULT_POSITIVE_BIJECTOR,
+        METHOD_SPECS,
         METHODS,
-        METHOD_POSITIVE_BIJECTORS,
-        PEER_LEARNING_RATES,
         POSITIVE_BIJECTORS,
-        method_learning_rate,
+        UNSWEPT_LEARNING_RATE,
     )
 
     parser.add_argument(
@@ -128,18 +127,22 @@ def _add_training_options(parser: argparse.ArgumentParser, time_budget: float) -
         help="stop each method after this many steps as well",
     )
     own_rates = ", ".join(
-        f"{name} {method_learning_rate(name):g}" for name in ("lsm", *PEER_LEARNING_RATES)
+        f"{name} {spec.learning_rate:g}"
+        for name, spec in METHOD_SPECS.items()
+        if not spec.binary and spec.learning_rate != UNSWEPT_LEARNING_RATE
     )
     parser.add_argument(
         "--learning-rate",
         type=_number(0, inclusive=False),
         default=None,
         help="Adam's learning rate for every method (default: each method's own, "
-        f"chosen by one rule on validation splits: {own_rates}; 0.01 for "
-        "the methods not swept)",
+        f"chosen by one rule on validation splits: {own_rates}; "
+        f"{UNSWEPT_LEARNING_RATE:g} for the others)",
     )
     own_bijectors = "".join(
-        f"{name} {bijector}, " for name, bijector in METHOD_POSITIVE_BIJECTORS.items()
+        f"{name} {spec.positive_bijector}, "
+        for name, spec in METHOD_SPECS.items()
+        if spec.positive_bijector != DEFAULT_POSITIVE_BIJECTOR
     )
     parser.add_argument(
         "--positive-bijector",
@@ -399,7 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument(
         "--methods",
         default=None,
-        help="with --export-hlo: comma-separated methods (default lsm,lsm-collapsed,softmax,rm)",
+        help="with --export-hlo: comma-separated methods (default "
+        "lsm,lsm-negative-multinomial,softmax,rm)",
     )
     scale.add_argument(
         "--dtypes",

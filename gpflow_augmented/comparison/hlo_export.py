@@ -54,7 +54,7 @@ DEFAULT_SIZES: Tuple[Tuple[int, int, int, int], ...] = (
     (1000, 200, 100, 64),
     (4096, 1000, 10, 784),
 )
-DEFAULT_METHODS = ("lsm", "lsm-collapsed", "softmax", "rm")
+DEFAULT_METHODS = ("lsm", "lsm-negative-multinomial", "softmax", "rm")
 DEFAULT_DTYPES = ("float64", "float32")
 # References up to this many elements are stored whole, larger ones by a seeded sample: a trained
 # q_sqrt at M = 1000, C = 10 is 80 MB in float64, and the check needs only enough elements to fail.

@@ -2,6 +2,7 @@
 inducing points and sees the same minibatches; RM's natural-gradient schedule and its recovery
 from a failed step behave as the paper's authors' baseline did."""
 
+import dataclasses
 import gpflow
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import gpflow_augmented as ga
 from gpflow_augmented.comparison.baselines import (
     BINARY_METHODS,
     FULL_GP_METHODS,
-    METHOD_POSITIVE_BIJECTORS,
+    METHOD_SPECS,
     MULTICLASS_METHODS,
     Method,
     NaturalGradientWarmUp,
@@ -290,19 +291,20 @@ def test_every_method_keeps_its_own_positive_bijector_unless_one_is_given_for_al
     methods = ["lsm", "softmax", "rm", "dirichlet", "sep", "lsm-vi", "lsm-paper"]
     own = check_methods(methods, 150, batch_size=50)
     assert {name: own[name]["positive_bijector"] for name in methods} == {
-        name: METHOD_POSITIVE_BIJECTORS.get(name, "softplus") for name in methods
+        name: "exp" if name == "softmax" else "softplus" for name in methods
     }
     assert own["lsm-paper"]["positive_bijector"] == "softplus"  # not measured: GPflow's default
     given = check_methods(methods, 150, batch_size=50, positive_bijector="exp")
     assert {options["positive_bijector"] for options in given.values()} == {"exp"}
 
-    # The table is what builds the kernel: flip softmax's entry and its variance is stored as log
-    # σ².
+    # The registry is what builds the kernel: flip softmax's record and its variance is stored as
+    # log σ².
     options = dict(
         num_inducing=8, batch_size=50, time_budget=None, max_iterations=1, trace_test_points=None
     )
     for bijector, stored_as_log in (("softplus", False), ("exp", True)):
-        monkeypatch.setitem(METHOD_POSITIVE_BIJECTORS, "softmax", bijector)
+        flipped = dataclasses.replace(METHOD_SPECS["softmax"], positive_bijector=bijector)
+        monkeypatch.setitem(METHOD_SPECS, "softmax", flipped)
         variance = compare(tiny, ["softmax"], **options).methods[0].method.model.kernel.variance
         assert (
             np.isclose(
@@ -553,7 +555,7 @@ def test_method_names_build_the_variants_they_name(tiny):
     assert lsm.trainer.cavi.class_sampler is None
     assert isinstance(build("lsm-zero-mean").model.mean_function, gpflow.mean_functions.Zero)
     assert build("lsm-weighted").model.learns_class_weights
-    assert build("lsm-collapsed").model.scheme == "negative-multinomial"
+    assert build("lsm-negative-multinomial").model.scheme == "negative-multinomial"
     assert build("lsm-paper").model.scheme == "gamma-poisson"
     assert build("lsm-subsets").trainer.cavi.class_sampler.subset_size == 3  # ⌈10 / 4⌉
     assert build("lsm-subsets", 4).trainer.cavi.class_sampler.subset_size == 2  # not ⌈4 / 4⌉
@@ -561,7 +563,9 @@ def test_method_names_build_the_variants_they_name(tiny):
     assert build("lsm-subsets").model.scheme == "exact"
     with pytest.raises(ValueError, match="unknown method 'lsm-exact-mean'"):
         build("lsm-exact-mean")
-    with pytest.raises(ValueError, match="class_subset_size is an option of 'lsm-subsets'"):
+    with pytest.raises(
+        ValueError, match=r"has no class_subset_size \(an option of 'lsm-subsets'\)"
+    ):
         build("lsm", class_subset_size=2)
     with pytest.raises(ValueError, match="unknown method 'lsm-exact'"):
         compare(tiny, ["lsm-exact"], max_iterations=1)

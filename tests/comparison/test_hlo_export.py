@@ -30,7 +30,7 @@ from gpflow_augmented.comparison.hlo_export import (
 pytestmark = pytest.mark.integration
 
 SIZE = (24, 6, 3, 2)  # B, M, C, D
-METHODS = ("lsm", "lsm-collapsed", "softmax", "rm")
+METHODS = ("lsm", "lsm-negative-multinomial", "softmax", "rm")
 RUN_HLO = Path(
     os.environ.get(
         "GPFLOW_AUGMENTED_RUN_HLO",
