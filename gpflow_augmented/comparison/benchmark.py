@@ -9,7 +9,6 @@ same Adam step — at equal (batch, M, C), interleaved so both see the same mach
 is written to ``<output>/benchmark.md`` (and per-dataset ``results.json`` and figures).
 """
 
-import argparse
 import datetime
 import functools
 import time
@@ -18,6 +17,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 import tensorflow as tf
+
+from .options import RunOptions
 
 __all__ = [
     "BINARY_TASKS",
@@ -187,17 +188,28 @@ def _against_best_peer(
     )
 
 
-def _benchmark_output(args: argparse.Namespace, names: Sequence[str]) -> Path:
+def _output_folder(options: RunOptions) -> Path:
+    if options.output is None:
+        raise ValueError("a benchmark needs an output folder (--output)")
+    return Path(options.output)
+
+
+def _datasets(options: RunOptions) -> Tuple[str, ...]:
+    """The benchmark's datasets: those given, else its defaults for the kind of labels."""
+    return options.datasets or (BINARY_TASKS if options.binary else DEFAULT_DATASETS)
+
+
+def _benchmark_output(options: RunOptions, names: Sequence[str]) -> Path:
     """The benchmark's folder, checked (and an earlier run's kept or cleared) before any
     training."""
     from .runs import prepare_output
 
-    if getattr(args, "report_only", False):
-        return Path(args.output)
+    if options.report_only:
+        return _output_folder(options)
     return prepare_output(
-        Path(args.output),
-        resume=args.resume,
-        overwrite=args.overwrite,
+        _output_folder(options),
+        resume=options.resume,
+        overwrite=options.overwrite,
         explicit=True,
         names=("benchmark.md", "binary.md", "step_times.json", *names),
     )
@@ -205,7 +217,7 @@ def _benchmark_output(args: argparse.Namespace, names: Sequence[str]) -> Path:
 
 def _run_dataset(
     load: Callable[[], Any],
-    args: argparse.Namespace,
+    options: RunOptions,
     output: Path,
     describe: Callable[[Any], str],
     label: str,
@@ -227,19 +239,17 @@ def _run_dataset(
         not_run(str(error))
         return None
     folder = output / dataset.name
-    resumed = getattr(args, "resume", False) and (folder / "results.json").exists()
+    resumed = options.resume and (folder / "results.json").exists()
     if resumed:
         print(f"{dataset.name}: finished earlier, kept", flush=True)
-    elif not getattr(args, "report_only", False):
+    elif not options.report_only:
         print(describe(dataset), flush=True)
         try:
-            check_run(dataset, args)
-            folder = prepare_output(
-                folder, resume=getattr(args, "resume", False), overwrite=False, explicit=True
-            )
+            check_run(dataset, options)
+            folder = prepare_output(folder, resume=options.resume, overwrite=False, explicit=True)
             try:
                 # Each dataset picks its own default methods (binary or multi-class labels).
-                run_comparison(dataset, argparse.Namespace(**vars(args)), folder, tensorboard=False)
+                run_comparison(dataset, options, folder, tensorboard=False)
             finally:
                 release_output(folder)
         except (InvalidDataError, NumericalError, ValueError) as error:
@@ -258,8 +268,8 @@ def _not_run(failed: List[Tuple[str, str]]) -> List[str]:
     return ["Not run:", "", *[f"- **{name}**: {reason}" for name, reason in failed], ""]
 
 
-def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]:
-    """Run (or, with ``args.report_only``, re-read) every dataset's comparison and the step-time
+def run_benchmark(options: RunOptions) -> Tuple[str, List[Tuple[str, str]]]:
+    """Run (or, with ``options.report_only``, re-read) every dataset's comparison and the step-time
     measurements, and write ``benchmark.md``; returns it and the datasets that could not be run,
     with the reason."""
     import json
@@ -267,19 +277,23 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
     from ..datasets import load_dataset
     from .runs import read_json
 
-    output = _benchmark_output(args, args.datasets)
+    output = _benchmark_output(options, _datasets(options))
     started = time.perf_counter()
     rows: List[str] = []
     speedups: List[str] = []
     targets: List[str] = []
     failed: List[Tuple[str, str]] = []
     payloads: List[Dict[str, Any]] = []
-    for name in args.datasets:
+    for name in _datasets(options):
         ran = _run_dataset(
             functools.partial(
-                load_dataset, name, args.data_dir, test_fraction=args.test_fraction, seed=args.seed
+                load_dataset,
+                name,
+                options.data_dir,
+                test_fraction=options.test_fraction,
+                seed=options.seed,
             ),
-            args,
+            options,
             output,
             lambda dataset: (
                 f"{dataset.name}: {len(dataset.X_train)} train / "
@@ -297,11 +311,11 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
         targets.append(_against_best_peer(name, methods))
 
     step_file = output / "step_times.json"
-    if getattr(args, "report_only", False) and step_file.exists():
+    if options.report_only and step_file.exists():
         measured = read_json(step_file)
     else:
         measured = [
-            {"size": [B, M, C], "seconds": step_times(B, M, C, seed=args.seed)}
+            {"size": [B, M, C], "seconds": step_times(B, M, C, seed=options.seed)}
             for B, M, C in STEP_TIME_SIZES
         ]
         output.mkdir(parents=True, exist_ok=True)
@@ -319,21 +333,21 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
         p for p in PEERS if any(m["name"] == p for payload in payloads for m in payload["methods"])
     ]
     lines = [
-        _measured(args, started, payloads),
-        f"Settings: M={args.num_inducing}, B={args.batch_size}, {_budget(args)} of "
+        _measured(options, started, payloads),
+        f"Settings: M={options.num_inducing}, B={options.batch_size}, {_budget(options)} of "
         f"training per method, "
         + (
             "learning rate, positive bijector and ρ schedule of each method chosen on a "
             "validation split of the training data (column 'settings')"
-            if getattr(args, "tune", False)
-            else _option_text("Adam rate", args.learning_rate, "learning_rate", payloads)
+            if options.tune
+            else _option_text("Adam rate", options.learning_rate, "learning_rate", payloads)
             + ", "
             + _option_text(
-                "positive bijector", args.positive_bijector, "positive_bijector", payloads
+                "positive bijector", options.positive_bijector, "positive_bijector", payloads
             )
         )
-        + f", inducing points {'trained' if args.train_inducing_points else 'fixed'}, "
-        f"seed {args.seed}.",
+        + f", inducing points {'trained' if options.train_inducing_points else 'fixed'}, "
+        f"seed {options.seed}.",
         "",
         "| dataset | method | settings | error | NLL | ECE | cw-ECE | Brier | t(NLL) s | steps | "
         "ms/step | failed |",
@@ -379,7 +393,7 @@ def run_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]
     return _write_report(output / "benchmark.md", lines), failed
 
 
-def _measured(args: argparse.Namespace, started: float, payloads: List[dict]) -> str:
+def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
     """The report's first line: when and on what machine the results were measured (the
     results' own record, which a re-written report keeps) and, unless re-read, the total time."""
     from .runs import machine
@@ -397,17 +411,13 @@ def _measured(args: argparse.Namespace, started: float, payloads: List[dict]) ->
         f"Measured {when} on {info['processor']}, "
         f"{info['cpu_count']} cores ({info['platform']}; TensorFlow {info['tensorflow']}, "
         f"GPflow {info['gpflow']})"
-        + (
-            "."
-            if getattr(args, "report_only", False)
-            else f"; total {time.perf_counter() - started:.0f} s."
-        )
+        + ("." if options.report_only else f"; total {time.perf_counter() - started:.0f} s.")
     )
 
 
-def _budget(args: argparse.Namespace) -> str:
-    parts = ([] if args.time_budget is None else [f"{args.time_budget:g} s"]) + (
-        [] if args.max_iterations is None else [f"{args.max_iterations} steps"]
+def _budget(options: RunOptions) -> str:
+    parts = ([] if options.time_budget is None else [f"{options.time_budget:g} s"]) + (
+        [] if options.max_iterations is None else [f"{options.max_iterations} steps"]
     )
     return " or ".join(parts)
 
@@ -474,7 +484,7 @@ def _binary_row(name: str, methods: List[Dict[str, Any]]) -> str:
     return f"| {name} | " + " | ".join(cells) + " |"
 
 
-def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str, str]]]:
+def run_binary_benchmark(options: RunOptions) -> Tuple[str, List[Tuple[str, str]]]:
     """X-GPC against SVGP + Bernoulli with natural gradients on one-vs-rest tasks; writes
     ``binary.md``: the time each needs to reach the baseline's best test NLL, and final metrics."""
     from ..datasets import load_dataset, one_vs_rest
@@ -484,16 +494,19 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
         if positive and not positive.isdigit():
             raise ValueError(f"binary task {task!r}: the positive class must be an integer")
         return lambda: one_vs_rest(
-            load_dataset(name, args.data_dir, test_fraction=args.test_fraction, seed=args.seed),
+            load_dataset(
+                name, options.data_dir, test_fraction=options.test_fraction, seed=options.seed
+            ),
             int(positive or 0),
         )
 
     output = _benchmark_output(
-        args, [f"{t.partition(':')[0]}-{t.partition(':')[2] or 0}-vs-rest" for t in args.datasets]
+        options,
+        [f"{t.partition(':')[0]}-{t.partition(':')[2] or 0}-vs-rest" for t in _datasets(options)],
     )
     started = time.perf_counter()
     rows, failed, payloads = [], [], []
-    for task in args.datasets:
+    for task in _datasets(options):
         try:
             load = task_loader(task)
         except ValueError as error:
@@ -501,7 +514,7 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
             continue
         ran = _run_dataset(
             load,
-            args,
+            options,
             output,
             lambda dataset: (
                 f"{dataset.name}: {len(dataset.X_train)} train / "
@@ -514,11 +527,11 @@ def run_binary_benchmark(args: argparse.Namespace) -> Tuple[str, List[Tuple[str,
             payloads.append(ran[1])
             rows.append(_binary_row(ran[0], ran[1]["methods"]))
     lines = [
-        _measured(args, started, payloads),
-        f"Settings: M={args.num_inducing}, B={args.batch_size}, {_budget(args)} of "
+        _measured(options, started, payloads),
+        f"Settings: M={options.num_inducing}, B={options.batch_size}, {_budget(options)} of "
         f"training per method, "
-        f"{_option_text('Adam rate', args.learning_rate, 'learning_rate', payloads)}, "
-        f"seed {args.seed}; one class against "
+        f"{_option_text('Adam rate', options.learning_rate, 'learning_rate', payloads)}, "
+        f"seed {options.seed}; one class against "
         "the rest of a multi-class dataset (no binary dataset is available here).",
         "",
         "Training seconds to reach a test NLL: the baseline's (SVGP + Bernoulli) best, and a "

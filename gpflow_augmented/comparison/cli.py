@@ -11,15 +11,18 @@ Figure 5).
 """
 
 import argparse
+import contextlib
+import dataclasses
 import datetime
 import math
 import os
 import sys
 from pathlib import Path
-from typing import Any, List, NoReturn, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, NoReturn, Optional, Sequence, Tuple
 
 from ..training import raised_by_interrupt
 from .ci_utils import DATA_DIR_VARIABLE
+from .options import RunOptions
 from .runs import (
     PROG,
     check_run,
@@ -588,8 +591,6 @@ def _check_options(args: argparse.Namespace) -> None:
         )
     if args.time_budget <= 0 and args.max_iterations is None:
         raise ValueError("--time-budget must be positive (or give --max-iterations)")
-    if args.time_budget <= 0:
-        args.time_budget = None
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -602,17 +603,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(stop.code or 0)
     try:
         return _run(args)
+    except _ReportedInterrupt:
+        return 130
     except BaseException as error:
         if not raised_by_interrupt(error):
             raise
-        where = getattr(args, "output", None)
-        kept = (
-            f"; the finished results are in {where}/ (continue with --resume)"
-            if where and args.command in ("compare", "benchmark")
-            else ""
-        )
-        print(f"{PROG}: interrupted{kept}", file=sys.stderr)
+        print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+
+
+@contextlib.contextmanager
+def _results_kept_in(output: Path) -> Iterator[None]:
+    """On Ctrl-C inside, say where the finished results are (the folder the run claimed)."""
+    try:
+        yield
+    except BaseException as error:
+        if not raised_by_interrupt(error):
+            raise
+        print(
+            f"{PROG}: interrupted; the finished results are in {output}/ (continue with --resume)",
+            file=sys.stderr,
+        )
+        raise _ReportedInterrupt() from None
+
+
+class _ReportedInterrupt(Exception):
+    """Ctrl-C, already reported with where the finished results are."""
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -635,25 +651,21 @@ def _run(args: argparse.Namespace) -> int:
             print(f"written to {args.output}/ (scale.json, scale.md)")
             return 0
         _check_options(args)
+        options = RunOptions.from_arguments(args)
         if args.command == "benchmark":
-            from .benchmark import (
-                BINARY_TASKS,
-                DEFAULT_DATASETS,
-                run_benchmark,
-                run_binary_benchmark,
-            )
+            from .benchmark import run_benchmark, run_binary_benchmark
 
-            if args.datasets is None:
-                args.datasets = list(BINARY_TASKS if args.binary else DEFAULT_DATASETS)
             try:
-                report, failed = (run_binary_benchmark if args.binary else run_benchmark)(args)
+                with _results_kept_in(Path(args.output)):
+                    benchmark = run_binary_benchmark if options.binary else run_benchmark
+                    report, failed = benchmark(options)
             finally:  # the benchmark's folder, claimed by its first step
                 release_output(Path(args.output))
             print(report)
             # The report is written whatever failed; the exit status says whether all ran.
             return 1 if failed else 0
         dataset = _load(args)
-        check_run(dataset, args)
+        check_run(dataset, options)
         output = prepare_output(
             Path(args.output or Path("gpflow-augmented-results") / dataset.name),
             resume=args.resume,
@@ -661,7 +673,8 @@ def _run(args: argparse.Namespace) -> int:
             explicit=args.output is not None,
         )
         try:
-            result = _compare_into(dataset, args, output)
+            with _results_kept_in(output):
+                result = _compare_into(dataset, options, output)
         finally:
             release_output(output)
     except (FileNotFoundError, InvalidDataError, ValueError) as error:
@@ -675,20 +688,20 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare_into(dataset: Any, args: argparse.Namespace, output: Path) -> Any:
+def _compare_into(dataset: Any, options: RunOptions, output: Path) -> Any:
     """The ``compare`` command's run into the claimed folder ``output``."""
-    args.output = str(output)
-    num_inducing = min(args.num_inducing, len(dataset.X_train))
+    options = dataclasses.replace(options, output=str(output))
+    num_inducing = min(options.num_inducing, len(dataset.X_train))
     capped = (
-        f" (--num-inducing {args.num_inducing} capped at the training points)"
-        if num_inducing < args.num_inducing
+        f" (--num-inducing {options.num_inducing} capped at the training points)"
+        if num_inducing < options.num_inducing
         else ""
     )
     print(
         f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
         f"{dataset.X_train.shape[1]} features, {dataset.num_classes} classes; "
-        f"M={num_inducing}{capped}, batch {min(args.batch_size, len(dataset.X_train))}, "
-        f"{args.time_budget or '-'} s per method",
+        f"M={num_inducing}{capped}, batch {min(options.batch_size, len(dataset.X_train))}, "
+        f"{options.time_budget or '-'} s per method",
         flush=True,
     )
     if dataset.description is not None:
@@ -697,7 +710,7 @@ def _compare_into(dataset: Any, args: argparse.Namespace, output: Path) -> Any:
         shown = ", ".join(f"{i}={name}" for i, name in enumerate(dataset.class_names[:12]))
         more = f", … ({dataset.num_classes} in all)" if dataset.num_classes > 12 else ""
         print(f"  classes: {shown}{more}", flush=True)
-    return run_comparison(dataset, args, output, tensorboard=args.tensorboard)
+    return run_comparison(dataset, options, output, tensorboard=options.tensorboard)
 
 
 if __name__ == "__main__":

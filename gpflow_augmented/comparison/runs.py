@@ -5,8 +5,8 @@ the TensorBoard logs. Shared by the ``compare`` and ``benchmark`` commands (:mod
 :mod:`.benchmark`).
 """
 
-import argparse
 import contextlib
+import dataclasses
 import datetime
 import json
 import math
@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .options import RunOptions
 
 PROG = "gpflow-augmented"
 
@@ -182,7 +184,7 @@ def prepare_output(
     return output
 
 
-def _run_settings(dataset: Any, args: argparse.Namespace) -> Dict[str, Any]:
+def _run_settings(dataset: Any, options: RunOptions) -> Dict[str, Any]:
     """What a resumed run must share with the run it continues."""
     keys = (
         "methods",
@@ -203,7 +205,7 @@ def _run_settings(dataset: Any, args: argparse.Namespace) -> Dict[str, Any]:
     return {
         "dataset": dataset.name,
         "num_train": len(dataset.X_train),
-        **{key: getattr(args, key, None) for key in keys},
+        **{key: getattr(options, key) for key in keys},
         # Same name, same size, other contents would otherwise resume into one results.json.
         "training_data_digest": _digest(dataset.X_train, dataset.Y_train),
         "test_data_digest": _digest(dataset.X_test, dataset.Y_test),
@@ -234,17 +236,17 @@ def read_json(path: Path) -> Any:
         ) from None
 
 
-def _data_file(args: argparse.Namespace, test: bool) -> str:
+def _data_file(options: RunOptions, test: bool) -> str:
     """The file a run's training or test data came from, as the user named it."""
-    if test and getattr(args, "test_file", None):
-        return args.test_file
-    if getattr(args, "data", None):
-        return args.data
-    return str(Path(getattr(args, "data_dir", None) or ".") / "<dataset>.npz")
+    if test and options.test_file:
+        return options.test_file
+    if options.data:
+        return options.data
+    return str(Path(options.data_dir or ".") / "<dataset>.npz")
 
 
 def _finished_methods(
-    output: Path, settings: Dict[str, Any], args: argparse.Namespace
+    output: Path, settings: Dict[str, Any], options: RunOptions
 ) -> Dict[str, Any]:
     """The methods an interrupted run in ``output`` finished, after checking that it was the
     same run on the same data."""
@@ -261,7 +263,7 @@ def _finished_methods(
         key = differing[0]
         if key.endswith("_data_digest"):
             test = key.startswith("test")
-            file = _data_file(args, test).replace("<dataset>", settings["dataset"])
+            file = _data_file(options, test).replace("<dataset>", settings["dataset"])
             raise ValueError(
                 f"--resume: {file} has changed since the run in {output} began (its "
                 f"{'test' if test else 'training'} data differ); pass --overwrite to start again"
@@ -341,40 +343,40 @@ def summary_table(result: Any) -> str:
     return "\n".join(lines)
 
 
-def _fixed_options(args: argparse.Namespace) -> Dict[str, Dict[str, Any]]:
+def _fixed_options(options: RunOptions) -> Dict[str, Dict[str, Any]]:
     """The methods' options the command line sets and tuning does not choose."""
     fixed: Dict[str, Dict[str, Any]] = {}
-    if getattr(args, "class_subset_size", None) is not None:
-        fixed["lsm-subsets"] = {"class_subset_size": args.class_subset_size}
-    if getattr(args, "alpha_epsilon", None) is not None:
-        fixed["dirichlet"] = {"alpha_epsilon": args.alpha_epsilon}
+    if options.class_subset_size is not None:
+        fixed["lsm-subsets"] = {"class_subset_size": options.class_subset_size}
+    if options.alpha_epsilon is not None:
+        fixed["dirichlet"] = {"alpha_epsilon": options.alpha_epsilon}
     return fixed
 
 
-def check_run(dataset: Any, args: argparse.Namespace) -> None:
+def check_run(dataset: Any, options: RunOptions) -> None:
     """Refuse what the comparison of ``dataset`` would refuse, before its output folder is touched
     and before any tuning or training (:func:`~gpflow_augmented.comparison.protocol.check_methods`
     on the whole training set)."""
     from .baselines import default_methods
     from .protocol import check_methods
 
-    methods = args.methods or list(default_methods(dataset.num_classes))
+    methods = options.methods or list(default_methods(dataset.num_classes))
     check_methods(
         methods,
         len(dataset.X_train),
-        batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        positive_bijector=args.positive_bijector,
-        method_options=_fixed_options(args),
-        train_inducing_points=args.train_inducing_points,
+        batch_size=options.batch_size,
+        learning_rate=options.learning_rate,
+        positive_bijector=options.positive_bijector,
+        method_options=_fixed_options(options),
+        train_inducing_points=options.train_inducing_points,
     )
 
 
 def run_comparison(
-    dataset: Any, args: argparse.Namespace, output: Path, tensorboard: bool = True
+    dataset: Any, options: RunOptions, output: Path, tensorboard: bool = True
 ) -> Any:
     """Compare on ``dataset`` and write ``output``/results.json, figures/ and tensorboard/; each
-    method's result is also written to methods/ as it finishes, which ``args.resume`` reads back
+    method's result is also written to methods/ as it finishes, which ``options.resume`` reads back
     (``output`` has passed :func:`prepare_output`, and the run :func:`check_run`)."""
     import shutil
 
@@ -384,13 +386,13 @@ def run_comparison(
     from .plots import calibration_figure, save_figure, traces_figure
     from gpflow.monitor import Monitor, MonitorTaskGroup
 
-    if args.methods is None:
-        args.methods = list(default_methods(dataset.num_classes))
-    settings = _run_settings(dataset, args)
-    finished = _finished_methods(output, settings, args) if getattr(args, "resume", False) else {}
+    methods = options.methods or default_methods(dataset.num_classes)
+    options = dataclasses.replace(options, methods=methods)
+    settings = _run_settings(dataset, options)
+    finished = _finished_methods(output, settings, options) if options.resume else {}
     if finished:
         print(f"  resuming: {', '.join(finished)} finished earlier", flush=True)
-    for name in args.methods:  # an unfinished method's partial logs would mix with the new ones
+    for name in methods:  # an unfinished method's partial logs would mix with the new ones
         if name not in finished and (output / "tensorboard" / name).exists():
             shutil.rmtree(output / "tensorboard" / name)
     write_json(output / "run.json", settings)
@@ -426,27 +428,27 @@ def run_comparison(
             image(step)
         count[0] += 1
 
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
-    shared = dict(
-        num_inducing=args.num_inducing,
-        batch_size=args.batch_size,
-        time_budget=args.time_budget,
-        max_iterations=args.max_iterations,
-        train_inducing_points=args.train_inducing_points,
-        seed=args.seed,
-        trace_test_points=args.trace_test_points,
+    progress = sys.stderr.isatty() if options.progress is None else options.progress
+    shared: Dict[str, Any] = dict(
+        num_inducing=options.num_inducing,
+        batch_size=options.batch_size,
+        time_budget=options.time_budget,
+        max_iterations=options.max_iterations,
+        train_inducing_points=options.train_inducing_points,
+        seed=options.seed,
+        trace_test_points=options.trace_test_points,
         progress=progress,
     )
-    fixed_options = _fixed_options(args)
+    fixed_options = _fixed_options(options)
     tuning = None
-    if getattr(args, "tune", False):
+    if options.tune:
         from .tuning import settings_text, tune
 
         tuning_file = output / "tuning.json"
-        if getattr(args, "resume", False) and tuning_file.exists():
+        if options.resume and tuning_file.exists():
             tuning = read_json(tuning_file)
         else:
-            tuning = tune(dataset, args.methods, method_options=fixed_options, **shared).to_json()
+            tuning = tune(dataset, methods, method_options=fixed_options, **shared).to_json()
             write_json(tuning_file, tuning)
         print(
             "  chosen on the validation split: "
@@ -457,9 +459,9 @@ def run_comparison(
         )
     result = compare(
         dataset,
-        args.methods,
-        learning_rate=args.learning_rate,
-        positive_bijector=args.positive_bijector,
+        methods,
+        learning_rate=options.learning_rate,
+        positive_bijector=options.positive_bijector,
         method_options=fixed_options if tuning is None else tuning["chosen"],
         callback=log if tensorboard else None,
         completed=finished,
