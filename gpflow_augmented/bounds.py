@@ -20,7 +20,6 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
-from .class_subsets import ClassSubset
 from .likelihoods import AugmentedLikelihood
 from .projection import BatchGeometry
 from .updates import batch_elbo
@@ -69,27 +68,21 @@ class Bound:
         ``likelihood``."""
 
     def local_elbo(
-        self,
-        likelihood: AugmentedLikelihood,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
+        self, likelihood: AugmentedLikelihood, geometry: BatchGeometry, Y: tf.Tensor
     ) -> tf.Tensor:
-        """Each point's local ELBO [N] (of the subset's columns)."""
+        """Each point's local ELBO [N], of the geometry's marginals (its class subset's
+        columns)."""
         raise NotImplementedError
 
     def sites(
         self,
         likelihood: AugmentedLikelihood,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
+        geometry: BatchGeometry,
         Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
         in_warm_start: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(local ELBO [N], linear [N, K], quadratic [N, K]) of a q(u) step; ``in_warm_start`` is
-        a boolean tensor (``None``: no warm start)."""
+        """(local ELBO [N], linear [N, K], quadratic [N, K]) of a q(u) step at the geometry's
+        marginals; ``in_warm_start`` is a boolean tensor (``None``: no warm start)."""
         raise NotImplementedError
 
     def batch_bound(
@@ -101,7 +94,7 @@ class Bound:
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """(each point's local ELBO [N], the batch ELBO []) of the geometry's class subset, the
         sum scaled by ``scale`` (N / B)."""
-        local_elbo = self.local_elbo(likelihood, geometry.Fmu, geometry.Fvar, Y, geometry.subset)
+        local_elbo = self.local_elbo(likelihood, geometry, Y)
         return local_elbo, batch_elbo(geometry, tf.reduce_sum(local_elbo), scale)
 
 
@@ -111,25 +104,18 @@ class AugmentedBound(Bound):
     ascent on it."""
 
     def local_elbo(
-        self,
-        likelihood: AugmentedLikelihood,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
+        self, likelihood: AugmentedLikelihood, geometry: BatchGeometry, Y: tf.Tensor
     ) -> tf.Tensor:
-        return likelihood.augmented_local_elbo(Fmu, Fvar, Y, subset)
+        return likelihood.augmented_local_elbo(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
 
     def sites(
         self,
         likelihood: AugmentedLikelihood,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
+        geometry: BatchGeometry,
         Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
         in_warm_start: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        return likelihood.augmented_sites(Fmu, Fvar, Y, subset)
+        return likelihood.augmented_sites(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,47 +145,39 @@ class ExactBound(Bound):
             )
 
     def local_elbo(
-        self,
-        likelihood: AugmentedLikelihood,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
+        self, likelihood: AugmentedLikelihood, geometry: BatchGeometry, Y: tf.Tensor
     ) -> tf.Tensor:
-        return likelihood.exact_local_elbo(Fmu, Fvar, Y, subset)
+        return likelihood.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
 
     def sites(
         self,
         likelihood: AugmentedLikelihood,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
+        geometry: BatchGeometry,
         Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
         in_warm_start: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         # The exact expectation and its derivatives outside any tf.cond: a gradient (for the
         # class weights) taken through a cond whose branch differentiates the XLA-compiled
         # expectation comes back as zero.
-        expected, *exact = likelihood.exact_sites(Fmu, Fvar, Y, subset)
+        expected, *exact = likelihood.exact_sites(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
         linear, quadratic = self.warm_start_sites(
-            likelihood, Fmu, Fvar, Y, (exact[0], exact[1]), in_warm_start, subset
+            likelihood, geometry, Y, (exact[0], exact[1]), in_warm_start
         )
         return expected, linear, quadratic
 
     @staticmethod
     def warm_start_sites(
         likelihood: AugmentedLikelihood,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
+        geometry: BatchGeometry,
         Y: tf.Tensor,
         exact: Tuple[tf.Tensor, tf.Tensor],
         in_warm_start: Optional[tf.Tensor],
-        subset: Optional[ClassSubset] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """The ``exact`` (linear, quadratic) sites, or the augmented bound's at the optimal local
-        parameters while ``in_warm_start`` is true."""
+        parameters of the geometry's marginals while ``in_warm_start`` is true."""
         if in_warm_start is None:
             return exact
+        Fmu, Fvar, subset = geometry.Fmu, geometry.Fvar, geometry.subset
 
         def augmented() -> Tuple[tf.Tensor, tf.Tensor]:
             Y_rows = likelihood.label_rows(Y, subset)

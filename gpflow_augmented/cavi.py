@@ -416,14 +416,7 @@ class CAVI(tf.Module):
         (the augmented ones during the warm start); see
         :meth:`~gpflow_augmented.bounds.Bound.sites`."""
         model = self.model
-        return model.bound.sites(
-            model.likelihood,
-            geometry.Fmu,
-            geometry.Fvar,
-            Y,
-            geometry.subset,
-            self._in_warm_start(),
-        )
+        return model.bound.sites(model.likelihood, geometry, Y, self._in_warm_start())
 
     def _batch_scale(self, X: tf.Tensor) -> tf.Tensor:
         """N / B, B the global batch size: the points in ``X``, summed over the replicas under a
@@ -612,7 +605,7 @@ class CAVI(tf.Module):
             subset,
         )
         linear, quadratic = ExactBound.warm_start_sites(
-            model.likelihood, geometry.Fmu, geometry.Fvar, Y, exact, self._in_warm_start(), subset
+            model.likelihood, geometry, Y, exact, self._in_warm_start()
         )
         new_mu, new_sqrt, new_variance, elbo, step_size = self._step_from_sites(
             geometry, Y, expected, linear, quadratic, scale, step_size
