@@ -10,10 +10,10 @@ What it estimates, and how (see :mod:`~gpflow_augmented.likelihoods.augmentation
   in K with probability |K|/C, so the expected step is the full step at size ρ|K|/C, and the
   natural-gradient estimate (C/|K|)·1[c ∈ K]·(η̂^c - η^c) is unbiased for the full one given the
   class coupling S_i (tested by enumerating every subset).
-* The class coupling of each point, S_i = Σ_c σ̃_ic / C (negative-multinomial family) or α_i (Gamma–Poisson,
-  eq. 17), is re-estimated from K at every step: the quantities that are global with respect to
-  the classes become stochastic. Its estimate is unbiased, but γ depends on it nonlinearly, so the
-  targets η̂^c carry an O(1/|K|) bias, which vanishes when K is all classes.
+* The class coupling of each point, S_i = Σ_c σ̃_ic / C (negative-multinomial family) or α_i
+  (Gamma–Poisson, eq. 17), is re-estimated from K at every step: the quantities that are global
+  with respect to the classes become stochastic. Its estimate is unbiased, but γ depends on it
+  nonlinearly, so the targets η̂^c carry an O(1/|K|) bias, which vanishes when K is all classes.
 * The hyperparameter gradient uses the same K: the ELBO's per-class sums and the KL are C/|K|
   times their sums over K.
 """
