@@ -20,14 +20,18 @@ the replicas, which gives the global batch's: Σ_r (B_r/B)(N/B_r S_r - KL) = N/B
 """
 
 import contextlib
-from typing import Callable, Iterator, List, Sequence, Tuple
+import json
+import os
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.utilities import set_trainable as gpflow_set_trainable
 
 __all__ = [
+    "check_tf_config",
     "loss_and_gradients",
+    "multi_worker_strategy",
     "replica_share",
     "replica_sum",
     "replica_max_code",
@@ -101,3 +105,65 @@ def set_trainable(module: tf.Module, flag: bool) -> None:
         if isinstance(variable, tf.distribute.DistributedValues):
             for component in variable.values:
                 component._trainable = flag
+
+
+_TF_CONFIG_FORM = (
+    'each worker\'s TF_CONFIG is JSON like {"cluster": {"worker": ["host0:port", '
+    '"host1:port"]}, "task": {"type": "worker", "index": 0}}'
+)
+
+
+def check_tf_config(text: Optional[str]) -> dict:
+    """The cluster description of ``TF_CONFIG`` (``text``), or one ValueError that names what is
+    wrong with it: TensorFlow itself gives a bad one a long trace or waits forever for a worker
+    that does not exist."""
+    if not text:
+        raise ValueError(f"TF_CONFIG is not set; {_TF_CONFIG_FORM}")
+    try:
+        config: Any = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"TF_CONFIG is not JSON ({error}); {_TF_CONFIG_FORM}") from None
+    if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict):
+        raise ValueError(f'TF_CONFIG has no "cluster" object; {_TF_CONFIG_FORM}')
+    cluster = config["cluster"]
+    unknown = sorted(set(cluster) - {"chief", "worker"})
+    if unknown:
+        raise ValueError(
+            f"TF_CONFIG's cluster names a job {unknown[0]!r}; MultiWorkerMirroredStrategy has "
+            '"chief" and "worker" jobs only'
+        )
+    for job, addresses in cluster.items():
+        if (
+            not isinstance(addresses, list)
+            or not addresses
+            or not all(isinstance(a, str) and a.rpartition(":")[2].isdigit() for a in addresses)
+        ):
+            raise ValueError(
+                f'TF_CONFIG\'s cluster {job!r} must be a non-empty list of "host:port" '
+                f"strings, got {addresses!r}"
+            )
+    everyone = [a for addresses in cluster.values() for a in addresses]
+    repeated = sorted({a for a in everyone if everyone.count(a) > 1})
+    if repeated:
+        raise ValueError(f"TF_CONFIG's cluster lists {repeated[0]} twice")
+    task = config.get("task")
+    if not isinstance(task, dict) or task.get("type") not in cluster:
+        raise ValueError(
+            f"TF_CONFIG's task must name a job of the cluster ({', '.join(cluster)}), got {task!r}"
+        )
+    index = task.get("index")
+    size = len(cluster[task["type"]])
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < size:
+        raise ValueError(
+            f"TF_CONFIG's task index must be an integer from 0 to {size - 1} (the "
+            f"{task['type']!r} job has {size}), got {index!r}"
+        )
+    return config
+
+
+def multi_worker_strategy() -> tf.distribute.MultiWorkerMirroredStrategy:
+    """``tf.distribute.MultiWorkerMirroredStrategy`` for this process's ``TF_CONFIG``, checked
+    first (:func:`check_tf_config`). Build the model in its ``scope()`` and pass it to ``fit``
+    or ``Trainer``; each worker then reads its own shard of every batch."""
+    check_tf_config(os.environ.get("TF_CONFIG"))
+    return tf.distribute.MultiWorkerMirroredStrategy()

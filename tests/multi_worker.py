@@ -5,8 +5,9 @@ or (with one worker) the single process it is compared with.
 
 PORTS is a comma-separated list, one per worker; with one port no cluster is made. Each worker
 trains, for each scheme, the same model on its own half of every global batch (an explicit shard:
-the first or the second half of the batch's rows); the single process takes the whole batch. Every
-parameter and the iteration counter are written to OUTPUT (.npz)."""
+the first or the second half of the batch's rows), then runs ``fit``, whose minibatch stream
+tf.data shards across the workers; the single process takes the whole batches. Every parameter,
+the iteration counter and fit's ELBO trace are written to OUTPUT (.npz)."""
 
 import json
 import os
@@ -65,7 +66,7 @@ def train(strategy, scheme, X, y, batches):
 
 
 if __name__ == "__main__":
-    strategy = tf.distribute.MultiWorkerMirroredStrategy() if len(ports) > 1 else None
+    strategy = ga.distributed.multi_worker_strategy() if len(ports) > 1 else None
     rng = np.random.default_rng(0)
     centres = rng.normal(scale=2.0, size=(NUM_CLASSES, 3))
     y = rng.integers(0, NUM_CLASSES, NUM_DATA)
@@ -74,4 +75,30 @@ if __name__ == "__main__":
     results = {}
     for scheme in SCHEMES:
         results.update(train(strategy, scheme, X, y, batches))
+    with strategy.scope() if strategy else tf.distribute.get_strategy().scope():
+        kernel = gpflow.kernels.SquaredExponential(lengthscales=[1.0, 1.5, 2.0])
+        model = ga.LogisticSoftmaxSVGP(kernel, X[:10].copy(), NUM_CLASSES, num_data=NUM_DATA)
+    fitted = ga.fit(
+        model,
+        (X, y[:, None]),
+        iterations=STEPS,
+        batch_size=BATCH,
+        progress=False,
+        seed=1,
+        strategy=strategy,
+    )
+    parameters = gpflow.utilities.parameter_dict(model)
+    results.update({f"fit/{name}": np.asarray(value) for name, value in parameters.items()})
+    results["fit/elbo"] = fitted.elbo
+    results["fit/iteration"] = fitted.trainer.iteration.numpy()
+    # The points of one batch this process reads from the stream fit distributes: tf.data's
+    # sharding gives each worker half (equal results alone would not show it: each worker reading
+    # the whole batch, with the global batch counted twice, gives the same step).
+    stream = ga.training.minibatches(X, y[:, None], BATCH, seed=1)
+    if strategy is not None:
+        first = next(iter(strategy.experimental_distribute_dataset(stream)))
+        local_X = strategy.experimental_local_results(first[0])[0]
+    else:
+        local_X = next(iter(stream))[0]
+    results["local_batch"] = np.asarray(local_X.shape[0])
     np.savez(output, **results)

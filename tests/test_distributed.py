@@ -76,9 +76,9 @@ def _free_ports(count):
 
 def test_two_workers_on_disjoint_halves_equal_one_process_on_the_whole_batch(tmp_path):
     """Two processes under MultiWorkerMirroredStrategy, each given its own half of every global
-    batch, train the exact-bound and the augmented (negative-multinomial) model by Trainer; their
-    q(u), hyperparameters and counters equal one process's on the whole batches, and each
-    other's."""
+    batch, train the exact-bound and the augmented (negative-multinomial) model by Trainer, and
+    then by fit (tf.data shards its minibatches across the workers); their q(u), hyperparameters,
+    counters and fit's ELBO trace equal one process's on the whole batches, and each other's."""
     script = Path(__file__).with_name("multi_worker.py")
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     ports = ",".join(str(port) for port in _free_ports(2))
@@ -108,11 +108,15 @@ def test_two_workers_on_disjoint_halves_equal_one_process_on_the_whole_batch(tmp
         assert worker.returncode == 0, stderr[-3000:]
     expected = np.load(tmp_path / "single.npz")
     results = [np.load(tmp_path / f"worker{index}.npz") for index in range(2)]
-    for scheme in ("exact", "negative-multinomial"):
+    for scheme in ("exact", "negative-multinomial", "fit"):
         assert expected[f"{scheme}/iteration"] == 5
         assert np.max(np.abs(expected[f"{scheme}/.q_mu"])) > 0.1  # q(u) moved: not vacuous
-        assert len([name for name in expected.files if name.startswith(scheme)]) == 6
+        assert len([name for name in expected.files if name.startswith(scheme)]) >= 6
+    assert expected["local_batch"] == 60
+    assert [int(result["local_batch"]) for result in results] == [30, 30]
     for name in expected.files:
+        if name == "local_batch":
+            continue
         for result in results:
             # Observed ≤ 1.1e-14 (values up to 5): the halves' sums are added in another order.
             np.testing.assert_allclose(result[name], expected[name], rtol=0, atol=1e-10)

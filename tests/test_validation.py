@@ -99,3 +99,44 @@ def test_failed_cholesky_is_a_clear_error_and_keeps_parameters():
         gpflow.config.set_default_jitter(1e-6)
     np.testing.assert_array_equal(model.q_mu.numpy(), q_mu)
     np.testing.assert_array_equal(model.q_sqrt.numpy(), q_sqrt)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (None, "TF_CONFIG is not set"),
+        ("{cluster", "TF_CONFIG is not JSON"),
+        ('{"task": {"type": "worker", "index": 0}}', 'no "cluster"'),
+        ('{"cluster": {"ps": ["a:1"]}, "task": {"type": "ps", "index": 0}}', "job 'ps'"),
+        ('{"cluster": {"worker": ["host"]}, "task": {"type": "worker", "index": 0}}', "host:port"),
+        (
+            '{"cluster": {"worker": ["a:1", "a:1"]}, "task": {"type": "worker", "index": 0}}',
+            "twice",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "evaluator", "index": 0}}',
+            "task must",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 2}}',
+            "0 to 1",
+        ),
+        ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker"}}', "0 to 1"),
+    ],
+)
+def test_a_bad_tf_config_gets_one_clear_error_before_any_strategy(text, message, monkeypatch):
+    with pytest.raises(ValueError, match=message):
+        ga.distributed.check_tf_config(text)
+    if text is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", text)
+    with pytest.raises(ValueError, match=message):
+        ga.distributed.multi_worker_strategy()
+
+
+def test_a_good_tf_config_is_read():
+    text = (
+        '{"cluster": {"chief": ["a:1"], "worker": ["b:2"]}, "task": {"type": "worker", "index": 0}}'
+    )
+    assert ga.distributed.check_tf_config(text)["cluster"]["chief"] == ["a:1"]
