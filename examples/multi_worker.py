@@ -15,6 +15,11 @@ Each worker reads its own half of every minibatch (tf.data shards ``fit``'s stre
 statistics and the hyperparameters' gradients are all-reduced once per step, so every worker holds
 the same q(u) and hyperparameters. ``--workers 1`` runs the same training in one process, without
 a strategy, for comparison; each run prints its median seconds per step.
+
+With ``--checkpoint-dir``, every ``--checkpoint-every`` steps the chief writes a checkpoint there
+(the other workers into scratch folders inside it); a job started again with the same folder
+resumes from the chief's latest checkpoint and continues the same minibatch stream to
+``--iterations``.
 """
 
 import argparse
@@ -34,6 +39,9 @@ def parse(argv):
     parser.add_argument("--iterations", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=200, help="the global batch")
     parser.add_argument("--num-inducing", type=int, default=50)
+    parser.add_argument("--checkpoint-dir", help="save here, and resume from here on a restart")
+    parser.add_argument("--checkpoint-every", type=int, default=50, help="steps (default 50)")
+    parser.add_argument("--save-parameters", help="the chief writes the final parameters (.npz)")
     return parser.parse_args(argv)
 
 
@@ -49,6 +57,7 @@ def free_ports(count):
 
 
 def train(args):
+    import gpflow
     import numpy as np
     import tensorflow as tf
 
@@ -56,6 +65,8 @@ def train(args):
 
     distributed = "TF_CONFIG" in os.environ
     strategy = ga.distributed.multi_worker_strategy() if distributed else None
+    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"] if distributed else 0
+    chief = index == 0
     data = ga.datasets.load_dataset(args.dataset)
     X, Y = data.X_train, data.Y_train
     with strategy.scope() if strategy else tf.distribute.get_strategy().scope():
@@ -65,40 +76,60 @@ def train(args):
             data.num_classes,
             num_data=len(X),
         )
+        trainer = ga.Trainer(model, ga.RobbinsMonro(), strategy=strategy)
+    checkpoint = tf.train.Checkpoint(model=model, trainer=trainer)
+    manager = None
+    if args.checkpoint_dir:
+        # Every worker saves (the variables are mirrored), the chief into the folder itself and the
+        # others into their own scratch folders; a restart reads the chief's latest.
+        if tf.train.latest_checkpoint(args.checkpoint_dir):
+            ga.restore_checkpoint(args.checkpoint_dir, model=model, trainer=trainer)
+        folder = args.checkpoint_dir if chief else os.path.join(args.checkpoint_dir, f".{index}")
+        manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=2)
+    done = int(trainer.iteration.numpy())
+    if done and chief:
+        print(f"resumed at step {done}", flush=True)
     reduced = count_all_reduced_bytes() if distributed else []
     step_times = []
 
-    def clock(step, **_):
+    def after_step(step, **_):
         step_times.append(time.perf_counter())
+        if manager is not None and step % args.checkpoint_every == 0:
+            manager.save(checkpoint_number=step)
 
     ga.fit(
         model,
         (X, Y),
-        iterations=args.iterations,
+        iterations=args.iterations - done,
         batch_size=args.batch_size,
         progress=False,
         strategy=strategy,
-        callback=clock,
+        trainer=trainer,
+        callback=after_step,
     )
-    chief = not distributed or json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 0
-    if chief:
-        # The first steps trace and compile; the median of the rest is the step's cost.
-        seconds = float(np.median(np.diff(step_times[5:])))
-        metrics = ga.metrics.Evaluator(data.X_test, data.Y_test)(model)
-        workers = strategy.num_replicas_in_sync if strategy else 1
+    if not chief:
+        return
+    if args.save_parameters:
+        parameters = {k: np.asarray(v) for k, v in gpflow.utilities.parameter_dict(model).items()}
+        np.savez(args.save_parameters, iteration=trainer.iteration.numpy(), **parameters)
+    metrics = ga.metrics.Evaluator(data.X_test, data.Y_test)(model)
+    workers = strategy.num_replicas_in_sync if strategy else 1
+    # The first steps trace and compile; the median of the rest is the step's cost.
+    timed = np.diff(step_times[5:])
+    per_step = f"{1e3 * float(np.median(timed)):.1f} ms per step" if len(timed) else "untimed"
+    print(
+        f"{args.dataset}: {workers} worker(s), {args.iterations} steps of a global batch of "
+        f"{args.batch_size}: {per_step}; test error {metrics['error']:.4f}, "
+        f"NLL {metrics['nll']:.4f}",
+        flush=True,
+    )
+    if reduced:
+        C, M = data.num_classes, args.num_inducing
         print(
-            f"{args.dataset}: {workers} worker(s), {args.iterations} steps of a global batch of "
-            f"{args.batch_size}: {1e3 * seconds:.1f} ms per step; test error "
-            f"{metrics['error']:.4f}, NLL {metrics['nll']:.4f}",
+            f"all-reduced per step: {sum(reduced)} bytes in {len(reduced)} tensors "
+            f"(C M² = {C * M * M} numbers, {8 * C * M * M} bytes in float64)",
             flush=True,
         )
-        if reduced:
-            C, M = data.num_classes, args.num_inducing
-            print(
-                f"all-reduced per step: {sum(reduced)} bytes in {len(reduced)} tensors "
-                f"(C M² = {C * M * M} numbers, {8 * C * M * M} bytes in float64)",
-                flush=True,
-            )
 
 
 def count_all_reduced_bytes():
@@ -121,8 +152,16 @@ def count_all_reduced_bytes():
 
 def launch(args):
     command = [sys.executable, __file__, "--worker", "--dataset", args.dataset]
-    for option in ("iterations", "batch_size", "num_inducing"):
-        command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
+    for option in (
+        "iterations",
+        "batch_size",
+        "num_inducing",
+        "checkpoint_dir",
+        "checkpoint_every",
+        "save_parameters",
+    ):
+        if getattr(args, option) is not None:
+            command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
     if args.workers == 1:
         return subprocess.call(command)
     ports = free_ports(args.workers)

@@ -5,9 +5,11 @@ before TensorFlow initialises it), and MultiWorkerMirroredStrategy across two pr
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +155,75 @@ def test_the_example_launches_two_workers_and_reports_the_step(tmp_path):
     # hyperparameters' gradients: more than C M², far less than twice it.
     total = int(reduced[0].split()[3])
     assert 8 * 4 * 10 * 10 < total < 2 * 8 * 4 * 10 * 10, reduced[0]
+
+
+def _start_workers(script, ports, options):
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    workers = []
+    for index in range(len(ports)):
+        config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(config))
+        workers.append(
+            subprocess.Popen(
+                [sys.executable, str(script), "--worker", *options],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=environment,
+            )
+        )
+    return workers
+
+
+def _finish(workers):
+    outputs = []
+    for worker in workers:
+        try:
+            stdout, stderr = worker.communicate(timeout=300)
+        finally:
+            worker.kill()
+        assert worker.returncode == 0, stderr[-3000:]
+        outputs.append(stdout)
+    return outputs
+
+
+def test_a_worker_killed_mid_run_loses_nothing_before_the_last_checkpoint(tmp_path):
+    """Two workers checkpoint every 50 steps (the chief writes); one is SIGKILLed after the first
+    checkpoint and the job is stopped. Started again on the same folder, the job resumes from the
+    chief's latest checkpoint, continues the same minibatch stream and ends where an uninterrupted
+    job ends, bit for bit (the same reductions in the same order)."""
+    script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
+    options = ["--iterations", "200", "--num-inducing", "10", "--checkpoint-every", "50"]
+    whole = tmp_path / "whole.npz"
+    _finish(
+        _start_workers(
+            script,
+            _free_ports(2),
+            [*options, "--checkpoint-dir", str(tmp_path / "a"), "--save-parameters", str(whole)],
+        )
+    )
+    folder = tmp_path / "b"
+    interrupted = [*options, "--checkpoint-dir", str(folder)]
+    workers = _start_workers(script, _free_ports(2), interrupted)
+    try:
+        deadline = time.monotonic() + 240
+        while not (folder / "ckpt-50.index").exists():
+            assert time.monotonic() < deadline, "no checkpoint written"
+            assert all(worker.poll() is None for worker in workers), "a worker ended early"
+            time.sleep(0.05)
+        workers[1].send_signal(signal.SIGKILL)
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    resumed = tmp_path / "resumed.npz"
+    outputs = _finish(
+        _start_workers(script, _free_ports(2), [*interrupted, "--save-parameters", str(resumed)])
+    )
+    assert "resumed at step" in outputs[0]
+    resumed_at = int(outputs[0].split("resumed at step ")[1].split()[0])
+    assert 50 <= resumed_at < 200
+    expected, result = np.load(whole), np.load(resumed)
+    assert int(result["iteration"]) == 200
+    for name in expected.files:
+        np.testing.assert_array_equal(result[name], expected[name], err_msg=name)
