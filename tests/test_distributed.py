@@ -78,9 +78,10 @@ def _free_ports(count):
 
 def test_two_workers_on_disjoint_halves_equal_one_process_on_the_whole_batch(tmp_path):
     """Two processes under MultiWorkerMirroredStrategy, each given its own half of every global
-    batch, train the exact-bound and the augmented (negative-multinomial) model by Trainer, and
-    then by fit (tf.data shards its minibatches across the workers); their q(u), hyperparameters,
-    counters and fit's ELBO trace equal one process's on the whole batches, and each other's."""
+    batch, train the exact-bound and the augmented (negative-multinomial) model by Trainer, by
+    CAVI alone (its update in strategy.run), and by fit (tf.data shards its minibatches across the
+    workers); their q(u), hyperparameters, counters and fit's ELBO trace equal one process's on the
+    whole batches, and each other's."""
     script = Path(__file__).with_name("multi_worker.py")
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     ports = ",".join(str(port) for port in _free_ports(2))
@@ -110,7 +111,7 @@ def test_two_workers_on_disjoint_halves_equal_one_process_on_the_whole_batch(tmp
         assert worker.returncode == 0, stderr[-3000:]
     expected = np.load(tmp_path / "single.npz")
     results = [np.load(tmp_path / f"worker{index}.npz") for index in range(2)]
-    for scheme in ("exact", "negative-multinomial", "fit"):
+    for scheme in ("exact", "negative-multinomial", "fit", "cavi"):
         assert expected[f"{scheme}/iteration"] == 5
         assert np.max(np.abs(expected[f"{scheme}/.q_mu"])) > 0.1  # q(u) moved: not vacuous
         assert len([name for name in expected.files if name.startswith(scheme)]) >= 6
