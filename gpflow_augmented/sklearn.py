@@ -30,7 +30,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .initialisation import inducing_points, initial_kernel
 from .projection import inducing_inputs
 from .models import LogisticSoftmaxSVGP
-from .bounds import EXACT_LEARNING_RATE
 from .training import fit
 
 __all__ = ["GPClassifier"]
@@ -44,11 +43,15 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         inputs; at most the number of training points).
     :param kernel: a GPflow kernel to start from (copied at each ``fit``); default an SE-ARD
         kernel with variance 1 and every lengthscale at the median distance between the rows.
+    :param scheme: what q(u) steps on, as ``LogisticSoftmaxSVGP``'s: ``"exact"`` (the default:
+        closed-form natural-gradient steps on the exact ELBO), ``"negative-multinomial"`` or
+        ``"gamma-poisson"`` (CAVI on the likelihood's augmented bounds).
     :param iterations: training steps.
     :param batch_size: minibatch size; ``None`` or at least the number of training points means
         full-batch steps.
-    :param learning_rate: Adam's learning rate for the hyperparameters (default
-        :data:`~gpflow_augmented.EXACT_LEARNING_RATE`, the one chosen for this model).
+    :param learning_rate: Adam's learning rate for the hyperparameters; default the scheme's
+        bound's (:data:`~gpflow_augmented.EXACT_LEARNING_RATE` on the exact bound, the one chosen
+        for this model).
     :param seed: seeds the inducing points and the minibatch order.
     :param warm_start: a second ``fit`` on data of the same classes and features continues from
         the fitted model instead of starting again.
@@ -63,15 +66,17 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self,
         num_inducing: int = 100,
         kernel: Optional[Kernel] = None,
+        scheme: str = "exact",
         iterations: int = 1000,
         batch_size: Optional[int] = 200,
-        learning_rate: float = EXACT_LEARNING_RATE,
+        learning_rate: Optional[float] = None,
         seed: int = 0,
         warm_start: bool = False,
         progress: bool = False,
     ) -> None:
         self.num_inducing = num_inducing
         self.kernel = kernel
+        self.scheme = scheme
         self.iterations = iterations
         self.batch_size = batch_size
         self.learning_rate = learning_rate
@@ -153,7 +158,12 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         num_inducing = min(self.num_inducing, len(np.unique(X, axis=0)))
         Z = inducing_points(X, num_inducing, seed=self.seed)
         return LogisticSoftmaxSVGP(
-            kernel, Z, num_classes, num_data=len(X), mean_function=gpflow.mean_functions.Constant()
+            kernel,
+            Z,
+            num_classes,
+            num_data=len(X),
+            scheme=self.scheme,
+            mean_function=gpflow.mean_functions.Constant(),
         )
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -200,6 +210,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 fitted["Z"],
                 fitted["num_classes"],
                 num_data=fitted["num_data"],
+                scheme=self.scheme,
                 mean_function=gpflow.mean_functions.Constant(),
             )
             _assign_unconstrained(model, fitted["model"])

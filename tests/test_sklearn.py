@@ -38,20 +38,23 @@ def _blobs(seed=0, n=120, num_classes=3):
     return X, y
 
 
-def test_the_test_nll_equals_fit_and_predict_y_at_the_same_settings():
+@pytest.mark.parametrize("scheme", ["exact", "negative-multinomial"])
+def test_the_test_nll_equals_fit_and_predict_y_at_the_same_settings(scheme):
     X, y = _blobs(n=160)
     X_test, y_test = X[120:], y[120:]
     X, y = X[:120], y[:120]
     names = np.array(["cat", "dog", "fox"])
-    classifier = GPClassifier(num_inducing=15, iterations=40, batch_size=50, seed=3)
+    classifier = GPClassifier(num_inducing=15, scheme=scheme, iterations=40, batch_size=50, seed=3)
     classifier.fit(X, names[y])
     model = ga.LogisticSoftmaxSVGP(
         ga.initial_kernel(X),
         ga.inducing_points(X, 15, seed=3),
         3,
         num_data=len(X),
+        scheme=scheme,
         mean_function=gpflow.mean_functions.Constant(),
     )
+    assert type(classifier.model_.bound) is type(model.bound)
     ga.fit(model, (X, y[:, None]), iterations=40, batch_size=50, seed=3, progress=False)
     nll = -model.predict_log_density((X_test, y_test[:, None])).numpy().mean()
     probabilities = classifier.predict_proba(X_test)
@@ -68,14 +71,24 @@ def test_the_test_nll_equals_fit_and_predict_y_at_the_same_settings():
 
 
 @pytest.mark.parametrize(
-    "kernel", [None, gpflow.kernels.Matern32(lengthscales=2.0)], ids=["default", "user's kernel"]
+    "kernel, scheme",
+    [(None, "exact"), (gpflow.kernels.Matern32(lengthscales=2.0), "gamma-poisson")],
+    ids=["default", "user's kernel, another scheme"],
 )
-def test_a_pickled_estimator_predicts_the_same(kernel):
+def test_a_pickled_estimator_predicts_the_same(kernel, scheme):
     X, y = _blobs()
-    classifier = GPClassifier(num_inducing=10, iterations=20, kernel=kernel).fit(X, y)
+    classifier = GPClassifier(num_inducing=10, iterations=20, kernel=kernel, scheme=scheme)
+    classifier.fit(X, y)
     restored = pickle.loads(pickle.dumps(classifier))
     np.testing.assert_array_equal(restored.predict_proba(X), classifier.predict_proba(X))
     assert type(restored.model_.kernel) is type(classifier.model_.kernel)
+    assert restored.model_.likelihood.augmentation == classifier.model_.likelihood.augmentation
+
+
+def test_an_unknown_scheme_is_refused_by_name():
+    X, y = _blobs()
+    with pytest.raises(ValueError, match="scheme"):
+        GPClassifier(num_inducing=5, iterations=2, scheme="collapsed").fit(X, y)
 
 
 def test_it_works_in_a_pipeline_a_grid_search_and_cross_validation():
