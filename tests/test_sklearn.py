@@ -113,6 +113,21 @@ def test_it_works_in_a_pipeline_a_grid_search_and_cross_validation():
     assert log_loss(y, probabilities) == pytest.approx(-search.score(X, y))
 
 
+def test_calibration_display_reads_its_probabilities():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from sklearn.calibration import CalibrationDisplay, calibration_curve
+
+    X, y = _blobs(n=120)
+    binary = y % 2  # two classes, as a calibration curve needs
+    classifier = GPClassifier(num_inducing=8, iterations=20).fit(X, binary)
+    display = CalibrationDisplay.from_estimator(classifier, X, binary, n_bins=5)
+    expected = calibration_curve(binary, classifier.predict_proba(X)[:, 1], n_bins=5)
+    np.testing.assert_array_equal(display.prob_true, expected[0])
+    np.testing.assert_array_equal(display.prob_pred, expected[1])
+
+
 def test_a_warm_start_continues_and_a_failed_fit_keeps_what_was_fitted():
     X, y = _blobs()
     classifier = GPClassifier(num_inducing=10, iterations=10, batch_size=40, warm_start=True)
