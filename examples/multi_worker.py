@@ -25,7 +25,6 @@ resumes from the chief's latest checkpoint and continues the same minibatch stre
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -43,17 +42,6 @@ def parse(argv):
     parser.add_argument("--checkpoint-every", type=int, default=50, help="steps (default 50)")
     parser.add_argument("--save-parameters", help="the chief writes the final parameters (.npz)")
     return parser.parse_args(argv)
-
-
-def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def train(args):
@@ -164,7 +152,9 @@ def launch(args):
             command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
     if args.workers == 1:
         return subprocess.call(command)
-    ports = free_ports(args.workers)
+    from gpflow_augmented.distributed import free_local_ports
+
+    ports = free_local_ports(args.workers)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     workers = []
     for index in range(args.workers):

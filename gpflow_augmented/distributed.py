@@ -22,6 +22,7 @@ the replicas, which gives the global batch's: Σ_r (B_r/B)(N/B_r S_r - KL) = N/B
 import contextlib
 import json
 import os
+import socket
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -30,6 +31,7 @@ from gpflow.utilities import set_trainable as gpflow_set_trainable
 
 __all__ = [
     "check_tf_config",
+    "free_local_ports",
     "loss_and_gradients",
     "multi_worker_strategy",
     "replica_share",
@@ -167,3 +169,16 @@ def multi_worker_strategy() -> tf.distribute.MultiWorkerMirroredStrategy:
     or ``Trainer``; each worker then reads its own shard of every batch."""
     check_tf_config(os.environ.get("TF_CONFIG"))
     return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def free_local_ports(count: int) -> List[int]:
+    """``count`` distinct ports on 127.0.0.1 that are free now, for the workers of a cluster on one
+    machine (a process may still take one before a worker binds it)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()

@@ -157,11 +157,17 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         # k-means has no more distinct centres to give than distinct rows.
         num_inducing = min(self.num_inducing, len(np.unique(X, axis=0)))
         Z = inducing_points(X, num_inducing, seed=self.seed)
+        return self._model(kernel, Z, num_classes, len(X))
+
+    def _model(
+        self, kernel: Kernel, Z: np.ndarray, num_classes: int, num_data: int
+    ) -> LogisticSoftmaxSVGP:
+        """The model a fit trains and unpickling rebuilds."""
         return LogisticSoftmaxSVGP(
             kernel,
             Z,
             num_classes,
-            num_data=len(X),
+            num_data=num_data,
             scheme=self.scheme,
             mean_function=gpflow.mean_functions.Constant(),
         )
@@ -205,14 +211,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 if self.kernel is None
                 else copy.deepcopy(self.kernel)
             )
-            model = LogisticSoftmaxSVGP(
-                kernel,
-                fitted["Z"],
-                fitted["num_classes"],
-                num_data=fitted["num_data"],
-                scheme=self.scheme,
-                mean_function=gpflow.mean_functions.Constant(),
-            )
+            model = self._model(kernel, fitted["Z"], fitted["num_classes"], fitted["num_data"])
             _assign_unconstrained(model, fitted["model"])
             self.model_ = model
 

@@ -6,7 +6,6 @@ before TensorFlow initialises it), and MultiWorkerMirroredStrategy across two pr
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from gpflow_augmented.distributed import free_local_ports
 
 # The integration tier (two logical devices in a subprocess): run by --slow or -m integration.
 pytestmark = pytest.mark.integration
@@ -65,17 +66,6 @@ def test_mirrored_strategy_equals_single_device():
             assert difference < 1e-10, (config, name, difference)
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def test_two_workers_on_disjoint_halves_equal_one_process_on_the_whole_batch(tmp_path):
     """Two processes under MultiWorkerMirroredStrategy, each given its own half of every global
     batch, train the exact-bound and the augmented (negative-multinomial) model by Trainer, by
@@ -84,7 +74,7 @@ def test_two_workers_on_disjoint_halves_equal_one_process_on_the_whole_batch(tmp
     whole batches, and each other's."""
     script = Path(__file__).with_name("multi_worker.py")
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    ports = ",".join(str(port) for port in _free_ports(2))
+    ports = ",".join(str(port) for port in free_local_ports(2))
     workers = [
         subprocess.Popen(
             [sys.executable, str(script), str(index), ports, str(tmp_path / f"worker{index}.npz")],
@@ -199,13 +189,13 @@ def test_a_worker_killed_mid_run_loses_nothing_before_the_last_checkpoint(tmp_pa
     _finish(
         _start_workers(
             script,
-            _free_ports(2),
+            free_local_ports(2),
             [*options, "--checkpoint-dir", str(tmp_path / "a"), "--save-parameters", str(whole)],
         )
     )
     folder = tmp_path / "b"
     interrupted = [*options, "--checkpoint-dir", str(folder)]
-    workers = _start_workers(script, _free_ports(2), interrupted)
+    workers = _start_workers(script, free_local_ports(2), interrupted)
     try:
         deadline = time.monotonic() + 240
         while not (folder / "ckpt-50.index").exists():
@@ -219,7 +209,9 @@ def test_a_worker_killed_mid_run_loses_nothing_before_the_last_checkpoint(tmp_pa
             worker.wait()
     resumed = tmp_path / "resumed.npz"
     outputs = _finish(
-        _start_workers(script, _free_ports(2), [*interrupted, "--save-parameters", str(resumed)])
+        _start_workers(
+            script, free_local_ports(2), [*interrupted, "--save-parameters", str(resumed)]
+        )
     )
     assert "resumed at step" in outputs[0]
     resumed_at = int(outputs[0].split("resumed at step ")[1].split()[0])
