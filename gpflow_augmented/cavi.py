@@ -326,18 +326,38 @@ class CAVI(tf.Module):
         warm start is over. A batch size that rules the full data out (every minibatch of ``fit``)
         leaves the search out of the trace (about a third of the default step's tracing) and out of
         the compiled step."""
-        if not (
+        return (
             self.model.bound.sites_from_derivatives
             and geometry.subset is None
             and not tf.distribute.has_strategy()
-        ):
-            return False
+            and self._may_be_full_batch(geometry)
+        )
+
+    def _may_be_full_batch(self, geometry: BatchGeometry) -> bool:
+        """Whether the batch's static size allows N / B = 1 (at trace time; ``True`` when a size
+        is unknown)."""
         points, num_data = geometry.Fmu.shape[0], self.model.num_data
         if points is None or num_data is None:
             return True
         dtype = default_float()
         # The run-time test's own arithmetic: N and B cast to the float type, then divided.
         return bool(np.asarray(num_data, dtype) / np.asarray(points, dtype) == 1)
+
+    def _may_need_trust_region(self, geometry: BatchGeometry) -> bool:
+        """Whether the minibatch trust region of :func:`~gpflow_augmented.updates.natural_step`
+        can apply (at trace time): only sites that are derivatives can be negative, and only a
+        batch smaller than the data has N / B > 1. Under a strategy a replica's shard is smaller
+        than the batch, so it is kept."""
+        return self.model.bound.sites_from_derivatives and (
+            tf.distribute.has_strategy() or not self._is_full_batch(geometry)
+        )
+
+    def _is_full_batch(self, geometry: BatchGeometry) -> bool:
+        """Whether the batch is the full data, N / B = 1, at trace time (``False`` when its size
+        is unknown); without ``num_data`` every batch is."""
+        if self.model.num_data is None:
+            return True
+        return geometry.Fmu.shape[0] is not None and self._may_be_full_batch(geometry)
 
     def _line_search(
         self,
@@ -443,6 +463,7 @@ class CAVI(tf.Module):
             scale=scale,
             step_size=step_size,
             whiten=self.model.whiten,
+            trust_region=self._may_need_trust_region(geometry),
         )
 
     def _variance_step(

@@ -59,35 +59,29 @@ def apply_if_finite(
     loss: tf.Tensor,
     gradients: Sequence[tf.Tensor],
     variables: Sequence[tf.Variable],
+    allowed: Union[bool, tf.Tensor] = True,
 ) -> tf.Tensor:
-    """Apply the gradients with Adam unless the loss or a gradient is not finite, or what Adam
-    writes is not (a learning rate made NaN or huge after construction, an overflow); returns
-    whether the step stands. A step that wrote a non-finite value is rolled back, Adam's own state
-    with it. In a cross-replica context the (already summed) gradients update every replica."""
-    finite = tf.math.is_finite(loss)
+    """Apply the gradients with Adam unless ``allowed`` is false, the loss or a gradient is not
+    finite, or what Adam writes is not (a learning rate made NaN or huge after construction, an
+    overflow); returns whether the step stands. A step that does not stand leaves every variable
+    and Adam's own state as they were. In a cross-replica context the (already summed) gradients
+    update every replica.
+
+    Adam is applied whatever the test says and undone by a select, not skipped by a branch: XLA on
+    a GPU reads a conditional's predicate on the host, and the select costs one pass over the
+    hyperparameters and Adam's slots."""
+    stands = tf.logical_and(allowed, tf.math.is_finite(loss))
     for gradient in gradients:
-        finite &= tf.reduce_all(tf.math.is_finite(gradient))
-
-    def apply() -> tf.Tensor:
-        optimizer_state = list(adam.variables)
-        values_before = [tf.identity(v) for v in variables]
-        state_before = [tf.identity(v) for v in optimizer_state]
-        with tf.control_dependencies(values_before + state_before):
-            adam.apply_gradients(zip(gradients, variables))
-        written = tf.constant(True)
-        for variable in variables:
-            written &= tf.reduce_all(tf.math.is_finite(variable))
-
-        def roll_back() -> tf.Tensor:
-            for variable, value in zip(
-                [*variables, *optimizer_state], [*values_before, *state_before]
-            ):
-                variable.assign(value)
-            return tf.constant(False)
-
-        return tf.cond(written, lambda: tf.constant(True), roll_back)
-
-    return tf.cond(finite, apply, lambda: tf.constant(False))
+        stands &= tf.reduce_all(tf.math.is_finite(gradient))
+    state = [*variables, *adam.variables]
+    before = [tf.identity(v) for v in state]
+    with tf.control_dependencies(before):
+        adam.apply_gradients(zip(gradients, variables))
+    for variable in variables:
+        stands &= tf.reduce_all(tf.math.is_finite(variable))
+    for variable, value in zip(state, before):
+        variable.assign(tf.where(stands, variable, value))
+    return stands
 
 
 class Trainer(tf.Module):
@@ -203,11 +197,7 @@ class Trainer(tf.Module):
         )
         if not variables:
             return elbo, status, tf.constant(True)
-        applied = tf.cond(
-            status == OK,
-            lambda: apply_if_finite(self.adam, loss, gradients, variables),
-            lambda: tf.constant(False),
-        )
+        applied = apply_if_finite(self.adam, loss, gradients, variables, allowed=status == OK)
         return elbo, status, applied
 
     def training_loss(

@@ -27,7 +27,7 @@ cannot run away (Λ̂ ⪰ I, so Λ_new ⪰ (1 - ρ) Λ) and are not tested; the 
 search; Λ_new = Λ at a fixed point, so the fixed points are again unchanged.
 """
 
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple, Union
 
 import tensorflow as tf
 from check_shapes import check_shapes
@@ -76,6 +76,49 @@ def conjugate_statistics(A: tf.Tensor, linear: tf.Tensor, quadratic: tf.Tensor) 
     return precision, nat1
 
 
+class _NaturalParameters(NamedTuple):
+    """q(v)'s natural parameters, one per class: Λ [C, M, M] and η₁ = Λ μ [C, M]."""
+
+    precision: tf.Tensor
+    nat1: tf.Tensor
+
+
+def _natural_parameters(q_mu: tf.Tensor, q_sqrt: tf.Tensor) -> _NaturalParameters:
+    # Λ = S⁻¹ = L⁻ᵀ L⁻¹ with L = q_sqrt.
+    eye = tf.eye(tf.shape(q_mu)[0], batch_shape=tf.shape(q_sqrt)[:1], dtype=q_mu.dtype)
+    sqrt_inverse = tf.linalg.triangular_solve(q_sqrt, eye, lower=True)
+    precision = tf.linalg.matmul(sqrt_inverse, sqrt_inverse, transpose_a=True)
+    return _NaturalParameters(precision, tf.linalg.matvec(precision, tf.transpose(q_mu)))
+
+
+def _mixed_step(
+    current: _NaturalParameters,
+    statistics: tuple,
+    scale: tf.Tensor,
+    rho: tf.Tensor,
+    min_precision_ratio: Union[float, tf.Tensor],
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(mean, sqrt) at η ← (1 - ρ)η + ρη̂ from the current natural parameters, NaN in the classes
+    whose new precision has no Cholesky factor or is not ⪰ κ = ``min_precision_ratio`` times the
+    current one. A Python 0 for κ leaves the trust region out of the trace; a tensor tests it
+    whatever its value (a κ of 0 repeats the factorisation's own test), without a branch: XLA on a
+    GPU reads a conditional's predicate on the host."""
+    precision_sum, nat1_sum = statistics
+    old_precision, old_nat1 = current
+    eye = tf.eye(tf.shape(old_precision)[-1], dtype=old_precision.dtype)
+    rho_matrix = rho[:, None, None]
+    precision = (1 - rho_matrix) * old_precision + rho_matrix * (eye + scale * precision_sum)
+    nat1 = (1 - rho[:, None]) * old_nat1 + rho[:, None] * scale * tf.transpose(nat1_sum)
+    mean, sqrt = mean_and_sqrt(precision, tf.transpose(nat1))
+    if isinstance(min_precision_ratio, (int, float)) and min_precision_ratio == 0:
+        return mean, sqrt
+    ratio = _as_dtype_of(min_precision_ratio, old_precision)
+    margin = tf.linalg.cholesky(precision - ratio * old_precision)
+    failed = (ratio > 0.0) & ~tf.reduce_all(tf.math.is_finite(margin), axis=[-2, -1])
+    nan = tf.constant(float("nan"), mean.dtype)
+    return tf.where(failed[None, :], nan, mean), tf.where(failed[:, None, None], nan, sqrt)
+
+
 @check_shapes(
     "q_mu: [M, C]",
     "q_sqrt: [C, M, M]",
@@ -93,7 +136,7 @@ def natural_parameter_step(
     statistics: tuple,
     scale: tf.Tensor,
     step_size: tf.Tensor,
-    min_precision_ratio: tf.Tensor = 0.0,
+    min_precision_ratio: Union[float, tf.Tensor] = 0.0,
 ) -> tuple:
     """One natural-parameter step of whitened q(v) = N(q_mu, q_sqrt q_sqrtᵀ).
 
@@ -105,29 +148,11 @@ def natural_parameter_step(
     :return: the new (q_mu, q_sqrt); NaN in the classes whose new precision has no Cholesky factor
         or fails κ.
     """
-    precision_sum, nat1_sum = statistics
     q_mu, q_sqrt = tf.convert_to_tensor(q_mu), tf.convert_to_tensor(q_sqrt)
     rho = tf.broadcast_to(_as_dtype_of(step_size, q_mu), tf.shape(q_sqrt)[:1])
-    eye = tf.eye(tf.shape(q_mu)[0], batch_shape=tf.shape(q_sqrt)[:1], dtype=q_mu.dtype)
-    # Current natural parameters: Λ = S⁻¹ = L⁻ᵀ L⁻¹ (L = q_sqrt) and η₁ = Λ μ.
-    sqrt_inverse = tf.linalg.triangular_solve(q_sqrt, eye, lower=True)
-    old_precision = tf.linalg.matmul(sqrt_inverse, sqrt_inverse, transpose_a=True)
-    old_nat1 = tf.linalg.matvec(old_precision, tf.transpose(q_mu))  # [C, M]
-    rho_matrix = rho[:, None, None]
-    precision = (1 - rho_matrix) * old_precision + rho_matrix * (eye + scale * precision_sum)
-    nat1 = (1 - rho[:, None]) * old_nat1 + rho[:, None] * scale * tf.transpose(nat1_sum)
-    mean, sqrt = mean_and_sqrt(precision, tf.transpose(nat1))
-    ratio = _as_dtype_of(min_precision_ratio, q_mu)
-
-    def outside_trust_region() -> tf.Tensor:
-        margin = tf.linalg.cholesky(precision - ratio * old_precision)
-        return ~tf.reduce_all(tf.math.is_finite(margin), axis=[-2, -1])
-
-    failed = tf.cond(
-        ratio > 0.0, outside_trust_region, lambda: tf.zeros(tf.shape(q_sqrt)[:1], tf.bool)
+    return _mixed_step(
+        _natural_parameters(q_mu, q_sqrt), statistics, scale, rho, min_precision_ratio
     )
-    nan = tf.constant(float("nan"), q_mu.dtype)
-    return (tf.where(failed[None, :], nan, mean), tf.where(failed[:, None, None], nan, sqrt))
 
 
 @check_shapes(
@@ -171,7 +196,7 @@ def natural_parameter_step_with_backoff(
     statistics: tuple,
     scale: tf.Tensor,
     step_size: tf.Tensor,
-    min_precision_ratio: tf.Tensor = 0.0,
+    min_precision_ratio: Union[float, tf.Tensor] = 0.0,
     max_backoffs: int = MAX_BACKOFFS,
 ) -> tuple:
     """:func:`natural_parameter_step`, with ρ halved (up to ``max_backoffs`` times) in each class
@@ -188,15 +213,16 @@ def natural_parameter_step_with_backoff(
             & tf.reduce_all(tf.math.is_finite(sqrt), axis=[-2, -1])
         )
 
+    q_mu, q_sqrt = tf.convert_to_tensor(q_mu), tf.convert_to_tensor(q_sqrt)
     rho = tf.broadcast_to(_as_dtype_of(step_size, q_mu), tf.shape(q_sqrt)[:1])
-    mu, sqrt = natural_parameter_step(q_mu, q_sqrt, statistics, scale, rho, min_precision_ratio)
+    # The current natural parameters do not depend on ρ: computed once, outside the retries.
+    current = _natural_parameters(q_mu, q_sqrt)
+    mu, sqrt = _mixed_step(current, statistics, scale, rho, min_precision_ratio)
 
     def retry(tries, rho, mu, sqrt):  # type: ignore[no-untyped-def]
         retrying = failed(mu, sqrt)
         rho = tf.where(retrying, rho / 2, rho)
-        retry_mu, retry_sqrt = natural_parameter_step(
-            q_mu, q_sqrt, statistics, scale, rho, min_precision_ratio
-        )
+        retry_mu, retry_sqrt = _mixed_step(current, statistics, scale, rho, min_precision_ratio)
         mu = tf.where(retrying[None, :], retry_mu, mu)
         sqrt = tf.where(retrying[:, None, None], retry_sqrt, sqrt)
         return tries + 1, rho, mu, sqrt
@@ -255,6 +281,7 @@ def natural_step(
     scale: tf.Tensor,
     step_size: tf.Tensor,
     whiten: bool,
+    trust_region: bool = True,
 ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """(q_mu, q_sqrt) as stored after a step of size ρ from the batch's sites, and the batch ELBO
     before it. Under a ``tf.distribute`` strategy the sums over the batch (the statistics and the
@@ -263,7 +290,11 @@ def natural_step(
     ``geometry`` is the batch's :class:`~gpflow_augmented.projection.BatchGeometry` (its class
     subset weighs the KL by C/|K|); ``scale`` is N / B, B the global batch size. The sites are
     coefficients of f, and q(u) is over f minus the prior mean μ:
-    linear·f - quadratic·f²/2 = (linear - quadratic·μ)·(f - μ) - quadratic·(f - μ)²/2 + const."""
+    linear·f - quadratic·f²/2 = (linear - quadratic·μ)·(f - μ) - quadratic·(f - μ)²/2 + const.
+
+    ``trust_region=False`` (at trace time) says the minibatch trust region can never apply: the
+    sites are never negative (an augmented bound's θ is an expectation of a positive variable) or
+    the batch is the full data; the step then leaves its factorisation out."""
     linear = linear - quadratic * geometry.prior_mean
     negative_sites = tf.reduce_sum(tf.cast(quadratic < 0.0, local_elbo.dtype))
     local_sum, negative_sites, statistics = replica_sum(
@@ -274,14 +305,17 @@ def natural_step(
         )
     )
     elbo = batch_elbo(geometry, local_sum, scale)
-    trust_region = (scale > 1.0) & (negative_sites > 0.0)
+    min_precision_ratio: Union[float, tf.Tensor] = 0.0
+    if trust_region:
+        applies = (scale > 1.0) & (negative_sites > 0.0)
+        min_precision_ratio = tf.where(applies, MIN_PRECISION_RATIO, 0.0)
     new_mu, new_sqrt, _ = natural_parameter_step_with_backoff(
         geometry.q_mu,
         geometry.q_sqrt,
         statistics,
         scale=scale,
         step_size=step_size,
-        min_precision_ratio=tf.where(trust_region, MIN_PRECISION_RATIO, 0.0),
+        min_precision_ratio=min_precision_ratio,
     )
     new_mu, new_sqrt = unwhitened_q(geometry.L, new_mu, new_sqrt, whiten)
     return new_mu, new_sqrt, elbo
