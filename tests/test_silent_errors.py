@@ -196,6 +196,28 @@ def test_adam_writing_a_non_finite_value_is_rolled_back(scheme):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_a_refused_batch_leaves_the_hyperparameters_and_adams_state_untouched(jit_compile):
+    """Adam is applied whatever the batch and undone by a select (no conditional on a GPU): a
+    batch refused for a bad label must still leave every variable and Adam's slots and iteration
+    count bit-identical. A select that kept Adam's write would move the lengthscales here: the
+    bad batch's gradient is finite."""
+    model, (X, Y) = make_problem(30, 3, num_inducing=5, seed=0, scheme="exact")
+    trainer = ga.Trainer(model, 0.5, learning_rate=0.05, jit_compile=jit_compile)
+    trainer.step((X, Y))
+    trainer.step((X, Y))
+    before = model_variables(model) + [v.numpy().copy() for v in trainer.adam.variables]
+    bad = Y.copy()
+    bad[0, 0] = 3  # a class the model does not have
+    with pytest.raises(ga.InvalidDataError):
+        trainer.step((X, bad))
+    after = model_variables(model) + [v.numpy().copy() for v in trainer.adam.variables]
+    for b, a in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+    trainer.step((X, Y))  # and the next valid step moves Adam's state on
+    assert any(not np.array_equal(b, a) for b, a in zip(before, model_variables(model)))
+
+
 def test_adam_baseline_rolls_back_a_non_finite_write():
     _, (X, Y) = make_problem(20, 3, seed=0)
     method = ga.comparison.baselines.build_method(

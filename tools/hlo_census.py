@@ -14,15 +14,14 @@ proxy of issue 35 for its cost on a GPU.
 
 import argparse
 import dataclasses
-import re
 import time
-from typing import Dict, List
+from typing import Dict
 
 import gpflow
 import numpy as np
 import tensorflow as tf
 
-from gpflow_augmented.comparison.hlo_export import DEFAULT_SIZES, _build
+from gpflow_augmented.comparison.hlo_export import DEFAULT_SIZES, _build, opcodes
 
 # Instructions of an optimised module that launch no work of their own.
 _FREE = {
@@ -40,41 +39,6 @@ _FREE = {
 }
 
 
-def _opcode(line: str):
-    """The opcode of an instruction line (``name = type opcode(operands), attributes``)."""
-    line = re.sub(r"/\*.*?\*/", "", line)
-    _, sep, rest = line.partition(" = ")
-    if not sep:
-        return None
-    rest = rest.lstrip()
-    if rest.startswith("("):  # a tuple type: skip its balanced parentheses
-        depth = 0
-        for end, char in enumerate(rest):
-            depth += {"(": 1, ")": -1}.get(char, 0)
-            if depth == 0:
-                break
-        rest = rest[end + 1 :]
-    else:
-        rest = rest.split(" ", 1)[1] if " " in rest else ""
-    match = re.match(r"\s*([a-z][a-z0-9\-]*)\(", rest)
-    return match.group(1) if match else None
-
-
-def _opcodes(hlo_text: str, skip_fused: bool) -> List[str]:
-    """Every instruction's opcode; with ``skip_fused``, not those inside fused computations."""
-    codes, fused = [], False
-    for line in hlo_text.splitlines():
-        if line and not line[0].isspace() and line.rstrip().endswith("{"):
-            fused = line.lstrip("%").startswith(("fused", "wrapped")) or "fused_computation" in line
-            continue
-        if skip_fused and fused:
-            continue
-        code = _opcode(line)
-        if code:
-            codes.append(code)
-    return codes
-
-
 def census(name: str, size, dtype: str, repeats: int = 5) -> Dict:
     config = dataclasses.replace(gpflow.config.config(), float=np.dtype(dtype).type)
     with gpflow.config.as_context(config):
@@ -90,8 +54,8 @@ def census(name: str, size, dtype: str, repeats: int = 5) -> Dict:
             start = time.perf_counter()
             tf.nest.map_structure(lambda t: t.numpy(), compiled(*args))
             times.append(time.perf_counter() - start)
-    codes = _opcodes(hlo, skip_fused=False)
-    launched = [c for c in _opcodes(optimised, skip_fused=True) if c not in _FREE]
+    codes = opcodes(hlo)
+    launched = [c for c in opcodes(optimised, skip_fused=True) if c not in _FREE]
     return {
         "method": name,
         "size": size,

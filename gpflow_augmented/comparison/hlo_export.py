@@ -44,6 +44,7 @@ __all__ = [
     "synthetic_batch",
     "export_iteration",
     "export_steps",
+    "opcodes",
 ]
 
 # (B, M, C, D): the sizes of issue 35's GPU table.
@@ -98,6 +99,42 @@ def _reference(
     arrays["ref_" + label] = value.reshape(-1)[index]
     arrays["refidx_" + label] = index
     return {"label": label, "full": False}
+
+
+def _opcode(line: str):
+    """The opcode of an instruction line (``name = type opcode(operands), attributes``)."""
+    line = re.sub(r"/\*.*?\*/", "", line)
+    _, sep, rest = line.partition(" = ")
+    if not sep:
+        return None
+    rest = rest.lstrip()
+    if rest.startswith("("):  # a tuple type: skip its balanced parentheses
+        depth = 0
+        for end, char in enumerate(rest):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0:
+                break
+        rest = rest[end + 1 :]
+    else:
+        rest = rest.split(" ", 1)[1] if " " in rest else ""
+    match = re.match(r"\s*([a-z][a-z0-9\-]*)\(", rest)
+    return match.group(1) if match else None
+
+
+def opcodes(hlo_text: str, skip_fused: bool = False) -> List[str]:
+    """Every instruction's opcode in an HLO module's text, in order; with ``skip_fused``, not
+    those inside fused computations (in an optimised module, what is left launches work)."""
+    codes, fused = [], False
+    for line in hlo_text.splitlines():
+        if line and not line[0].isspace() and line.rstrip().endswith("{"):
+            fused = line.lstrip("%").startswith(("fused", "wrapped")) or "fused_computation" in line
+            continue
+        if skip_fused and fused:
+            continue
+        code = _opcode(line)
+        if code:
+            codes.append(code)
+    return codes
 
 
 def _check_module(hlo_text: str, num_inputs: int) -> None:

@@ -20,9 +20,11 @@ import gpflow_augmented as ga
 from gpflow_augmented import expectations
 from gpflow_augmented.comparison.cli import main
 from gpflow_augmented.comparison.hlo_export import (
+    _build,
     _check_module,
     export_steps,
     module_key,
+    opcodes,
 )
 
 # The integration tier (the exported step, run by another XLA client in a subprocess): run by --slow
@@ -107,6 +109,34 @@ def test_a_jit_compiled_trainer_traces_once_and_reads_its_variables_at_every_ste
     concrete = trainer._iteration.get_concrete_function(*args)
     hlo = trainer._iteration.experimental_get_compiler_ir(*args)(stage="hlo")
     _check_module(hlo, len(args) + len(concrete.captured_inputs))
+
+
+@pytest.mark.parametrize(
+    "name, conditionals, factorisations",
+    [
+        # The warm start's choice of sites; K_uu, the step, the trust region, and the two of the
+        # backoff's retry.
+        ("lsm", 1, 5),
+        # K_uu for the step and for the hyperparameters' loss after it; the step and its retry:
+        # no trust region, whose sites are never negative.
+        ("lsm-negative-multinomial", 0, 4),
+        ("softmax", 0, 1),
+    ],
+)
+def test_the_compiled_iteration_reads_no_predicate_it_does_not_need(
+    name, conditionals, factorisations
+):
+    """XLA on a GPU reads each conditional's predicate on the host (issue 35). The minibatch
+    iteration keeps only the conditional that picks the warm start's sites and the backoff's while
+    loop; Adam's finite-step guard, the Trainer's status test and the trust region are selects.
+    A tf.cond put back in any of them, or the trust region's factorisation traced where its sites
+    cannot be negative, changes these counts."""
+    method, args, _, _ = _build(name, SIZE, "float64")
+    compiled = tf.function(method.iteration_function(), jit_compile=True, autograph=False)
+    codes = opcodes(compiled.experimental_get_compiler_ir(*args)(stage="hlo"))
+    assert codes.count("conditional") == conditionals
+    assert codes.count("while") == (0 if name == "softmax" else 1)
+    assert codes.count("cholesky") == factorisations
 
 
 def test_export_command_refuses_bad_options_in_one_line(tmp_path, capsys):
