@@ -21,7 +21,9 @@ export)
     jax_python=${GPFLOW_AUGMENTED_JAX_PYTHON:-$here/../jaxenv/bin/python}
     rm -rf "$here/build/hlo" && mkdir -p "$here/build/hlo"
     cp -r "$tool" "$here/build/hlo/tool"
-    sizes_new=(4096,500,10,64 4096,1000,10,784 200,100,6,36 1000,200,10,64)
+    # SIZES / BASE_SIZES (space-separated B,M,C,D) override the sizes, e.g. for a smoke run.
+    read -r -a sizes_new <<<"${SIZES:-4096,500,10,64 4096,1000,10,784 200,100,6,36 1000,200,10,64}"
+    read -r -a sizes_base <<<"${BASE_SIZES:-4096,500,10,64 4096,1000,10,784}"
     methods=lsm,lsm-negative-multinomial,softmax
     (cd "$here" && PYTHONPATH="$here" "$python" -c "$cli" scale --export-hlo build/hlo/new \
         --sizes "${sizes_new[@]}" --methods $methods --dtypes float64,float32)
@@ -29,11 +31,11 @@ export)
     worktree=$(mktemp -d)
     git -C "$here" worktree add -q --detach "$worktree" "$base"
     (cd "$worktree" && PYTHONPATH="$worktree" "$python" -c "$cli" scale \
-        --export-hlo "$here/build/hlo/base" --sizes 4096,500,10,64 4096,1000,10,784 \
+        --export-hlo "$here/build/hlo/base" --sizes "${sizes_base[@]}" \
         --methods lsm,softmax --dtypes float64)
     git -C "$here" worktree remove --force "$worktree"
     "$jax_python" "$tool/run_hlo.py" --platform cpu --artifacts "$here/build/hlo/new" \
-        --keys '_B200_' --warmup 1 --repeats 3 --out "$here/build/hlo/cpu_check.json"
+        --keys "${CHECK_KEYS:-_B200_}" --warmup 1 --repeats 3 --out "$here/build/hlo/cpu_check.json"
     du -sh "$here/build/hlo"
     ;;
 device)

@@ -47,6 +47,8 @@ def main() -> None:
         if name == "lsm":
             for _ in range(EXACT_WARM_START):  # past the warm start: time the exact steps
                 method.step(X, Y)
+            xla = tf.function(method.iteration_function(), jit_compile=True, autograph=False)
+            steps["lsm: iteration, XLA"] = lambda xla=xla: xla(X, Y)
             steps["lsm: CAVI step alone"] = lambda method=method: method.trainer.cavi.step((X, Y))
             # The iteration without its natural step and assignment.
             steps["lsm: forward + backward"] = tf.function(
