@@ -62,6 +62,10 @@ class Bound:
     #: and a full-batch step is line-searched
     #: (:data:`~gpflow_augmented.cavi.MAX_LINE_SEARCH_HALVINGS`).
     sites_from_derivatives: bool = False
+    #: Whether a site's quadratic coefficient θ can be negative, so that a minibatch step needs
+    #: the trust region of :func:`~gpflow_augmented.updates.natural_step` (``False`` leaves it out
+    #: of the compiled step).
+    sites_can_be_negative: bool = True
 
     def check(self, likelihood: AugmentedLikelihood) -> None:
         """Raise a ValueError naming the problem if this bound cannot be stepped on with
@@ -102,6 +106,9 @@ class Bound:
 class AugmentedBound(Bound):
     """The likelihood's augmented bound at the optimal local parameters: CAVI is exact coordinate
     ascent on it."""
+
+    # θ is a Pólya-Gamma mean E[ω], ω ≥ 0.
+    sites_can_be_negative = False
 
     def local_elbo(
         self, likelihood: AugmentedLikelihood, geometry: BatchGeometry, Y: tf.Tensor

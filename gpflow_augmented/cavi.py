@@ -345,10 +345,10 @@ class CAVI(tf.Module):
 
     def _may_need_trust_region(self, geometry: BatchGeometry) -> bool:
         """Whether the minibatch trust region of :func:`~gpflow_augmented.updates.natural_step`
-        can apply (at trace time): only sites that are derivatives can be negative, and only a
+        can apply (at trace time): only a bound whose sites can be negative needs it, and only a
         batch smaller than the data has N / B > 1. Under a strategy a replica's shard is smaller
         than the batch, so it is kept."""
-        return self.model.bound.sites_from_derivatives and (
+        return self.model.bound.sites_can_be_negative and (
             tf.distribute.has_strategy() or not self._is_full_batch(geometry)
         )
 

@@ -48,8 +48,9 @@ def adam_step_if_finite(
     loss_fn: Callable[[], tf.Tensor],
     variables: Sequence[tf.Variable],
 ) -> Tuple[tf.Tensor, tf.Tensor]:
-    """One Adam step, skipped (every variable and Adam's state untouched) when the loss or a
-    gradient is not finite. Traceable; returns (loss, applied)."""
+    """One Adam step that does not stand (every variable and Adam's state as they were) when the
+    loss or a gradient is not finite (:func:`apply_if_finite`). Traceable; returns (loss,
+    applied)."""
     loss, gradients = loss_and_gradients(loss_fn, variables)
     return loss, apply_if_finite(adam, loss, gradients, variables)
 
@@ -73,6 +74,8 @@ def apply_if_finite(
     stands = tf.logical_and(allowed, tf.math.is_finite(loss))
     for gradient in gradients:
         stands &= tf.reduce_all(tf.math.is_finite(gradient))
+    with tf.init_scope():  # Adam's slots must exist before they are saved
+        adam.build(list(variables))
     state = [*variables, *adam.variables]
     before = [tf.identity(v) for v in state]
     with tf.control_dependencies(before):
@@ -93,8 +96,9 @@ class Trainer(tf.Module):
     its derivatives with respect to the marginals are the step's sites, and the same backward pass
     continues to the hyperparameters, so the gradient is taken at q(u) before the step.
 
-    A hyperparameter step whose loss or gradient is not finite is refused before Adam touches
-    anything, so a failed step never loses what was trained.
+    A hyperparameter step whose loss or gradient is not finite, or whose batch is refused, does
+    not stand: Adam's write is undone by a select, its own state with it, so a failed step never
+    loses what was trained.
 
     :param learning_rate: Adam's learning rate for the hyperparameters; default the model's
         bound's ``learning_rate``.

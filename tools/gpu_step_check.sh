@@ -30,10 +30,10 @@ export)
     # The base: the two large sizes only, in float64, for the before/after ratio.
     worktree=$(mktemp -d)
     git -C "$here" worktree add -q --detach "$worktree" "$base"
+    trap 'git -C "$here" worktree remove --force "$worktree"' EXIT
     (cd "$worktree" && PYTHONPATH="$worktree" "$python" -c "$cli" scale \
         --export-hlo "$here/build/hlo/base" --sizes "${sizes_base[@]}" \
         --methods lsm,softmax --dtypes float64)
-    git -C "$here" worktree remove --force "$worktree"
     "$jax_python" "$tool/run_hlo.py" --platform cpu --artifacts "$here/build/hlo/new" \
         --keys "${CHECK_KEYS:-_B200_}" --warmup 1 --repeats 3 --out "$here/build/hlo/cpu_check.json"
     du -sh "$here/build/hlo"
@@ -41,7 +41,8 @@ export)
 device)
     OUT=${OUT:-gpu_out}
     ARTIFACTS=build/hlo/new OUT=$OUT/new TIME_LIMIT=${TIME_LIMIT:-270} \
-        bash build/hlo/tool/gpu_run.sh --order '_B4096_.*float64,_B4096_.*float32,_B200_,_B1000_'
+        bash build/hlo/tool/gpu_run.sh --order '_B4096_.*float64,_B4096_.*float32,_B200_,_B1000_' ||
+        echo "the new modules' run failed; the base still runs"
     ARTIFACTS=build/hlo/base OUT=$OUT/base TIME_LIMIT=90 bash build/hlo/tool/gpu_run.sh
     ;;
 *)

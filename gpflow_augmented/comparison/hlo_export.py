@@ -123,7 +123,9 @@ def _opcode(line: str):
 
 def opcodes(hlo_text: str, skip_fused: bool = False) -> List[str]:
     """Every instruction's opcode in an HLO module's text, in order; with ``skip_fused``, not
-    those inside fused computations (in an optimised module, what is left launches work)."""
+    those inside fused computations. In an optimised module what is left includes every
+    instruction that launches work, and also the bodies of reductions and the CPU's call
+    wrappers: an upper bound on launches, comparable between two versions of a step."""
     codes, fused = [], False
     for line in hlo_text.splitlines():
         if line and not line[0].isspace() and line.rstrip().endswith("{"):

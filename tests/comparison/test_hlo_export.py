@@ -112,19 +112,20 @@ def test_a_jit_compiled_trainer_traces_once_and_reads_its_variables_at_every_ste
 
 
 @pytest.mark.parametrize(
-    "name, conditionals, factorisations",
+    "name, conditionals, factorisations, solves",
     [
         # The warm start's choice of sites; K_uu, the step, the trust region, and the two of the
-        # backoff's retry.
-        ("lsm", 1, 5),
+        # backoff's retry. Solves: the projection and its gradient, the current natural
+        # parameters once (not again in the retry), the step's inverse and the retry's.
+        ("lsm", 1, 5, 6),
         # K_uu for the step and for the hyperparameters' loss after it; the step and its retry:
         # no trust region, whose sites are never negative.
-        ("lsm-negative-multinomial", 0, 4),
-        ("softmax", 0, 1),
+        ("lsm-negative-multinomial", 0, 4, 7),
+        ("softmax", 0, 1, 3),
     ],
 )
 def test_the_compiled_iteration_reads_no_predicate_it_does_not_need(
-    name, conditionals, factorisations
+    name, conditionals, factorisations, solves
 ):
     """XLA on a GPU reads each conditional's predicate on the host (issue 35). The minibatch
     iteration keeps only the conditional that picks the warm start's sites and the backoff's while
@@ -137,6 +138,7 @@ def test_the_compiled_iteration_reads_no_predicate_it_does_not_need(
     assert codes.count("conditional") == conditionals
     assert codes.count("while") == (0 if name == "softmax" else 1)
     assert codes.count("cholesky") == factorisations
+    assert codes.count("triangular-solve") == solves
 
 
 def test_export_command_refuses_bad_options_in_one_line(tmp_path, capsys):
