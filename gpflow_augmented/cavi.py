@@ -330,15 +330,17 @@ class CAVI(tf.Module):
             self.model.bound.sites_from_derivatives
             and geometry.subset is None
             and not tf.distribute.has_strategy()
-            and self._may_be_full_batch(geometry)
+            and self._is_full_batch(geometry) is not False
         )
 
-    def _may_be_full_batch(self, geometry: BatchGeometry) -> bool:
-        """Whether the batch's static size allows N / B = 1 (at trace time; ``True`` when a size
-        is unknown)."""
+    def _is_full_batch(self, geometry: BatchGeometry) -> Optional[bool]:
+        """Whether the batch is the full data, N / B = 1, as known at trace time: ``None`` where
+        its static size is unknown; without ``num_data`` every batch is."""
         points, num_data = geometry.Fmu.shape[0], self.model.num_data
-        if points is None or num_data is None:
+        if num_data is None:
             return True
+        if points is None:
+            return None
         dtype = default_float()
         # The run-time test's own arithmetic: N and B cast to the float type, then divided.
         return bool(np.asarray(num_data, dtype) / np.asarray(points, dtype) == 1)
@@ -349,15 +351,8 @@ class CAVI(tf.Module):
         batch smaller than the data has N / B > 1. Under a strategy a replica's shard is smaller
         than the batch, so it is kept."""
         return self.model.bound.sites_can_be_negative and (
-            tf.distribute.has_strategy() or not self._is_full_batch(geometry)
+            tf.distribute.has_strategy() or self._is_full_batch(geometry) is not True
         )
-
-    def _is_full_batch(self, geometry: BatchGeometry) -> bool:
-        """Whether the batch is the full data, N / B = 1, at trace time (``False`` when its size
-        is unknown); without ``num_data`` every batch is."""
-        if self.model.num_data is None:
-            return True
-        return geometry.Fmu.shape[0] is not None and self._may_be_full_batch(geometry)
 
     def _line_search(
         self,

@@ -93,12 +93,7 @@ def test_two_workers_on_disjoint_halves_equal_one_process_on_the_whole_batch(tmp
         timeout=300,
     )
     assert single.returncode == 0, single.stderr[-3000:]
-    for worker in workers:
-        try:
-            _, stderr = worker.communicate(timeout=300)
-        finally:
-            worker.kill()
-        assert worker.returncode == 0, stderr[-3000:]
+    _finish(workers)
     expected = np.load(tmp_path / "single.npz")
     results = [np.load(tmp_path / f"worker{index}.npz") for index in range(2)]
     for scheme in ("exact", "negative-multinomial", "fit", "cavi"):
