@@ -35,11 +35,16 @@ from .distributed import (
     replica_sum,
     replicated_by_first,
 )
-from .kernel_variance import variance_parameters, variance_update
 from .models import AugmentedSVGP
 from .projection import BatchGeometry, marginals, whitened_q
 from .schedules import ConstantStepSize, StepSizeSchedule
-from .updates import batch_size, minibatch_scale, natural_step
+from .updates import (
+    batch_size,
+    minibatch_scale,
+    natural_step,
+    variance_parameters,
+    variance_update,
+)
 from .validation import (
     NUM_STATUS_CODES,
     InvalidDataError,
@@ -92,10 +97,10 @@ class CAVI(tf.Module):
         (:data:`~gpflow_augmented.EXACT_WARM_START` on the exact bound, else 0), as for
         :class:`~gpflow_augmented.Trainer` and :func:`~gpflow_augmented.fit`.
     :param update_variance: also move the kernel variance σ² with q(u), in closed form
-        (:mod:`~gpflow_augmented.kernel_variance`), at every step. ``False`` (default, as GPflow's
-        ``NaturalGradient`` updates only q(u)) leaves σ² alone; ``True`` requires it; ``None``
-        applies it wherever it can: a stationary kernel whose variance is trainable and has no
-        prior, without class subsets (the default of :class:`~gpflow_augmented.Trainer` and
+        (:func:`~gpflow_augmented.updates.variance_update`), at every step. ``False`` (default,
+        as GPflow's ``NaturalGradient`` updates only q(u)) leaves σ² alone; ``True`` requires it;
+        ``None`` applies it wherever it can: a stationary kernel whose variance is trainable and
+        has no prior, without class subsets (the default of :class:`~gpflow_augmented.Trainer` and
         :func:`~gpflow_augmented.fit`).
     :param compile: wrap the step in ``tf.function``.
     :param jit_compile: compile the step with XLA.
@@ -472,7 +477,7 @@ class CAVI(tf.Module):
         step_size: tf.Tensor,
     ) -> Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]]:
         """(q_mu, q_sqrt as stored, σ² [P]) after the closed-form update of the kernel variances
-        given the proposed q(u) (:mod:`~gpflow_augmented.kernel_variance`); the proposal
+        given the proposed q(u) (:func:`~gpflow_augmented.updates.variance_update`); the proposal
         unchanged and ``None`` when this optimizer does not update them. ``linear``, ``quadratic``
         [N, C] are the step's sites (the coefficients of f and -f²/2). Nothing is assigned."""
         if not self.variances:

@@ -3,9 +3,9 @@ How far the closed-form answer is from exact VI on a user's data: the augmented 
 ELBO and their gap, for the model's current q(u) and hyperparameters on the whole training set.
 
 augmented bound ≤ exact ELBO ≤ log p(y): the gap is what the augmentation costs at this q(u). The
-exact ELBO's expectation is a quadrature (:mod:`~gpflow_augmented.expectations`); its error is
-estimated by the likelihood's ``refined_exact_local_elbo`` (for the logistic-softmax, twice the
-Hermite nodes and half the grid step).
+exact ELBO's expectation is a quadrature (:mod:`~gpflow_augmented.likelihoods.logistic_softmax`);
+its error is estimated by the likelihood's ``refined_exact_local_elbo`` (for the logistic-softmax,
+twice the Hermite nodes and half the grid step).
 """
 
 from typing import NamedTuple, Tuple

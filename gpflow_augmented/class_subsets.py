@@ -4,7 +4,7 @@ Algorithm 2): each step updates q(u^c) only for c in a uniformly drawn subset K,
 
 With one kernel shared by all classes the step then costs O(|K|·B·M² + |K|·M³) whatever C is,
 besides an O(M·C) copy of ``q_mu`` (a MirroredVariable cannot scatter columns in place).
-What it estimates, and how (see :mod:`~gpflow_augmented.likelihoods.augmentations`):
+What it estimates, and how (see :mod:`~gpflow_augmented.likelihoods.logistic_softmax`):
 
 * Each class in K takes a step of size ρ towards its conjugate target; the others stay. A class is
   in K with probability |K|/C, so the expected step is the full step at size ρ|K|/C, and the

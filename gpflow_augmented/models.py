@@ -260,7 +260,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         or the exact ELBO for a model on the exact bound).
 
         With a :class:`ClassSubset` K it is the class-subsampled estimate: per-class sums and the KL
-        count C/|K| times (see :mod:`~gpflow_augmented.likelihoods.augmentations`). It means the
+        count C/|K| times (see :mod:`~gpflow_augmented.likelihoods.logistic_softmax`). It means the
         same in any context, a ``tf.distribute`` replica included: the estimate from the data it is
         given. Combining replicas is the training loop's work (:class:`~gpflow_augmented.Trainer`).
         """
@@ -269,8 +269,8 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     @check_shapes("return: []")
     def exact_elbo(self, data: RegressionData, subset: Optional[ClassSubset] = None) -> tf.Tensor:
         """The exact (non-augmented) ELBO, E_q log p(y | f) - KL, with the accurate expectation of
-        :mod:`~gpflow_augmented.expectations`; otherwise as :meth:`elbo`. It is never below the
-        augmented bound."""
+        :mod:`~gpflow_augmented.likelihoods.logistic_softmax`; otherwise as :meth:`elbo`. It is
+        never below the augmented bound."""
         return self._checked_elbo(data, subset, _EXACT)
 
     def _checked_elbo(
@@ -356,10 +356,10 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
     :param num_classes: C ≥ 2; labels are integers 0..C-1 in a column ``Y`` [N, 1].
     :param num_data: the training-set size N, which scales minibatch ELBOs and updates.
     :param scheme: ``"exact"`` (default): no augmentation, the ELBO is the exact one
-        (:mod:`~gpflow_augmented.expectations`) and :class:`~gpflow_augmented.CAVI` takes
-        closed-form natural-gradient steps on it, whose fixed point is the exact variational
-        optimum; ``"negative-multinomial"``: the augmented bound with λ integrated out exactly
-        (q(n) negative-multinomial, no inner loop), whose fixed point is biased towards large
+        (:mod:`~gpflow_augmented.likelihoods.logistic_softmax`) and :class:`~gpflow_augmented.CAVI`
+        takes closed-form natural-gradient steps on it, whose fixed point is the exact variational
+        optimum; ``"negative-multinomial"``: the augmented bound with λ integrated out exactly (q(n)
+        negative-multinomial, no inner loop), whose fixed point is biased towards large
         latents; or ``"gamma-poisson"``: the paper's mean-field q(λ) q(n, ω), γ and α solved by
         ``inner_iterations`` Newton steps. The scheme decides the likelihood's augmentation
         (the exact scheme's warm start takes the negative-multinomial bound's sites).

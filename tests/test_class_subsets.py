@@ -11,7 +11,7 @@ from gpflow.optimizers.natgrad import meanvarsqrt_to_natural
 
 import gpflow_augmented as ga
 from gpflow_augmented.class_subsets import ClassSubset, sample_without_replacement
-from gpflow_augmented.expectations import expected_log_logistic_softmax
+from gpflow_augmented.likelihoods.logistic_softmax import expected_log_logistic_softmax
 
 from helpers import make_problem
 

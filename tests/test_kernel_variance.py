@@ -1,6 +1,6 @@
-"""The closed-form update of the kernel variance (gpflow_augmented.kernel_variance): its fixed point
-is a stationary point of the ELBO, it reaches the variance of a full-batch L-BFGS fit in few steps
-where Adam and plain EM do not, and it owns the variance (Adam leaves it alone)."""
+"""The closed-form update of the kernel variance (gpflow_augmented.updates.variance_update): its
+fixed point is a stationary point of the ELBO, it reaches the variance of a full-batch L-BFGS fit
+in few steps where Adam and plain EM do not, and it owns the variance (Adam leaves it alone)."""
 
 import gpflow
 import numpy as np
@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import gpflow_augmented as ga
 import gpflow_augmented.cavi as cavi_module
-from gpflow_augmented.kernel_variance import variance_update
+from gpflow_augmented.updates import variance_update
 
 from helpers import make_problem, separable_problem
 

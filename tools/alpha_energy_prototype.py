@@ -25,7 +25,7 @@ import time
 import gpflow
 import numpy as np
 import tensorflow as tf
-from gpflow_augmented.expectations import _hermite, _safe_std
+from gpflow_augmented.likelihoods.logistic_softmax import _hermite, _safe_std
 
 
 def log_power_expectation(Fmu, Fvar, Yoh, alpha, H=20, s_min=-12.0, s_max=25.0, h=0.5):
@@ -85,7 +85,10 @@ def monte_carlo_check():
 def fixed_lengthscale_sweep():
     import gpflow_augmented as ga
     from gpflow_augmented.comparison.baselines import positive_parameters
-    from gpflow_augmented.expectations import expected_log_logistic_softmax, sites_from_derivatives
+    from gpflow_augmented.likelihoods.logistic_softmax import (
+        expected_log_logistic_softmax,
+        sites_from_derivatives,
+    )
     from gpflow_augmented.updates import natural_step
 
     name = sys.argv[1]

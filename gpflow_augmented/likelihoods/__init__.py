@@ -5,12 +5,14 @@ Likelihoods that own their augmentation: each is a complete GPflow likelihood (u
 form and the Gibbs sampler draws the auxiliary variables.
 """
 
-from .augmentations import LogisticSoftmaxAugmentation, MeanFieldGammaPoisson, NegativeMultinomial
 from .base import AugmentedLikelihood
 from .binary import BinaryLogistic, binary_local_elbo
 from .logistic_softmax import (
     DEFAULT_NUM_PREDICTIVE_SAMPLES,
     LogisticSoftmax,
+    LogisticSoftmaxAugmentation,
+    MeanFieldGammaPoisson,
+    NegativeMultinomial,
     log_logistic_softmax,
     quasi_normal_samples,
     sobol_uniforms,
