@@ -113,7 +113,7 @@ class AugmentedBound(Bound):
     def local_elbo(
         self, likelihood: AugmentedLikelihood, geometry: BatchGeometry, Y: tf.Tensor
     ) -> tf.Tensor:
-        return likelihood.augmented_local_elbo(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
+        return likelihood.augmented_local_elbo(geometry.marginals, Y)
 
     def sites(
         self,
@@ -122,7 +122,7 @@ class AugmentedBound(Bound):
         Y: tf.Tensor,
         in_warm_start: Optional[tf.Tensor] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        return likelihood.augmented_sites(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
+        return likelihood.augmented_sites(geometry.marginals, Y)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +154,7 @@ class ExactBound(Bound):
     def local_elbo(
         self, likelihood: AugmentedLikelihood, geometry: BatchGeometry, Y: tf.Tensor
     ) -> tf.Tensor:
-        return likelihood.exact_local_elbo(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
+        return likelihood.exact_local_elbo(geometry.marginals, Y)
 
     def sites(
         self,
@@ -166,7 +166,7 @@ class ExactBound(Bound):
         # The exact expectation and its derivatives outside any tf.cond: a gradient (for the
         # class weights) taken through a cond whose branch differentiates the XLA-compiled
         # expectation comes back as zero.
-        expected, *exact = likelihood.exact_sites(geometry.Fmu, geometry.Fvar, Y, geometry.subset)
+        expected, *exact = likelihood.exact_sites(geometry.marginals, Y)
         linear, quadratic = self.warm_start_sites(
             likelihood, geometry, Y, (exact[0], exact[1]), in_warm_start
         )
@@ -184,11 +184,11 @@ class ExactBound(Bound):
         parameters of the geometry's marginals while ``in_warm_start`` is true."""
         if in_warm_start is None:
             return exact
-        Fmu, Fvar, subset = geometry.Fmu, geometry.Fvar, geometry.subset
+        marginals = geometry.marginals
 
         def augmented() -> Tuple[tf.Tensor, tf.Tensor]:
-            Y_rows = likelihood.label_rows(Y, subset)
-            local = likelihood.local_parameters(Fmu, Fvar, Y_rows, subset)
+            Y_rows = likelihood.label_rows(Y, marginals.subset)
+            local = likelihood.local_parameters(marginals, Y_rows)
             return likelihood.conjugate_coefficients(Y_rows, local)
 
         return tf.cond(in_warm_start, augmented, lambda: exact)

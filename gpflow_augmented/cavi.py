@@ -288,7 +288,9 @@ class CAVI(tf.Module):
         new_mu, new_sqrt, new_variance, elbo, step_size = self._step_from_sites(
             geometry, Y, local_elbo, linear, quadratic, scale, step_size
         )
-        status = self._accept(new_mu, new_sqrt, status, geometry.subset, new_variance)
+        status = self._accept(
+            new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_variance
+        )
         if log_weights:
             self._update_class_weights(
                 Y,
@@ -333,7 +335,7 @@ class CAVI(tf.Module):
         the compiled step."""
         return (
             self.model.bound.sites_from_derivatives
-            and geometry.subset is None
+            and geometry.marginals.subset is None
             and not tf.distribute.has_strategy()
             and self._is_full_batch(geometry) is not False
         )
@@ -341,7 +343,7 @@ class CAVI(tf.Module):
     def _is_full_batch(self, geometry: BatchGeometry) -> Optional[bool]:
         """Whether the batch is the full data, N / B = 1, as known at trace time: ``None`` where
         its static size is unknown; without ``num_data`` every batch is."""
-        points, num_data = geometry.Fmu.shape[0], self.model.num_data
+        points, num_data = geometry.marginals.mean.shape[0], self.model.num_data
         if num_data is None:
             return True
         if points is None:
@@ -394,7 +396,11 @@ class CAVI(tf.Module):
             q_mu, q_sqrt = whitened_q(geometry.L, mu, sqrt, model.whiten)
             Fmu, Fvar = marginals(geometry.A, geometry.residual, q_mu, q_sqrt)
             proposed = geometry._replace(
-                q_mu=q_mu, q_sqrt=q_sqrt, Fmu=Fmu + geometry.prior_mean, Fvar=Fvar
+                q_mu=q_mu,
+                q_sqrt=q_sqrt,
+                marginals=geometry.marginals._replace(
+                    mean=Fmu + geometry.prior_mean, variance=Fvar
+                ),
             )
             _, trial = model.bound.batch_bound(model.likelihood, proposed, Y, scale)
             return ~(trial >= elbo - tolerance)
@@ -488,7 +494,7 @@ class CAVI(tf.Module):
         moment = tf.reduce_sum(tf.square(mean), axis=0) + tf.reduce_sum(tf.square(sqrt), [-2, -1])
         residual = tf.broadcast_to(geometry.residual, tf.shape(quadratic))  # [N, C]
         unit_residual = residual / old
-        centred = geometry.Fmu - geometry.prior_mean
+        centred = geometry.marginals.mean - geometry.prior_mean
         centred_linear = linear - quadratic * geometry.prior_mean
         sums = replica_sum(
             scale
@@ -497,7 +503,8 @@ class CAVI(tf.Module):
                     tf.reduce_sum(quadratic * unit_residual, axis=0),
                     tf.reduce_sum(centred_linear * centred, axis=0),
                     tf.reduce_sum(
-                        quadratic * (tf.square(centred) + geometry.Fvar - residual), axis=0
+                        quadratic * (tf.square(centred) + geometry.marginals.variance - residual),
+                        axis=0,
                     ),
                 ]
             )
@@ -558,14 +565,13 @@ class CAVI(tf.Module):
         new_mu: tf.Tensor,
         new_sqrt: tf.Tensor,
         status: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
+        classes: Optional[tf.Tensor] = None,
         new_variance: Optional[tf.Tensor] = None,
     ) -> tf.Tensor:
-        """Assign a proposed q(u) (of the class subset's latent GPs), and the kernel variances
-        of :meth:`_variance_step` if given, if the batch was valid and the proposal is finite and
-        positive, else leave both as they were; count the step if taken. Returns the final
-        status."""
-        classes = subset_classes(subset)
+        """Assign a proposed q(u) (of the latent GPs of ``classes``, all if ``None``), and the
+        kernel variances of :meth:`_variance_step` if given, if the batch was valid and the proposal
+        is finite and positive, else leave both as they were; count the step if taken. Returns the
+        final status."""
         model = self.model
         finite = _all_finite(new_mu, new_sqrt)
         if new_variance is not None:
@@ -617,13 +623,12 @@ class CAVI(tf.Module):
 
         # The loss carries each point's expectation with weight -(B_r/B)(N/B_r) = -N/B.
         scale = self._batch_scale(X)
-        subset = geometry.subset
+        subset = geometry.marginals.subset
         exact = model.likelihood.sites_from_derivatives(
-            geometry.Fmu,
+            geometry.marginals,
             -d_mean / scale,
             -d_var / scale,
             model.likelihood.label_rows(Y, subset),
-            subset,
         )
         linear, quadratic = ExactBound.warm_start_sites(
             model.likelihood, geometry, Y, exact, self._in_warm_start()
@@ -631,7 +636,7 @@ class CAVI(tf.Module):
         new_mu, new_sqrt, new_variance, elbo, step_size = self._step_from_sites(
             geometry, Y, expected, linear, quadratic, scale, step_size
         )
-        status = self._accept(new_mu, new_sqrt, status, subset, new_variance)
+        status = self._accept(new_mu, new_sqrt, status, subset_classes(subset), new_variance)
         if log_weights:
             self._update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
         loss, gradients = replica_sum((loss, gradients))
@@ -646,9 +651,12 @@ class CAVI(tf.Module):
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(sources)
             geometry = self.model.batch_geometry(X, subset, Y)
-            tape.watch([geometry.Fmu, geometry.Fvar])
+            marginals = geometry.marginals
+            tape.watch([marginals.mean, marginals.variance])
             expected, loss = self._training_loss(X, Y, subset, self.model.bound, geometry)
-        *gradients, d_mean, d_var = tape.gradient(loss, [*sources, geometry.Fmu, geometry.Fvar])
+        *gradients, d_mean, d_var = tape.gradient(
+            loss, [*sources, marginals.mean, marginals.variance]
+        )
         return geometry, expected, loss, gradients, d_mean, d_var
 
     def _training_loss(

@@ -37,11 +37,10 @@ def _local_sums(
     for start in range(0, len(X), chunk_size):
         Xc = tf.constant(X[start : start + chunk_size], dtype=default_float())
         Yc = tf.constant(Y[start : start + chunk_size])
-        geometry = model.batch_geometry(Xc)
-        Fmu, Fvar = geometry.Fmu, geometry.Fvar
-        augmented += float(tf.reduce_sum(model.likelihood.augmented_local_elbo(Fmu, Fvar, Yc)))
-        exact += float(tf.reduce_sum(model.likelihood.exact_local_elbo(Fmu, Fvar, Yc)))
-        refined += float(tf.reduce_sum(model.likelihood.refined_exact_local_elbo(Fmu, Fvar, Yc)))
+        marginals = model.batch_geometry(Xc).marginals
+        augmented += float(tf.reduce_sum(model.likelihood.augmented_local_elbo(marginals, Yc)))
+        exact += float(tf.reduce_sum(model.likelihood.exact_local_elbo(marginals, Yc)))
+        refined += float(tf.reduce_sum(model.likelihood.refined_exact_local_elbo(marginals, Yc)))
     return augmented, exact, refined
 
 

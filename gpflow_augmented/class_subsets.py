@@ -84,15 +84,10 @@ class ClassSubsetSampler:
 
 class ClassSubset(NamedTuple):
     """The classes K of a step (paper, Algorithm 2) as the columns of a batch's marginals hold
-    them: what a likelihood needs to estimate its sums over all C classes from |K| columns.
-
-    ``label_marginals``: each point's own class's marginals (mean [N], variance [N]), which the
-    exact bound's estimate keeps exact (filled in by the model's batch geometry, given the
-    labels)."""
+    them: what a likelihood needs to estimate its sums over all C classes from |K| columns."""
 
     classes: tf.Tensor  # [K] class indices
     num_classes: int  # C
-    label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None
 
     @property
     def scale(self) -> tf.Tensor:

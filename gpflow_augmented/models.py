@@ -34,6 +34,7 @@ from .likelihoods import (
     BinaryLogistic,
     LogisticSoftmax,
     LogisticSoftmaxAugmentation,
+    Marginals,
     MeanFieldGammaPoisson,
     NegativeMultinomial,
 )
@@ -189,8 +190,8 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         "return.L: [broadcast K, M, M]",
         "return.q_mu: [M, K]",
         "return.q_sqrt: [K, M, M]",
-        "return.Fmu: [N, K]",
-        "return.Fvar: [N, K]",
+        "return.marginals.mean: [N, K]",
+        "return.marginals.variance: [N, K]",
         "return.A: [broadcast K, M, N]",
         "return.prior_mean: [N, broadcast K]",
         "return.residual: [N, broadcast K]",
@@ -202,13 +203,14 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         """The batch's sparse-GP quantities, for all classes or a :class:`ClassSubset`: the
         Cholesky factor L of K_mm, whitened q(v), the marginals q(f) (the prior mean included),
         the whitened projection A and the prior mean; on a subset, given the labels ``Y``, the
-        subset also carries each point's observed class's marginals."""
+        marginals also carry each point's observed class's."""
         subset = as_class_subset(subset, self.num_classes)
         classes = subset_classes(subset)
         L, A, residual = whitened_projection(
             self.kernel, self.inducing_variable, X, self.num_latent_gps, broadcast=False
         )
         prior_mean = self.mean_function(X)
+        observed = None
         if subset is not None and Y is not None:
             labels = tf.cast(Y[:, 0], tf.int32)
             mean, variance = label_marginals(
@@ -224,7 +226,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
                 if prior_mean.shape[-1] == 1
                 else tf.gather(prior_mean, labels[:, None], batch_dims=1)[:, 0]
             )
-            subset = subset._replace(label_marginals=(mean + own_prior_mean, variance))
+            observed = (mean + own_prior_mean, variance)
         if classes is not None and L.shape[0] != 1:
             # One prior per class: gather the subset's (the projection itself still costs C).
             L, A = tf.gather(L, classes), tf.gather(A, classes)
@@ -236,7 +238,13 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         if classes is not None and prior_mean.shape[-1] != 1:
             prior_mean = tf.gather(prior_mean, classes, axis=1)
         return BatchGeometry(
-            L, q_mu, q_sqrt, Fmu + prior_mean, Fvar, A, prior_mean, residual, subset
+            L,
+            q_mu,
+            q_sqrt,
+            Marginals(Fmu + prior_mean, Fvar, subset, observed),
+            A,
+            prior_mean,
+            residual,
         )
 
     @check_shapes("return: []")

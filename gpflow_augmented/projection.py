@@ -7,7 +7,7 @@ f = Aᵀv + r with A = L⁻¹K_zx and r ~ N(0, diag(K_xx - AᵀA)) independent o
 the full GP (A = Lᵀ up to the jitter, r ≈ 0).
 """
 
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Tuple
 
 import tensorflow as tf
 from check_shapes import check_shapes
@@ -22,7 +22,7 @@ from gpflow.inducing_variables import (
 )
 from gpflow.kernels import Kernel, MultioutputKernel, SeparateIndependent, SharedIndependent
 
-from .class_subsets import ClassSubset
+from .likelihoods.base import Marginals
 
 __all__ = [
     "BatchGeometry",
@@ -43,14 +43,12 @@ class BatchGeometry(NamedTuple):
     L: tf.Tensor  # Cholesky factor of K_mm + jitter [P, M, M], P = 1 if the classes share it
     q_mu: tf.Tensor  # whitened q(v) mean [M, K]
     q_sqrt: tf.Tensor  # whitened q(v) square root [K, M, M]
-    Fmu: tf.Tensor  # marginal means of q(f) [N, K]
-    Fvar: tf.Tensor  # marginal variances of q(f) [N, K]
+    # q(f)'s marginals [N, K] (the prior mean included) and the class subset they are of, with
+    # each point's observed class's marginals on a subset given the labels
+    marginals: Marginals
     A: tf.Tensor  # whitened projection L⁻¹ K_mn [P, M, N]
-    prior_mean: tf.Tensor  # the mean function at the batch [N, 1] (shared) or [N, K], in Fmu
+    prior_mean: tf.Tensor  # the mean function at the batch [N, 1] (shared) or [N, K], in the mean
     residual: tf.Tensor  # diag(K_nn - Aᵀ A) [N, P], the variance of f that q(u) does not explain
-    # The class subset the quantities are of (None: all classes); given the labels, it carries
-    # each point's observed class's marginals, which the exact bound's subset estimate keeps exact.
-    subset: Optional[ClassSubset] = None
 
 
 def kuu_cholesky(kernel: Kernel, inducing_variable: InducingVariables) -> tf.Tensor:

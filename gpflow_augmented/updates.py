@@ -290,7 +290,7 @@ def minibatch_scale(num_data: Optional[int], batch_size: tf.Tensor) -> tf.Tensor
 def batch_elbo(geometry: BatchGeometry, local_sum: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
     """The ELBO from a batch's summed local terms: ``local_sum`` times ``scale`` (N / B), minus
     the KL (C/|K| times on the geometry's class subset)."""
-    return local_sum * scale - subset_scale(geometry.subset) * gauss_kl(
+    return local_sum * scale - subset_scale(geometry.marginals.subset) * gauss_kl(
         geometry.q_mu, geometry.q_sqrt
     )
 

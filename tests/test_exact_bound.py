@@ -264,7 +264,7 @@ def test_the_search_is_traced_only_where_the_batch_can_be_the_full_data(monkeypa
     original = CAVI._line_search
 
     def recorded(self, *args, **kwargs):
-        traced.append(int(args[0].Fmu.shape[0]))
+        traced.append(int(args[0].marginals.mean.shape[0]))
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(CAVI, "_line_search", recorded)

@@ -98,7 +98,7 @@ def test_exact_elbo_and_predictions_equal_stock_svgp_with_the_same_mean():
         np.testing.assert_allclose(ours.numpy(), stock.numpy(), rtol=1e-10, atol=1e-12)
     geometry = model.batch_geometry(tf.constant(data[0]))
     np.testing.assert_allclose(
-        geometry.Fmu.numpy(), model.predict_f(data[0])[0].numpy(), rtol=1e-10, atol=1e-12
+        geometry.marginals.mean.numpy(), model.predict_f(data[0])[0].numpy(), rtol=1e-10, atol=1e-12
     )
 
 

@@ -145,7 +145,10 @@ def fixed_lengthscale_sweep():
             @tf.function
             def propose(rho):
                 g = mdl.batch_geometry(Xtf, None, tf.constant(Y))
-                Fmu, Fvar = tf.stop_gradient(g.Fmu), tf.stop_gradient(g.Fvar)
+                Fmu, Fvar = (
+                    tf.stop_gradient(g.marginals.mean),
+                    tf.stop_gradient(g.marginals.variance),
+                )
                 with tf.GradientTape() as tape:
                     tape.watch([Fmu, Fvar])
                     ell = local(Fmu, Fvar)

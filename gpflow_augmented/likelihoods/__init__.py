@@ -5,7 +5,7 @@ Likelihoods that own their augmentation: each is a complete GPflow likelihood (u
 form and the Gibbs sampler draws the auxiliary variables.
 """
 
-from .base import AugmentedLikelihood
+from .base import AugmentedLikelihood, Marginals
 from .binary import BinaryLogistic, binary_local_elbo
 from .logistic_softmax import (
     DEFAULT_NUM_PREDICTIVE_SAMPLES,
@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_NUM_PREDICTIVE_SAMPLES",
     "LogisticSoftmax",
     "LogisticSoftmaxAugmentation",
+    "Marginals",
     "MeanFieldGammaPoisson",
     "NegativeMultinomial",
     "binary_local_elbo",

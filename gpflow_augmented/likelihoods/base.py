@@ -5,7 +5,7 @@ draw from the same augmented model.
 
 A likelihood p(y | f) is augmented by auxiliary variables ω (Pólya-Gamma, Poisson counts, ...)
 so that, given them, log p(y, ω | f) = linear·f - quadratic·f²/2 + const: Gaussian in f. Given the
-batch's marginals q(f) = N(Fmu, Fvar) a likelihood gives
+batch's :class:`Marginals` q(f) = N(mean, variance) a likelihood gives
 
 * :meth:`AugmentedLikelihood.local_parameters`: the optimal q(ω) (its moments);
 * :meth:`AugmentedLikelihood.conjugate_coefficients`: (linear, quadratic) given the auxiliaries'
@@ -27,13 +27,14 @@ AugmentedGPLikelihoods.jl, where each likelihood gives both):
 * :meth:`AugmentedLikelihood.log_class_probabilities`: log p(y = k | f) for sampled f, for the
   samplers' predictions and the non-augmented target of NUTS.
 
-The columns of ``Fmu`` are all latent GPs, or, for a multi-class likelihood, a
-:class:`~gpflow_augmented.class_subsets.ClassSubset` of them. Shapes are declared here once and
-inherited.
+The columns of the marginals are all latent GPs, or, for a multi-class likelihood, those of a
+:class:`~gpflow_augmented.class_subsets.ClassSubset`, which the marginals carry: what the columns
+are travels with them, so no method that reads them takes the subset beside them. Shapes are
+declared here once and inherited.
 """
 
 import abc
-from typing import Any, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -43,12 +44,26 @@ from gpflow.likelihoods import Likelihood
 from .polya_gamma import LocalParameters
 from ..class_subsets import ClassSubset
 
-__all__ = ["AugmentedLikelihood"]
+__all__ = ["AugmentedLikelihood", "Marginals"]
+
+
+class Marginals(NamedTuple):
+    """q(f) at a batch as a likelihood reads it: the marginal means and variances [N, K] of all
+    latent GPs (``subset`` ``None``) or of a class subset's K classes, in the subset's order."""
+
+    mean: tf.Tensor
+    variance: tf.Tensor
+    subset: Optional[ClassSubset] = None
+    # On a subset, given the labels: each point's observed class's (mean [N], variance [N]),
+    # which the exact bound's estimate keeps exact whether or not that class is in the subset.
+    observed: Optional[Tuple[tf.Tensor, tf.Tensor]] = None
+
+
+_MARGINALS = ("marginals.mean: [N, K]", "marginals.variance: [N, K]")
 
 # (local ELBO or expected log-likelihood [N], linear [N, K], quadratic [N, K]) from the marginals
 _LOCAL_ELBO_AND_SITES = (
-    "Fmu: [N, K]",
-    "Fvar: [N, K]",
+    *_MARGINALS,
     "Y: [N, L]",
     "return[0]: [N]",
     "return[1]: [N, K]",
@@ -96,20 +111,8 @@ class AugmentedLikelihood(Likelihood):
         """The labels as the coefficients take them, one column per latent GP (of the subset)."""
 
     @abc.abstractmethod
-    @check_shapes(
-        "Fmu: [N, K]",
-        "Fvar: [N, K]",
-        "Y_rows: [N, K]",
-        "return.theta: [N, K]",
-        "return.c: [N, K]",
-    )
-    def local_parameters(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y_rows: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
-    ) -> LocalParameters:
+    @check_shapes(*_MARGINALS, "Y_rows: [N, K]", "return.theta: [N, K]", "return.c: [N, K]")
+    def local_parameters(self, marginals: Marginals, Y_rows: tf.Tensor) -> LocalParameters:
         """The optimal q(ω) given the marginals: the moments the coefficients need."""
 
     @abc.abstractmethod
@@ -127,14 +130,9 @@ class AugmentedLikelihood(Likelihood):
         or one draw (Gibbs), in any leading batch shape."""
 
     @abc.abstractmethod
-    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, L]", "return: [N]")
+    @check_shapes(*_MARGINALS, "Y: [N, L]", "return: [N]")
     def augmented_local_elbo(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
-        local: Optional[LocalParameters] = None,
+        self, marginals: Marginals, Y: tf.Tensor, local: Optional[LocalParameters] = None
     ) -> tf.Tensor:
         """E_q log p(y, ω | f) - KL(q(ω) ‖ p(ω)) per point at ``local`` (its optimum if ``None``),
         estimated from the subset's columns. Local parameters are held constant when this is
@@ -169,35 +167,34 @@ class AugmentedLikelihood(Likelihood):
         raise NotImplementedError(f"{type(self).__name__} has no Gibbs conditionals")
 
     @abc.abstractmethod
-    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, L]", "return: [N]")
-    def exact_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
-    ) -> tf.Tensor:
+    @check_shapes(*_MARGINALS, "Y: [N, L]", "return: [N]")
+    def exact_local_elbo(self, marginals: Marginals, Y: tf.Tensor) -> tf.Tensor:
         """E_q log p(y | f) per point (estimated from the subset's columns)."""
 
-    @check_shapes("Fmu: [N, K]", "Fvar: [N, K]", "Y: [N, L]", "return: [N]")
-    def refined_exact_local_elbo(self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-        """:meth:`exact_local_elbo` on all classes, computed again more accurately: the bound
-        certificate's estimate of its quadrature error. The default is :meth:`exact_local_elbo`
-        itself, for a likelihood whose expectation is exact to machine precision."""
-        return self.exact_local_elbo(Fmu, Fvar, Y)
+    @check_shapes(*_MARGINALS, "Y: [N, L]", "return: [N]")
+    def refined_exact_local_elbo(self, marginals: Marginals, Y: tf.Tensor) -> tf.Tensor:
+        """:meth:`exact_local_elbo` of marginals of all classes, computed again more accurately:
+        the bound certificate's estimate of its quadrature error. The default is
+        :meth:`exact_local_elbo` itself, for a likelihood whose expectation is exact to machine
+        precision."""
+        return self.exact_local_elbo(marginals, Y)
 
     @check_shapes(*_LOCAL_ELBO_AND_SITES)
     def augmented_sites(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
+        self, marginals: Marginals, Y: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(augmented local ELBO [N], linear [N, K], quadratic [N, K]) at the optimal local
         parameters: what one CAVI step on the augmented bound needs."""
-        Y_rows = self.label_rows(Y, subset)
-        local = self.local_parameters(Fmu, Fvar, Y_rows, subset)
+        Y_rows = self.label_rows(Y, marginals.subset)
+        local = self.local_parameters(marginals, Y_rows)
         return (
-            self.augmented_local_elbo(Fmu, Fvar, Y, subset, local),
+            self.augmented_local_elbo(marginals, Y, local),
             *self.conjugate_coefficients(Y_rows, local),
         )
 
     @check_shapes(*_LOCAL_ELBO_AND_SITES)
     def exact_sites(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
+        self, marginals: Marginals, Y: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """(E_q log p(y | f) [N], linear [N, K], quadratic [N, K]): the exact expected
         log-likelihood and the coefficients of a natural-gradient step on it, each column's
@@ -205,7 +202,7 @@ class AugmentedLikelihood(Likelihood):
         raise NotImplementedError(f"{type(self).__name__} has no exact-bound step")
 
     @check_shapes(
-        "Fmu: [N, K]",
+        *_MARGINALS,
         "d_mean: [N, K]",
         "d_var: [N, K]",
         "Y_rows: [N, K]",
@@ -213,12 +210,7 @@ class AugmentedLikelihood(Likelihood):
         "return[1]: [N, K]",
     )
     def sites_from_derivatives(
-        self,
-        Fmu: tf.Tensor,
-        d_mean: tf.Tensor,
-        d_var: tf.Tensor,
-        Y_rows: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
+        self, marginals: Marginals, d_mean: tf.Tensor, d_var: tf.Tensor, Y_rows: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """The exact sites from the derivatives of the batch's expected log-likelihood with
         respect to the marginals, taken elsewhere (e.g. in the backward pass of the training

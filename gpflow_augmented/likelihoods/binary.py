@@ -31,7 +31,7 @@ from .polya_gamma import (
 from ..class_subsets import ClassSubset
 from .logistic_softmax import expected_log_sigmoid
 from ..validation import checked_labels
-from .base import AugmentedLikelihood
+from .base import AugmentedLikelihood, Marginals
 
 __all__ = ["BinaryLogistic", "binary_local_elbo"]
 
@@ -94,16 +94,11 @@ class BinaryLogistic(Bernoulli, AugmentedLikelihood):
         return 2 * tf.cast(Y, default_float()) - 1
 
     @inherit_check_shapes
-    def local_parameters(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y_rows: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
-    ) -> LocalParameters:
+    def local_parameters(self, marginals: Marginals, Y_rows: tf.Tensor) -> LocalParameters:
         # The optimal q(ω) = PG(1, c) is held fixed while differentiating: at the optimum its
         # derivative vanishes. There are no Poisson counts: γ = 0.
-        c = tf.stop_gradient(tilt(Fmu, Fvar))
+        _no_subsets(marginals.subset)
+        c = tf.stop_gradient(tilt(marginals.mean, marginals.variance))
         return LocalParameters(
             gamma=tf.zeros_like(c), theta=polya_gamma_mean(tf.ones_like(c), c), c=c
         )
@@ -116,17 +111,12 @@ class BinaryLogistic(Bernoulli, AugmentedLikelihood):
 
     @inherit_check_shapes
     def augmented_local_elbo(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
-        local: Optional[LocalParameters] = None,
+        self, marginals: Marginals, Y: tf.Tensor, local: Optional[LocalParameters] = None
     ) -> tf.Tensor:
-        sign = self.label_rows(Y, subset)
+        sign = self.label_rows(Y, marginals.subset)
         if local is None:
-            local = self.local_parameters(Fmu, Fvar, sign)
-        return binary_local_elbo(Fmu, Fvar, sign, local.c, local.theta)
+            local = self.local_parameters(marginals, sign)
+        return binary_local_elbo(marginals.mean, marginals.variance, sign, local.c, local.theta)
 
     @inherit_check_shapes
     def log_class_probabilities(self, F: tf.Tensor) -> tf.Tensor:
@@ -147,11 +137,9 @@ class BinaryLogistic(Bernoulli, AugmentedLikelihood):
         return LocalParameters(gamma=np.zeros_like(c), theta=omega, c=c), None
 
     @inherit_check_shapes
-    def exact_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
-    ) -> tf.Tensor:
-        sign = self.label_rows(Y, subset)
-        return expected_log_sigmoid(sign[:, 0] * Fmu[:, 0], Fvar[:, 0])
+    def exact_local_elbo(self, marginals: Marginals, Y: tf.Tensor) -> tf.Tensor:
+        sign = self.label_rows(Y, marginals.subset)
+        return expected_log_sigmoid(sign[:, 0] * marginals.mean[:, 0], marginals.variance[:, 0])
 
 
 def _no_subsets(subset: Optional[ClassSubset]) -> None:

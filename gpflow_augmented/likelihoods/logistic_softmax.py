@@ -140,7 +140,7 @@ from ..validation import (
     checked_label_rows,
     is_soft,
 )
-from .base import AugmentedLikelihood
+from .base import AugmentedLikelihood, Marginals
 
 __all__ = [
     "DEFAULT_NUM_HERMITE",
@@ -1026,15 +1026,13 @@ class LogisticSoftmax(AugmentedLikelihood):
         )
 
     @inherit_check_shapes
-    def local_parameters(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y_rows: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
-    ) -> LocalParameters:
+    def local_parameters(self, marginals: Marginals, Y_rows: tf.Tensor) -> LocalParameters:
         return self.augmentation.local_parameters(
-            Fmu, Fvar, Y_rows, self.num_classes, self.log_class_weights(subset)
+            marginals.mean,
+            marginals.variance,
+            Y_rows,
+            self.num_classes,
+            self.log_class_weights(marginals.subset),
         )
 
     @inherit_check_shapes
@@ -1046,44 +1044,38 @@ class LogisticSoftmax(AugmentedLikelihood):
 
     @inherit_check_shapes
     def augmented_local_elbo(
-        self,
-        Fmu: tf.Tensor,
-        Fvar: tf.Tensor,
-        Y: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
-        local: Optional[LocalParameters] = None,
+        self, marginals: Marginals, Y: tf.Tensor, local: Optional[LocalParameters] = None
     ) -> tf.Tensor:
         return self.augmentation.local_elbo(
-            Fmu,
-            Fvar,
-            self.label_rows(Y, subset),
+            marginals.mean,
+            marginals.variance,
+            self.label_rows(Y, marginals.subset),
             self.num_classes,
             local,
-            self.log_class_weights(subset),
+            self.log_class_weights(marginals.subset),
             is_soft(Y, self.num_classes),
         )
 
     @inherit_check_shapes
-    def exact_local_elbo(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
-    ) -> tf.Tensor:
+    def exact_local_elbo(self, marginals: Marginals, Y: tf.Tensor) -> tf.Tensor:
         return expected_log_logistic_softmax(
-            Fmu,
-            Fvar,
-            self.label_rows(Y, subset),
-            _estimated_from(subset),
+            marginals.mean,
+            marginals.variance,
+            self.label_rows(Y, marginals.subset),
+            _estimated_from(marginals.subset),
             self.num_hermite,
-            log_weights=self.log_class_weights(subset),
-            label_marginals=_label_marginals(subset),
+            log_weights=self.log_class_weights(marginals.subset),
+            label_marginals=marginals.observed,
             soft_labels=is_soft(Y, self.num_classes),
         )
 
     @inherit_check_shapes
-    def refined_exact_local_elbo(self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    def refined_exact_local_elbo(self, marginals: Marginals, Y: tf.Tensor) -> tf.Tensor:
         # Twice the Hermite nodes and half the grid step of the normaliser's quadrature.
+        _all_classes(marginals, "the refined expectation")
         return expected_log_logistic_softmax(
-            Fmu,
-            Fvar,
+            marginals.mean,
+            marginals.variance,
             self.label_rows(Y),
             num_hermite=2 * self.num_hermite,
             grid_step=S_STEP / 2,
@@ -1093,44 +1085,27 @@ class LogisticSoftmax(AugmentedLikelihood):
 
     @inherit_check_shapes
     def exact_sites(
-        self, Fmu: tf.Tensor, Fvar: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
+        self, marginals: Marginals, Y: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        Y_rows = self.label_rows(Y, subset)
+        Y_rows = self.label_rows(Y, marginals.subset)
         expected, linear, quadratic = exact_sites(
-            Fmu,
-            Fvar,
+            marginals.mean,
+            marginals.variance,
             Y_rows,
-            _estimated_from(subset),
+            _estimated_from(marginals.subset),
             self.num_hermite,
-            log_weights=self.log_class_weights(subset),
-            label_marginals=_label_marginals(subset),
+            log_weights=self.log_class_weights(marginals.subset),
+            label_marginals=marginals.observed,
             soft_labels=is_soft(Y, self.num_classes),
         )
-        return (expected, *self._per_class_sites(Y_rows, (linear, quadratic), subset))
+        return (expected, *_per_class_sites(Y_rows, (linear, quadratic), marginals.subset))
 
     @inherit_check_shapes
     def sites_from_derivatives(
-        self,
-        Fmu: tf.Tensor,
-        d_mean: tf.Tensor,
-        d_var: tf.Tensor,
-        Y_rows: tf.Tensor,
-        subset: Optional[ClassSubset] = None,
+        self, marginals: Marginals, d_mean: tf.Tensor, d_var: tf.Tensor, Y_rows: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor]:
-        return self._per_class_sites(Y_rows, sites_from_derivatives(Fmu, d_mean, d_var), subset)
-
-    def _per_class_sites(
-        self,
-        Y_rows: tf.Tensor,
-        sites: Tuple[tf.Tensor, tf.Tensor],
-        subset: Optional[ClassSubset] = None,
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """In a subset's estimate a column stands for several classes; a site is one class's own
-        derivative."""
-        if subset is None:
-            return sites
-        weights = subset_site_weights(Y_rows, subset.num_classes)
-        return tuple(site / weights for site in sites)
+        sites = sites_from_derivatives(marginals.mean, d_mean, d_var)
+        return _per_class_sites(Y_rows, sites, marginals.subset)
 
     @check_shapes("Y: [N, L]", "log_weight_gradient: [C]", "return[0]: [C]", "return[1]: [C]")
     def class_weight_statistics(
@@ -1202,8 +1177,20 @@ def _estimated_from(subset: Optional[ClassSubset]) -> Optional[int]:
     return None if subset is None else subset.num_classes
 
 
-def _label_marginals(subset: Optional[ClassSubset]) -> Optional[Tuple[tf.Tensor, tf.Tensor]]:
-    return None if subset is None else subset.label_marginals
+def _per_class_sites(
+    Y_rows: tf.Tensor, sites: Tuple[tf.Tensor, tf.Tensor], subset: Optional[ClassSubset]
+) -> Tuple[tf.Tensor, tf.Tensor]:
+    """In a subset's estimate a column stands for several classes; a site is one class's own
+    derivative."""
+    if subset is None:
+        return sites
+    weights = subset_site_weights(Y_rows, subset.num_classes)
+    return (sites[0] / weights, sites[1] / weights)
+
+
+def _all_classes(marginals: Marginals, what: str) -> None:
+    if marginals.subset is not None:
+        raise ValueError(f"{what} is of all classes, not of a class subset's marginals")
 
 
 def numpy_sigmoid(x: np.ndarray) -> np.ndarray:

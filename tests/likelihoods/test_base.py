@@ -20,6 +20,7 @@ from gpflow_augmented.likelihoods import (
     AugmentedLikelihood,
     BinaryLogistic,
     LogisticSoftmax,
+    Marginals,
     MeanFieldGammaPoisson,
     NegativeMultinomial,
 )
@@ -39,11 +40,13 @@ def _natural_gradient_step(model, X, Y):
     likelihood = model.likelihood
     Fmu, Fvar = model.predict_f(X)
     Y_rows = likelihood.label_rows(tf.constant(Y))
-    frozen = tf.nest.map_structure(tf.constant, likelihood.local_parameters(Fmu, Fvar, Y_rows))
+    frozen = tf.nest.map_structure(
+        tf.constant, likelihood.local_parameters(Marginals(Fmu, Fvar), Y_rows)
+    )
 
     def loss():
         Fmu, Fvar = model.predict_f(X)
-        bound = likelihood.augmented_local_elbo(Fmu, Fvar, tf.constant(Y), local=frozen)
+        bound = likelihood.augmented_local_elbo(Marginals(Fmu, Fvar), tf.constant(Y), local=frozen)
         return -(tf.reduce_sum(bound) - model.prior_kl())
 
     gpflow.optimizers.NaturalGradient(gamma=1.0).minimize(loss, [(model.q_mu, model.q_sqrt)])

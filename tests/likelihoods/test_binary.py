@@ -59,8 +59,9 @@ class ThetaTimesMeanLogistic(BinaryLogistic):
     """The reference implementation's ELBO bug: θ·m where θ·(m² + v) is meant. Its CAVI updates
     are still right (they do not use the ELBO), so only a gradient test can see it."""
 
-    def augmented_local_elbo(self, Fmu, Fvar, Y, subset=None, local=None):
-        local_elbo = super().augmented_local_elbo(Fmu, Fvar, Y, subset, local)
+    def augmented_local_elbo(self, marginals, Y, local=None):
+        local_elbo = super().augmented_local_elbo(marginals, Y, local)
+        Fmu, Fvar = marginals.mean, marginals.variance
         c = tf.stop_gradient(polya_gamma.tilt(Fmu, Fvar))
         theta = polya_gamma.polya_gamma_mean(tf.ones_like(c), c)
         right = theta * (tf.square(Fmu) + Fvar) / 2

@@ -22,6 +22,7 @@ from helpers import Z_TOLERANCE, PrintedRateLogisticSoftmax
 from gpflow_augmented.likelihoods import (
     BinaryLogistic,
     LogisticSoftmax,
+    Marginals,
     MeanFieldGammaPoisson,
 )
 
@@ -77,7 +78,9 @@ def _site_mismatch(local_elbo_and_sites, Fmu, Fvar):
 def test_the_augmented_sites_are_the_derivatives_of_the_augmented_bound(name):
     likelihood = LIKELIHOODS[name]()
     Fmu, Fvar, Y = _marginals(likelihood)
-    mismatch = _site_mismatch(lambda m, v: likelihood.augmented_sites(m, v, Y), Fmu, Fvar)
+    mismatch = _site_mismatch(
+        lambda m, v: likelihood.augmented_sites(Marginals(m, v), Y), Fmu, Fvar
+    )
     # Closed forms against automatic differentiation of the same float64 expressions.
     assert mismatch < 1e-9
 
@@ -85,7 +88,10 @@ def test_the_augmented_sites_are_the_derivatives_of_the_augmented_bound(name):
 def test_the_suite_catches_a_wrong_coefficient():
     likelihood = WrongCoefficients(3)
     Fmu, Fvar, Y = _marginals(likelihood)
-    assert _site_mismatch(lambda m, v: likelihood.augmented_sites(m, v, Y), Fmu, Fvar) > 1e-2
+    assert (
+        _site_mismatch(lambda m, v: likelihood.augmented_sites(Marginals(m, v), Y), Fmu, Fvar)
+        > 1e-2
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in LIKELIHOODS if LIKELIHOODS[n]().has_exact_sites])
@@ -95,7 +101,11 @@ def test_the_exact_sites_are_the_derivatives_of_the_expected_log_likelihood(name
 
     # exact_sites treats the marginals as constants: differentiate exact_local_elbo instead.
     def exact(m, v):
-        return (likelihood.exact_local_elbo(m, v, Y), *likelihood.exact_sites(m, v, Y)[1:])
+        marginals = Marginals(m, v)
+        return (
+            likelihood.exact_local_elbo(marginals, Y),
+            *likelihood.exact_sites(marginals, Y)[1:],
+        )
 
     assert _site_mismatch(exact, Fmu, Fvar) < 1e-9
 
@@ -105,9 +115,10 @@ def test_the_augmented_bound_is_below_the_exact_expectation(name):
     likelihood = LIKELIHOODS[name]()
     for seed in range(3):
         Fmu, Fvar, Y = _marginals(likelihood, num_data=50, seed=seed)
-        augmented = likelihood.augmented_local_elbo(Fmu, Fvar, Y).numpy()
-        exact = likelihood.exact_local_elbo(Fmu, Fvar, Y).numpy()
-        refined = likelihood.refined_exact_local_elbo(Fmu, Fvar, Y).numpy()
+        marginals = Marginals(Fmu, Fvar)
+        augmented = likelihood.augmented_local_elbo(marginals, Y).numpy()
+        exact = likelihood.exact_local_elbo(marginals, Y).numpy()
+        refined = likelihood.refined_exact_local_elbo(marginals, Y).numpy()
         # 1e-4 nats: the quadrature's stated error (test_logistic_softmax.py, docs/benchmarks.md
         # "Accuracy of the expectation"); the two differ by up to 3.4e-5 on these marginals.
         np.testing.assert_allclose(refined, exact, atol=1e-4)
@@ -119,7 +130,7 @@ def test_the_coefficients_take_any_leading_batch_shape(name):
     likelihood = LIKELIHOODS[name]()
     Fmu, Fvar, Y = _marginals(likelihood)
     Y_rows = likelihood.label_rows(tf.constant(Y))
-    local = likelihood.local_parameters(Fmu, Fvar, Y_rows)
+    local = likelihood.local_parameters(Marginals(Fmu, Fvar), Y_rows)
     draws = type(local)(*(None if x is None else tf.stack([x, 2 * x]) for x in local))
     linear, quadratic = likelihood.conjugate_coefficients(tf.stack([Y_rows, Y_rows]), draws)
     assert linear.shape == quadratic.shape == (2, *Fmu.shape)
@@ -135,11 +146,12 @@ def test_every_local_elbo_is_linear_in_the_label_rows(name):
     C = likelihood.num_classes
     first, second = np.eye(C)[Y[:, 0]], np.eye(C)[(Y[:, 0] + 1) % C]
     w = np.random.default_rng(1).uniform(size=(len(Y), 1))
+    marginals = Marginals(Fmu, Fvar)
     for local_elbo in (likelihood.augmented_local_elbo, likelihood.exact_local_elbo):
-        mixed = local_elbo(Fmu, Fvar, tf.constant(w * first + (1 - w) * second)).numpy()
+        mixed = local_elbo(marginals, tf.constant(w * first + (1 - w) * second)).numpy()
         expected = (
-            w[:, 0] * local_elbo(Fmu, Fvar, tf.constant(first)).numpy()
-            + (1 - w[:, 0]) * local_elbo(Fmu, Fvar, tf.constant(second)).numpy()
+            w[:, 0] * local_elbo(marginals, tf.constant(first)).numpy()
+            + (1 - w[:, 0]) * local_elbo(marginals, tf.constant(second)).numpy()
         )
         np.testing.assert_allclose(mixed, expected, rtol=1e-9, atol=1e-9)
 
@@ -153,7 +165,9 @@ def test_class_probabilities_are_a_distribution_and_the_exact_expectation_at_a_p
     np.testing.assert_allclose(np.exp(log_p).sum(axis=1), 1.0, rtol=1e-12)
     # E_q log p(y | f) at a variance of 1e-12: its quadrature error and the variance's own
     # effect are far below 1e-8.
-    expected = likelihood.exact_local_elbo(Fmu, tf.zeros_like(Fmu) + 1e-12, tf.constant(Y))
+    expected = likelihood.exact_local_elbo(
+        Marginals(Fmu, tf.zeros_like(Fmu) + 1e-12), tf.constant(Y)
+    )
     np.testing.assert_allclose(expected, log_p[np.arange(len(Y)), Y[:, 0]], atol=1e-8)
 
 
@@ -171,7 +185,7 @@ def _draws_against_moments(likelihood, num_draws=20_000):
     q(f) = δ(f), for one f per point."""
     Fmu, _, Y = _marginals(likelihood)
     Y_rows = likelihood.label_rows(tf.constant(Y))
-    local = likelihood.local_parameters(Fmu, tf.zeros_like(Fmu), Y_rows)
+    local = likelihood.local_parameters(Marginals(Fmu, tf.zeros_like(Fmu)), Y_rows)
     rng = np.random.default_rng(0)
     F = np.broadcast_to(Fmu.numpy().T, (num_draws, *Fmu.shape[::-1]))  # [S, K, N]
     state = likelihood.initial_gibbs_state(F, rng)
