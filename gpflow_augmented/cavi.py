@@ -258,8 +258,10 @@ class CAVI(tf.Module):
             return CAVIUpdate(elbo, status, None, [])
         # The step's status has refused bad labels with a clear error, which a compiled assertion
         # in the loss would pre-empt: the loss is not validated again.
+        X = tf.convert_to_tensor(X, dtype=default_float())
         loss, gradients = loss_and_gradients(
-            lambda: self._training_loss(X, Y, subset, bound)[1], hyperparameters
+            lambda: self._training_loss(X, Y, bound, model.batch_geometry(X, subset, Y))[1],
+            hyperparameters,
         )
         return CAVIUpdate(elbo, status, loss, gradients)
 
@@ -653,26 +655,18 @@ class CAVI(tf.Module):
             geometry = self.model.batch_geometry(X, subset, Y)
             marginals = geometry.marginals
             tape.watch([marginals.mean, marginals.variance])
-            expected, loss = self._training_loss(X, Y, subset, self.model.bound, geometry)
+            expected, loss = self._training_loss(X, Y, self.model.bound, geometry)
         *gradients, d_mean, d_var = tape.gradient(
             loss, [*sources, marginals.mean, marginals.variance]
         )
         return geometry, expected, loss, gradients, d_mean, d_var
 
     def _training_loss(
-        self,
-        X: tf.Tensor,
-        Y: tf.Tensor,
-        subset: Optional[ClassSubset],
-        bound: Bound,
-        geometry: Optional[BatchGeometry] = None,
+        self, X: tf.Tensor, Y: tf.Tensor, bound: Bound, geometry: BatchGeometry
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """(each point's local ELBO on ``bound`` [B], this replica's share of the training loss
-        -(ELBO + log prior)), unvalidated; the geometry is the batch's unless given."""
+        -(ELBO + log prior)) at the batch's ``geometry`` (of its class subset), unvalidated."""
         model = self.model
-        X = tf.convert_to_tensor(X, dtype=default_float())
-        if geometry is None:
-            geometry = model.batch_geometry(X, subset, Y)
         local, elbo = bound.batch_bound(
             model.likelihood, geometry, Y, minibatch_scale(model.num_data, batch_size(X))
         )

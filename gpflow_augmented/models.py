@@ -272,18 +272,6 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         same in any context, a ``tf.distribute`` replica included: the estimate from the data it is
         given. Combining replicas is the training loop's work (:class:`~gpflow_augmented.Trainer`).
         """
-        return self._checked_elbo(data, subset, self.bound if bound is None else bound)
-
-    @check_shapes("return: []")
-    def exact_elbo(self, data: RegressionData, subset: Optional[ClassSubset] = None) -> tf.Tensor:
-        """The exact (non-augmented) ELBO, E_q log p(y | f) - KL, with the accurate expectation of
-        :mod:`~gpflow_augmented.likelihoods.logistic_softmax`; otherwise as :meth:`elbo`. It is
-        never below the augmented bound."""
-        return self._checked_elbo(data, subset, _EXACT)
-
-    def _checked_elbo(
-        self, data: RegressionData, subset: Optional[ClassSubset], bound: Bound
-    ) -> tf.Tensor:
         X, Y = data
         subset = as_class_subset(subset, self.num_classes)
         if tf.executing_eagerly():
@@ -297,7 +285,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             else:
                 all_valid = tf.reduce_all(checked_labels(Y, self.num_classes)[1])
             X = check_finite_inputs(X)
-        _, elbo = bound.batch_bound(
+        _, elbo = (self.bound if bound is None else bound).batch_bound(
             self.likelihood,
             self.batch_geometry(X, subset, Y),
             Y,
@@ -305,6 +293,13 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         )
         # Under XLA, which drops the assertion, a bad label makes the bound NaN, not a number.
         return tf.where(all_valid, elbo, tf.constant(np.nan, elbo.dtype))
+
+    @check_shapes("return: []")
+    def exact_elbo(self, data: RegressionData, subset: Optional[ClassSubset] = None) -> tf.Tensor:
+        """The exact (non-augmented) ELBO, E_q log p(y | f) - KL, with the accurate expectation of
+        :mod:`~gpflow_augmented.likelihoods.logistic_softmax`; otherwise as :meth:`elbo`. It is
+        never below the augmented bound."""
+        return self.elbo(data, subset, _EXACT)
 
     # -- predictions --------------------------------------------------------------------------
 
