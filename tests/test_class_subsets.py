@@ -11,6 +11,7 @@ from gpflow.optimizers.natgrad import meanvarsqrt_to_natural
 
 import gpflow_augmented as ga
 from gpflow_augmented.class_subsets import ClassSubset, sample_without_replacement
+from gpflow_augmented.likelihoods import Marginals
 from gpflow_augmented.likelihoods.logistic_softmax import expected_log_logistic_softmax
 
 from helpers import make_problem
@@ -275,3 +276,18 @@ def test_exact_subset_estimate_stays_close_for_points_whose_own_class_dominates(
     estimates = np.array(estimates)
     assert np.max(np.abs(estimates.mean(axis=0) - full)) < 0.05
     assert np.max(np.abs(estimates - full)) < 0.6
+
+
+def test_marginals_of_a_subset_are_refused_where_all_classes_are_needed():
+    """The marginals carry their subset, so a method that needs all classes sees it and says so
+    instead of reading |K| columns as C classes: the certificate's refined expectation, and the
+    binary likelihood, which has no classes to subsample."""
+    subset = ClassSubset(tf.constant([0, 2], tf.int32), 3)
+    mean = tf.zeros([4, 2], tf.float64)
+    marginals = Marginals(mean, tf.ones_like(mean), subset)
+    Y = tf.constant([[0], [2], [1], [0]])
+    with pytest.raises(ValueError, match="of all classes, not of a class subset"):
+        ga.LogisticSoftmax(3).refined_exact_local_elbo(marginals, Y)
+    binary = Marginals(mean[:, :1], tf.ones_like(mean[:, :1]), subset)
+    with pytest.raises(ValueError, match="class subsets need a multi-class likelihood"):
+        ga.likelihoods.BinaryLogistic().local_parameters(binary, tf.ones([4, 1], tf.float64))
