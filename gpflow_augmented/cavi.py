@@ -43,7 +43,7 @@ from .updates import (
     minibatch_scale,
     natural_step,
     variance_parameters,
-    variance_update,
+    variance_step,
 )
 from .validation import (
     NUM_STATUS_CODES,
@@ -396,13 +396,11 @@ class CAVI(tf.Module):
         def lower_elbo(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
             # The step's projection at the proposed q(v): marginals, no new M³ work.
             q_mu, q_sqrt = whitened_q(geometry.L, mu, sqrt, model.whiten)
-            Fmu, Fvar = marginals(geometry.A, geometry.residual, q_mu, q_sqrt)
+            Fmu, Fvar = marginals(geometry.A, geometry.residual, q_mu, q_sqrt, geometry.prior_mean)
             proposed = geometry._replace(
                 q_mu=q_mu,
                 q_sqrt=q_sqrt,
-                marginals=geometry.marginals._replace(
-                    mean=Fmu + geometry.prior_mean, variance=Fvar
-                ),
+                marginals=geometry.marginals._replace(mean=Fmu, variance=Fvar),
             )
             _, trial = model.bound.batch_bound(model.likelihood, proposed, Y, scale)
             return ~(trial >= elbo - tolerance)
@@ -485,50 +483,22 @@ class CAVI(tf.Module):
         step_size: tf.Tensor,
     ) -> Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]]:
         """(q_mu, q_sqrt as stored, σ² [P]) after the closed-form update of the kernel variances
-        given the proposed q(u) (:func:`~gpflow_augmented.updates.variance_update`); the proposal
+        given the proposed q(u) (:func:`~gpflow_augmented.updates.variance_step`); the proposal
         unchanged and ``None`` when this optimizer does not update them. ``linear``, ``quadratic``
         [N, C] are the step's sites (the coefficients of f and -f²/2). Nothing is assigned."""
         if not self.variances:
             return new_mu, new_sqrt, None
-        model = self.model
-        old = tf.stack([tf.convert_to_tensor(v) for v in self.variances])  # [P]
-        mean, sqrt = whitened_q(geometry.L, new_mu, new_sqrt, model.whiten)
-        moment = tf.reduce_sum(tf.square(mean), axis=0) + tf.reduce_sum(tf.square(sqrt), [-2, -1])
-        residual = tf.broadcast_to(geometry.residual, tf.shape(quadratic))  # [N, C]
-        unit_residual = residual / old
-        centred = geometry.marginals.mean - geometry.prior_mean
-        centred_linear = linear - quadratic * geometry.prior_mean
-        sums = replica_sum(
-            scale
-            * tf.stack(
-                [
-                    tf.reduce_sum(quadratic * unit_residual, axis=0),
-                    tf.reduce_sum(centred_linear * centred, axis=0),
-                    tf.reduce_sum(
-                        quadratic * (tf.square(centred) + geometry.marginals.variance - residual),
-                        axis=0,
-                    ),
-                ]
-            )
-        )  # [3, C]
-        shared = len(self.variances) == 1
-        if shared:
-            moment, sums = tf.reduce_sum(moment, keepdims=True), tf.reduce_sum(sums, -1, True)
-        residual_precision, alignment, curvature = tf.unstack(sums)
-        new, ratio, scaling = variance_update(
-            old,
-            moment,
-            residual_precision,
-            alignment,
-            curvature,
-            tf.shape(mean)[0],
-            model.num_latent_gps if shared else 1,
+        return variance_step(
+            geometry,
+            tf.stack([tf.convert_to_tensor(v) for v in self.variances]),
+            new_mu,
+            new_sqrt,
+            linear,
+            quadratic,
+            scale,
             step_size,
+            self.model.whiten,
         )
-        # Whitened, q(v) follows u = α u_q at σ = α √w; unwhitened, u itself scales.
-        factor = tf.sqrt(old / ratio) if model.whiten else scaling
-        factor = tf.broadcast_to(factor, [model.num_latent_gps])
-        return new_mu * factor, new_sqrt * factor[:, None, None], new
 
     def _proposal(
         self,

@@ -234,14 +234,14 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         q_mu, q_sqrt = whitened_q(
             L, *variational_parameters(self.q_mu, self.q_sqrt, classes), self.whiten
         )
-        Fmu, Fvar = marginals(A, residual, q_mu, q_sqrt)
         if classes is not None and prior_mean.shape[-1] != 1:
             prior_mean = tf.gather(prior_mean, classes, axis=1)
+        Fmu, Fvar = marginals(A, residual, q_mu, q_sqrt, prior_mean)
         return BatchGeometry(
             L,
             q_mu,
             q_sqrt,
-            Marginals(Fmu + prior_mean, Fvar, subset, observed),
+            Marginals(Fmu, Fvar, subset, observed),
             A,
             prior_mean,
             residual,

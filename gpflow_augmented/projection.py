@@ -7,7 +7,7 @@ f = Aᵀv + r with A = L⁻¹K_zx and r ~ N(0, diag(K_xx - AᵀA)) independent o
 the full GP (A = Lᵀ up to the jitter, r ≈ 0).
 """
 
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 from check_shapes import check_shapes
@@ -176,14 +176,22 @@ def unwhitened_q(
     "residual: [N, broadcast K]",
     "q_mu: [M, K]",
     "q_sqrt: [K, M, M]",
+    "prior_mean: [N, broadcast K] if prior_mean is not None",
     "return[0]: [N, K]",
     "return[1]: [N, K]",
 )
 def marginals(
-    A: tf.Tensor, residual: tf.Tensor, q_mu: tf.Tensor, q_sqrt: tf.Tensor
+    A: tf.Tensor,
+    residual: tf.Tensor,
+    q_mu: tf.Tensor,
+    q_sqrt: tf.Tensor,
+    prior_mean: Optional[tf.Tensor] = None,
 ) -> Tuple[tf.Tensor, tf.Tensor]:
-    """Mean and variance of q(f_nc) from the whitened projection and whitened q(v)."""
+    """Mean and variance of q(f_nc) from the whitened projection and whitened q(v):
+    Fmu = Aᵀμ + m(x) (``prior_mean``, if given) and Fvar = diag(K_xx - AᵀA + AᵀSA)."""
     Fmu = tf.transpose(tf.linalg.matvec(A, tf.transpose(q_mu), transpose_a=True))
+    if prior_mean is not None:
+        Fmu = Fmu + prior_mean
     SA = tf.linalg.matmul(q_sqrt, A, transpose_a=True)  # [K, M, N]
     Fvar = residual + tf.transpose(tf.reduce_sum(tf.square(SA), axis=-2))
     return Fmu, Fvar

@@ -73,7 +73,7 @@ from gpflow.kullback_leiblers import gauss_kl
 
 from .class_subsets import subset_scale
 from .distributed import replica_sum
-from .projection import BatchGeometry, unwhitened_q
+from .projection import BatchGeometry, unwhitened_q, whitened_q
 
 __all__ = [
     "batch_elbo",
@@ -85,6 +85,7 @@ __all__ = [
     "natural_parameter_step_with_backoff",
     "natural_step",
     "variance_parameters",
+    "variance_step",
     "variance_update",
 ]
 
@@ -429,3 +430,68 @@ def variance_update(
     scaling = tf.exp(tf.cast(step_size, variance.dtype) * log_scaling)
     w = ratio(scaling)
     return tf.square(scaling) * w, w, scaling
+
+
+@check_shapes(
+    "old_variance: [P]",
+    "new_mu: [M, C]",
+    "new_sqrt: [C, M, M]",
+    "linear: [N, C]",
+    "quadratic: [N, C]",
+    "return[0]: [M, C]",
+    "return[1]: [C, M, M]",
+    "return[2]: [P]",
+)
+def variance_step(
+    geometry: BatchGeometry,
+    old_variance: tf.Tensor,
+    new_mu: tf.Tensor,
+    new_sqrt: tf.Tensor,
+    linear: tf.Tensor,
+    quadratic: tf.Tensor,
+    scale: tf.Tensor,
+    step_size: tf.Tensor,
+    whiten: bool,
+) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(q_mu, q_sqrt as stored, σ² [P]) after :func:`variance_update` beside the proposed q(u)
+    (``new_mu``, ``new_sqrt``): the update's statistics from the batch's ``geometry`` and the
+    step's sites ``linear``, ``quadratic`` (scaled by ``scale`` = N / B and summed over the
+    replicas), for P priors of variance ``old_variance`` (P = 1: one shared by all C classes)."""
+    num_latent_gps = new_sqrt.shape[0]
+    mean, sqrt = whitened_q(geometry.L, new_mu, new_sqrt, whiten)
+    moment = tf.reduce_sum(tf.square(mean), axis=0) + tf.reduce_sum(tf.square(sqrt), [-2, -1])
+    residual = tf.broadcast_to(geometry.residual, tf.shape(quadratic))  # [N, C]
+    unit_residual = residual / old_variance
+    centred = geometry.marginals.mean - geometry.prior_mean
+    centred_linear = linear - quadratic * geometry.prior_mean
+    sums = replica_sum(
+        scale
+        * tf.stack(
+            [
+                tf.reduce_sum(quadratic * unit_residual, axis=0),
+                tf.reduce_sum(centred_linear * centred, axis=0),
+                tf.reduce_sum(
+                    quadratic * (tf.square(centred) + geometry.marginals.variance - residual),
+                    axis=0,
+                ),
+            ]
+        )
+    )  # [3, C]
+    shared = old_variance.shape[0] == 1
+    if shared:
+        moment, sums = tf.reduce_sum(moment, keepdims=True), tf.reduce_sum(sums, -1, True)
+    residual_precision, alignment, curvature = tf.unstack(sums)
+    new, ratio, scaling = variance_update(
+        old_variance,
+        moment,
+        residual_precision,
+        alignment,
+        curvature,
+        tf.shape(mean)[0],
+        num_latent_gps if shared else 1,
+        step_size,
+    )
+    # Whitened, q(v) follows u = α u_q at σ = α √w; unwhitened, u itself scales.
+    factor = tf.sqrt(old_variance / ratio) if whiten else scaling
+    factor = tf.broadcast_to(factor, [num_latent_gps])
+    return new_mu * factor, new_sqrt * factor[:, None, None], new

@@ -7,6 +7,7 @@ import gpflow
 import numpy as np
 import pytest
 import tensorflow as tf
+from check_shapes.exceptions import ShapeMismatchError
 from gpflow.optimizers.natgrad import meanvarsqrt_to_natural
 
 import gpflow_augmented as ga
@@ -288,6 +289,26 @@ def test_marginals_of_a_subset_are_refused_where_all_classes_are_needed():
     Y = tf.constant([[0], [2], [1], [0]])
     with pytest.raises(ValueError, match="of all classes, not of a class subset"):
         ga.LogisticSoftmax(3).refined_exact_local_elbo(marginals, Y)
-    binary = Marginals(mean[:, :1], tf.ones_like(mean[:, :1]), subset)
+    one_class = ClassSubset(tf.constant([1], tf.int32), 2)
+    binary = Marginals(mean[:, :1], tf.ones_like(mean[:, :1]), one_class)
     with pytest.raises(ValueError, match="class subsets need a multi-class likelihood"):
         ga.likelihoods.BinaryLogistic().local_parameters(binary, tf.ones([4, 1], tf.float64))
+
+
+def test_the_contract_checks_that_a_subsets_classes_are_the_marginals_columns():
+    """A subset of three classes on marginals of two columns, or observed marginals of another
+    batch, is a shape error at the contract, not an estimate of the wrong sum."""
+    likelihood = ga.LogisticSoftmax(4)
+    mean = tf.zeros([5, 2], tf.float64)
+    Y = tf.constant([[0], [1], [3], [0], [1]])
+    wrong_size = ClassSubset(tf.constant([0, 1, 3], tf.int32), 4)
+    with pytest.raises(ShapeMismatchError):
+        likelihood.exact_local_elbo(Marginals(mean, tf.ones_like(mean), wrong_size), Y)
+    subset = ClassSubset(tf.constant([0, 1], tf.int32), 4)
+    other_batch = (tf.zeros([4], tf.float64), tf.ones([4], tf.float64))
+    with pytest.raises(ShapeMismatchError):
+        likelihood.exact_local_elbo(Marginals(mean, tf.ones_like(mean), subset, other_batch), Y)
+    right = (tf.zeros([5], tf.float64), tf.ones([5], tf.float64))
+    assert likelihood.exact_local_elbo(
+        Marginals(mean, tf.ones_like(mean), subset, right), Y
+    ).shape == (5,)

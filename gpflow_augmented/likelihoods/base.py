@@ -59,7 +59,14 @@ class Marginals(NamedTuple):
     observed: Optional[Tuple[tf.Tensor, tf.Tensor]] = None
 
 
-_MARGINALS = ("marginals.mean: [N, K]", "marginals.variance: [N, K]")
+# The subset's classes are the columns, and the observed classes' marginals one per point.
+_MARGINALS = (
+    "marginals.mean: [N, K]",
+    "marginals.variance: [N, K]",
+    "marginals.subset.classes: [K] if marginals.subset is not None",
+    "marginals.observed[0]: [N] if marginals.observed is not None",
+    "marginals.observed[1]: [N] if marginals.observed is not None",
+)
 
 # (local ELBO or expected log-likelihood [N], linear [N, K], quadratic [N, K]) from the marginals
 _LOCAL_ELBO_AND_SITES = (

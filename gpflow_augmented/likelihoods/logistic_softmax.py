@@ -2,7 +2,8 @@ r"""
 The logistic-softmax likelihood p(y = k | f) = σ(f_k) / Σ_c σ(f_c) as a GPflow likelihood, with
 everything computed from it: its exact Gaussian expectation, the exact-bound sites, and its
 augmentation. Every formula of the likelihood's side of the default method's step is in this
-module; q(f) is in :mod:`~gpflow_augmented.projection` and the step in
+module, but the Pólya-Gamma distribution's mean and tilt, which :mod:`.polya_gamma` shares with
+the binary likelihood; q(f) is in :mod:`~gpflow_augmented.projection` and the step in
 :mod:`~gpflow_augmented.updates`.
 
 It is a complete, stand-alone GPflow likelihood: inside stock :class:`gpflow.models.SVGP` it gives
@@ -65,8 +66,8 @@ the distributions of their auxiliary counts:
 Both leave q(ω | n) = PG(y + n, c). A :class:`~gpflow_augmented.LogisticSoftmax` likelihood owns
 one.
 
-The functions are pure functions of tensors (no variables, no assignment), so it is testable in
-eager mode and compiles unchanged under ``tf.function(jit_compile=True)``.
+The augmentation's functions are pure functions of tensors (no variables, no assignment), so
+they are testable in eager mode and compile unchanged under ``tf.function(jit_compile=True)``.
 
 Notation (per data point i and class c): ``m`` and ``v`` are the mean and variance of q(f_ic),
 ``c = sqrt(m² + v)`` is the Pólya-Gamma tilt, ``y`` is the one-hot label y'_ic, C the number of
