@@ -315,16 +315,28 @@ class CAVI(tf.Module):
     ) -> Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor], tf.Tensor, tf.Tensor]:
         """The proposal from the batch's sites, nothing assigned: (q_mu, q_sqrt as stored, the
         kernel variances or ``None``, the batch ELBO before the step, ρ as taken): the natural
-        step (:meth:`_natural_step`), line-searched where :meth:`_searches_line`, then
-        :meth:`_variance_step`."""
+        step (:meth:`_natural_step`), line-searched where :meth:`_searches_line`, then the
+        kernel variances' (:func:`~gpflow_augmented.updates.variance_step`)."""
+        model = self.model
         sites = (local_elbo, linear, quadratic)
         new_mu, new_sqrt, elbo = self._natural_step(geometry, *sites, step_size, scale)
         if self._searches_line(geometry):
             new_mu, new_sqrt, step_size = self._line_search(
                 geometry, Y, sites, scale, step_size, (new_mu, new_sqrt, elbo)
             )
-        new_mu, new_sqrt, new_variance = self._variance_step(
-            geometry, new_mu, new_sqrt, linear, quadratic, scale, step_size
+        if not self.variances:
+            return new_mu, new_sqrt, None, elbo, step_size
+        old_variance = tf.stack([tf.convert_to_tensor(v) for v in self.variances])
+        new_mu, new_sqrt, new_variance = variance_step(
+            geometry,
+            old_variance,
+            new_mu,
+            new_sqrt,
+            linear,
+            quadratic,
+            scale,
+            step_size,
+            model.whiten,
         )
         return new_mu, new_sqrt, new_variance, elbo, step_size
 
@@ -472,34 +484,6 @@ class CAVI(tf.Module):
             trust_region=self._may_need_trust_region(geometry),
         )
 
-    def _variance_step(
-        self,
-        geometry: BatchGeometry,
-        new_mu: tf.Tensor,
-        new_sqrt: tf.Tensor,
-        linear: tf.Tensor,
-        quadratic: tf.Tensor,
-        scale: tf.Tensor,
-        step_size: tf.Tensor,
-    ) -> Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]]:
-        """(q_mu, q_sqrt as stored, σ² [P]) after the closed-form update of the kernel variances
-        given the proposed q(u) (:func:`~gpflow_augmented.updates.variance_step`); the proposal
-        unchanged and ``None`` when this optimizer does not update them. ``linear``, ``quadratic``
-        [N, C] are the step's sites (the coefficients of f and -f²/2). Nothing is assigned."""
-        if not self.variances:
-            return new_mu, new_sqrt, None
-        return variance_step(
-            geometry,
-            tf.stack([tf.convert_to_tensor(v) for v in self.variances]),
-            new_mu,
-            new_sqrt,
-            linear,
-            quadratic,
-            scale,
-            step_size,
-            self.model.whiten,
-        )
-
     def _proposal(
         self,
         X: tf.Tensor,
@@ -541,9 +525,9 @@ class CAVI(tf.Module):
         new_variance: Optional[tf.Tensor] = None,
     ) -> tf.Tensor:
         """Assign a proposed q(u) (of the latent GPs of ``classes``, all if ``None``), and the
-        kernel variances of :meth:`_variance_step` if given, if the batch was valid and the proposal
-        is finite and positive, else leave both as they were; count the step if taken. Returns the
-        final status."""
+        kernel variances of :func:`~gpflow_augmented.updates.variance_step` if given, if the batch
+        was valid and the proposal is finite and positive, else leave both as they were; count the
+        step if taken. Returns the final status."""
         model = self.model
         finite = _all_finite(new_mu, new_sqrt)
         if new_variance is not None:
