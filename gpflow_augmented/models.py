@@ -210,7 +210,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             self.kernel, self.inducing_variable, X, self.num_latent_gps, broadcast=False
         )
         prior_mean = self.mean_function(X)
-        observed = None
+        own_class = None
         if subset is not None and Y is not None:
             labels = tf.cast(Y[:, 0], tf.int32)
             mean, variance = label_marginals(
@@ -226,7 +226,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
                 if prior_mean.shape[-1] == 1
                 else tf.gather(prior_mean, labels[:, None], batch_dims=1)[:, 0]
             )
-            observed = (mean + own_prior_mean, variance)
+            own_class = (mean + own_prior_mean, variance)
         if classes is not None and L.shape[0] != 1:
             # One prior per class: gather the subset's (the projection itself still costs C).
             L, A = tf.gather(L, classes), tf.gather(A, classes)
@@ -241,7 +241,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
             L,
             q_mu,
             q_sqrt,
-            Marginals(Fmu, Fvar, subset, observed),
+            Marginals(Fmu, Fvar, subset, own_class),
             A,
             prior_mean,
             residual,

@@ -214,7 +214,7 @@ def test_label_marginals_are_the_observed_class_column_of_the_full_marginals(
         tf.constant(X), ClassSubset(tf.constant([3, 1], tf.int32), C), tf.constant(Y)
     )
     rows = np.arange(len(Y))
-    label_mean, label_var = (m.numpy() for m in subset.marginals.observed)
+    label_mean, label_var = (m.numpy() for m in subset.marginals.label_marginals)
     np.testing.assert_allclose(label_mean, full.marginals.mean.numpy()[rows, Y[:, 0]], rtol=1e-10)
     np.testing.assert_allclose(
         label_var, full.marginals.variance.numpy()[rows, Y[:, 0]], rtol=1e-10

@@ -56,7 +56,7 @@ class Marginals(NamedTuple):
     subset: Optional[ClassSubset] = None
     # On a subset, given the labels: each point's observed class's (mean [N], variance [N]),
     # which the exact bound's estimate keeps exact whether or not that class is in the subset.
-    observed: Optional[Tuple[tf.Tensor, tf.Tensor]] = None
+    label_marginals: Optional[Tuple[tf.Tensor, tf.Tensor]] = None
 
 
 # The subset's classes are the columns, and the observed classes' marginals one per point.
@@ -64,8 +64,8 @@ _MARGINALS = (
     "marginals.mean: [N, K]",
     "marginals.variance: [N, K]",
     "marginals.subset.classes: [K] if marginals.subset is not None",
-    "marginals.observed[0]: [N] if marginals.observed is not None",
-    "marginals.observed[1]: [N] if marginals.observed is not None",
+    "marginals.label_marginals[0]: [N] if marginals.label_marginals is not None",
+    "marginals.label_marginals[1]: [N] if marginals.label_marginals is not None",
 )
 
 # (local ELBO or expected log-likelihood [N], linear [N, K], quadratic [N, K]) from the marginals

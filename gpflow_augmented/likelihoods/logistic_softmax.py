@@ -1066,7 +1066,7 @@ class LogisticSoftmax(AugmentedLikelihood):
             _estimated_from(marginals.subset),
             self.num_hermite,
             log_weights=self.log_class_weights(marginals.subset),
-            label_marginals=marginals.observed,
+            label_marginals=marginals.label_marginals,
             soft_labels=is_soft(Y, self.num_classes),
         )
 
@@ -1096,7 +1096,7 @@ class LogisticSoftmax(AugmentedLikelihood):
             _estimated_from(marginals.subset),
             self.num_hermite,
             log_weights=self.log_class_weights(marginals.subset),
-            label_marginals=marginals.observed,
+            label_marginals=marginals.label_marginals,
             soft_labels=is_soft(Y, self.num_classes),
         )
         return (expected, *_per_class_sites(Y_rows, (linear, quadratic), marginals.subset))
