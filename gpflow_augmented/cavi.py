@@ -579,12 +579,8 @@ class CAVI(tf.Module):
 
         # The loss carries each point's expectation with weight -(B_r/B)(N/B_r) = -N/B.
         scale = self._batch_scale(X)
-        subset = geometry.marginals.subset
         exact = model.likelihood.sites_from_derivatives(
-            geometry.marginals,
-            -d_mean / scale,
-            -d_var / scale,
-            model.likelihood.label_rows(Y, subset),
+            geometry.marginals, -d_mean / scale, -d_var / scale, Y
         )
         linear, quadratic = ExactBound.warm_start_sites(
             model.likelihood, geometry, Y, exact, self._in_warm_start()
@@ -592,7 +588,9 @@ class CAVI(tf.Module):
         new_mu, new_sqrt, new_variance, elbo, step_size = self._step_from_sites(
             geometry, Y, expected, linear, quadratic, scale, step_size
         )
-        status = self._accept(new_mu, new_sqrt, status, subset_classes(subset), new_variance)
+        status = self._accept(
+            new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_variance
+        )
         if log_weights:
             self._update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
         loss, gradients = replica_sum((loss, gradients))

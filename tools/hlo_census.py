@@ -21,7 +21,7 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from gpflow_augmented.comparison.hlo_export import DEFAULT_SIZES, _build, opcodes
+from gpflow_augmented.comparison.hlo_export import DEFAULT_SIZES, opcodes, synthetic_method
 
 # Instructions of an optimised module that launch no work of their own.
 _FREE = {
@@ -42,7 +42,7 @@ _FREE = {
 def census(name: str, size, dtype: str, repeats: int = 5) -> Dict:
     config = dataclasses.replace(gpflow.config.config(), float=np.dtype(dtype).type)
     with gpflow.config.as_context(config):
-        method, args, _, _ = _build(name, size, dtype)
+        method, args, _, _ = synthetic_method(name, size, dtype)
         compiled = tf.function(method.iteration_function(), jit_compile=True, autograph=False)
         ir = compiled.experimental_get_compiler_ir(*args)
         hlo, optimised = ir(stage="hlo"), ir(stage="optimized_hlo")

@@ -42,6 +42,7 @@ __all__ = [
     "DEFAULT_METHODS",
     "module_key",
     "synthetic_batch",
+    "synthetic_method",
     "export_iteration",
     "export_steps",
     "opcodes",
@@ -156,9 +157,12 @@ def _check_module(hlo_text: str, num_inputs: int) -> None:
         )
 
 
-def _build(
+def synthetic_method(
     name: str, size: Sequence[int], dtype: str
 ) -> Tuple[Method, Tuple[tf.Tensor, tf.Tensor], int, np.ndarray]:
+    """Method ``name`` built on the synthetic batch of ``size`` = (B, M, C, D), past its warm
+    start, as it is exported: (the method, its iteration's arguments (X, Y), the batch's seed,
+    the inducing inputs Z). Call it inside ``gpflow.config.as_context`` with ``dtype``'s float."""
     B, M, C, D = size
     seed, X, Z, Y = synthetic_batch(size, dtype)
     method = build_method(name, initial_kernel(X), Z, C, num_data=20 * B)
@@ -182,7 +186,7 @@ def export_iteration(
     key = module_key(name, size, dtype)
     config = dataclasses.replace(gpflow.config.config(), float=np.dtype(dtype).type)
     with gpflow.config.as_context(config):
-        method, args, seed, Z = _build(name, size, dtype)
+        method, args, seed, Z = synthetic_method(name, size, dtype)
         iteration = method.iteration_function()
         compiled = tf.function(iteration, jit_compile=True, autograph=False)
         concrete = compiled.get_concrete_function(*args)

@@ -212,12 +212,12 @@ class AugmentedLikelihood(Likelihood):
         *_MARGINALS,
         "d_mean: [N, K]",
         "d_var: [N, K]",
-        "Y_rows: [N, K]",
+        "Y: [N, L]",
         "return[0]: [N, K]",
         "return[1]: [N, K]",
     )
     def sites_from_derivatives(
-        self, marginals: Marginals, d_mean: tf.Tensor, d_var: tf.Tensor, Y_rows: tf.Tensor
+        self, marginals: Marginals, d_mean: tf.Tensor, d_var: tf.Tensor, Y: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         """The exact sites from the derivatives of the batch's expected log-likelihood with
         respect to the marginals, taken elsewhere (e.g. in the backward pass of the training

@@ -1103,10 +1103,12 @@ class LogisticSoftmax(AugmentedLikelihood):
 
     @inherit_check_shapes
     def sites_from_derivatives(
-        self, marginals: Marginals, d_mean: tf.Tensor, d_var: tf.Tensor, Y_rows: tf.Tensor
+        self, marginals: Marginals, d_mean: tf.Tensor, d_var: tf.Tensor, Y: tf.Tensor
     ) -> Tuple[tf.Tensor, tf.Tensor]:
         sites = sites_from_derivatives(marginals.mean, d_mean, d_var)
-        return _per_class_sites(Y_rows, sites, marginals.subset)
+        if marginals.subset is None:
+            return sites
+        return _per_class_sites(self.label_rows(Y, marginals.subset), sites, marginals.subset)
 
     @check_shapes("Y: [N, L]", "log_weight_gradient: [C]", "return[0]: [C]", "return[1]: [C]")
     def class_weight_statistics(

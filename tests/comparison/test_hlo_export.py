@@ -20,11 +20,11 @@ import gpflow_augmented as ga
 from gpflow_augmented.likelihoods import logistic_softmax
 from gpflow_augmented.comparison.cli import main
 from gpflow_augmented.comparison.hlo_export import (
-    _build,
     _check_module,
     export_steps,
     module_key,
     opcodes,
+    synthetic_method,
 )
 
 # The integration tier (the exported step, run by another XLA client in a subprocess): run by --slow
@@ -132,7 +132,7 @@ def test_the_compiled_iteration_reads_no_predicate_it_does_not_need(
     loop; Adam's finite-step guard, the Trainer's status test and the trust region are selects.
     A tf.cond put back in any of them, or the trust region's factorisation traced where its sites
     cannot be negative, changes these counts."""
-    method, args, _, _ = _build(name, SIZE, "float64")
+    method, args, _, _ = synthetic_method(name, SIZE, "float64")
     compiled = tf.function(method.iteration_function(), jit_compile=True, autograph=False)
     codes = opcodes(compiled.experimental_get_compiler_ir(*args)(stage="hlo"))
     assert codes.count("conditional") == conditionals
