@@ -1,15 +1,17 @@
 #!/bin/bash
 # Issue 35's GPU measurement, prepared so that a session lent a GPU spends its device time measuring.
 #
-# Here, on the CPU (about 15 min): export the whole iteration of `lsm` (the default method),
+# Here, on the CPU (about 20 min): export the whole iteration of `lsm` (the default method),
 # `lsm-negative-multinomial` (the augmented CAVI step) and `softmax` at the issue's sizes, from this
-# checkout and from a base revision (default: 397390c, the step before the branch-free changes),
-# and check the new modules against TensorFlow with jaxlib's CPU client:
+# checkout; `lsm` and `softmax` from a base revision (default: 397390c, the step before the
+# branch-free changes); `lsm` from each candidate revision (CANDIDATES, default: the kept
+# precision, docs/scale.md); and check the new and candidate modules against TensorFlow with
+# jaxlib's CPU client:
 #     bash tools/gpu_step_check.sh export [BASE_REV]
-# On the device (one call, carry build/hlo; about 6 min of modules after the machine's start):
+# On the device (one call, carry build/hlo; about 7 min of modules after the machine's start):
 #     bash tools/gpu_step_check.sh device
-# It writes $OUT/new/ and $OUT/base/ (gpu_results.json, gpu_log.txt); summarise each with
-# ../shared/tools/xla-gpu/summarise.py.
+# It writes $OUT/new/, $OUT/base/ and $OUT/candidates/<name>/ (gpu_results.json, gpu_log.txt);
+# summarise each with ../shared/tools/xla-gpu/summarise.py.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 tool=$here/../shared/tools/xla-gpu
@@ -27,15 +29,31 @@ export)
     methods=lsm,lsm-negative-multinomial,softmax
     (cd "$here" && PYTHONPATH="$here" "$python" -c "$cli" scale --export-hlo build/hlo/new \
         --sizes "${sizes_new[@]}" --methods $methods --dtypes float64,float32)
-    # The base: the two large sizes only, in float64, for the before/after ratio.
-    worktree=$(mktemp -d)
-    git -C "$here" worktree add -q --detach "$worktree" "$base"
-    trap 'git -C "$here" worktree remove --force "$worktree"' EXIT
-    (cd "$worktree" && PYTHONPATH="$worktree" "$python" -c "$cli" scale \
-        --export-hlo "$here/build/hlo/base" --sizes "${sizes_base[@]}" \
-        --methods lsm,softmax --dtypes float64)
-    "$jax_python" "$tool/run_hlo.py" --platform cpu --artifacts "$here/build/hlo/new" \
-        --keys "${CHECK_KEYS:-_B200_}" --warmup 1 --repeats 3 --out "$here/build/hlo/cpu_check.json"
+    worktrees=()
+    trap 'for w in "${worktrees[@]}"; do git -C "$here" worktree remove --force "$w"; done' EXIT
+    export_revision() {  # REV FOLDER METHODS SIZES...: that revision's modules, in float64
+        local rev=$1 folder=$2 methods=$3 worktree
+        shift 3
+        worktree=$(mktemp -d)
+        git -C "$here" worktree add -q --detach "$worktree" "$rev"
+        worktrees+=("$worktree")
+        (cd "$worktree" && PYTHONPATH="$worktree" "$python" -c "$cli" scale \
+            --export-hlo "$folder" --sizes "$@" --methods "$methods" --dtypes float64)
+    }
+    # The base: the two large sizes only, for the before/after ratio.
+    export_revision "$base" "$here/build/hlo/base" lsm,softmax "${sizes_base[@]}"
+    # Candidates measured on the CPU and not kept, whose GPU time decides (NAME=REV, space-separated).
+    read -r -a candidates <<<"${CANDIDATES-kept-precision=7b5ae92}"
+    read -r -a sizes_candidate <<<"${CANDIDATE_SIZES:-4096,500,10,64 4096,1000,10,784 200,100,6,36}"
+    for candidate in "${candidates[@]}"; do
+        export_revision "${candidate#*=}" "$here/build/hlo/candidates/${candidate%%=*}" lsm \
+            "${sizes_candidate[@]}"
+    done
+    for folder in "$here/build/hlo/new" "$here"/build/hlo/candidates/*; do
+        [ -d "$folder" ] || continue
+        "$jax_python" "$tool/run_hlo.py" --platform cpu --artifacts "$folder" \
+            --keys "${CHECK_KEYS:-_B200_}" --warmup 1 --repeats 3 --out "$folder/cpu_check.json"
+    done
     du -sh "$here/build/hlo"
     ;;
 device)
@@ -44,6 +62,12 @@ device)
         bash build/hlo/tool/gpu_run.sh --order '_B4096_.*float64,_B4096_.*float32,_B200_,_B1000_' ||
         echo "the new modules' run failed; the base still runs"
     ARTIFACTS=build/hlo/base OUT=$OUT/base TIME_LIMIT=90 bash build/hlo/tool/gpu_run.sh
+    for folder in build/hlo/candidates/*; do
+        [ -d "$folder" ] || continue
+        ARTIFACTS=$folder OUT=$OUT/candidates/$(basename "$folder") TIME_LIMIT=90 \
+            bash build/hlo/tool/gpu_run.sh --order '_B4096_,_B200_' ||
+            echo "candidate $(basename "$folder") failed"
+    done
     ;;
 *)
     sed -n 2,13p "$0"
