@@ -70,7 +70,7 @@ device)
     done
     ;;
 *)
-    sed -n 2,13p "$0"
+    sed -n 2,14p "$0"
     exit 2
     ;;
 esac
