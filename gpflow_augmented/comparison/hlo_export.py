@@ -28,7 +28,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import gpflow
 import numpy as np
@@ -44,6 +44,7 @@ __all__ = [
     "synthetic_batch",
     "synthetic_method",
     "export_iteration",
+    "export_function",
     "export_steps",
     "opcodes",
 ]
@@ -228,14 +229,18 @@ def export_iteration(
         ]
         for handle, variable in zip(concrete.captured_inputs, captured):
             value = handle.numpy() if variable is None else variable.numpy()
-            name = (
+            parameter_name = (
                 f"captured_constant_{len(parameters)}"
                 if variable is None
                 else f"{paths[id(variable)]} {variable.name}"
                 if id(variable) in paths
                 else variable.name
             )
-            entry = {"name": name, "shape": list(value.shape), "dtype": value.dtype.name}
+            entry = {
+                "name": parameter_name,
+                "shape": list(value.shape),
+                "dtype": value.dtype.name,
+            }
             if variable is not None and value.dtype == Z.dtype and np.array_equal(value, Z):
                 entry.update(source="normal", seed=seed + 1, sha256=_sha256(value))
             else:
@@ -266,9 +271,7 @@ def export_iteration(
             if variable is not None:
                 variable.assign(value)
 
-    with gzip.open(folder / f"{key}.hlo.pb.gz", "wb") as file:
-        file.write(hlo_bytes)
-    np.savez_compressed(folder / f"{key}.npz", **arrays)
+    _write_module(folder, key, hlo_bytes, arrays)
     return {
         "key": key,
         "method": name,
@@ -279,6 +282,65 @@ def export_iteration(
         "references": references,
         "ref_steps": reference_steps,
         "changed_variables": changed,
+    }
+
+
+def _write_module(folder: Path, key: str, hlo_bytes: bytes, arrays: Dict[str, np.ndarray]) -> None:
+    with gzip.open(folder / f"{key}.hlo.pb.gz", "wb") as file:
+        file.write(hlo_bytes)
+    np.savez_compressed(folder / f"{key}.npz", **arrays)
+
+
+def export_function(
+    name: str,
+    size: Sequence[int],
+    dtype: str,
+    function: Callable[..., object],
+    shapes: Sequence[Sequence[int]],
+    folder: Path,
+    seed: int = 0,
+) -> Dict:
+    """Write ``function`` (stateless: it reads no variable) of standard normal inputs of
+    ``shapes`` into ``folder`` as the module of key ``module_key(name, size, dtype)``, with
+    TensorFlow's outputs (graph mode) as the reference; returns its manifest entry. For a part of
+    a step that a device times on its own. The inputs are draws of seeds ``seed``, ``seed + 1``,
+    ... that the reader regenerates, so that a module of M = 1000 stays small: the function makes
+    what it needs of them."""
+    folder = Path(folder)
+    key = module_key(name, size, dtype)
+    args = [_normal(seed + i, shape, dtype) for i, shape in enumerate(shapes)]
+    tensors = [tf.constant(a) for a in args]
+    compiled = tf.function(function, jit_compile=True, autograph=False)
+    ir = compiled.experimental_get_compiler_ir(*tensors)
+    _check_module(ir(stage="hlo"), len(tensors))
+    hlo_bytes = ir(stage="hlo_serialized")
+    returned = tf.nest.flatten(tf.function(function, autograph=False)(*tensors))
+    arrays: Dict[str, np.ndarray] = {}
+    rng = np.random.default_rng(0)
+    references = [
+        _reference(f"ret_{k}", np.asarray(r), arrays, rng) for k, r in enumerate(returned)
+    ]
+    _write_module(folder, key, hlo_bytes, arrays)
+    return {
+        "key": key,
+        "method": name,
+        "size": list(size),
+        "dtype": dtype,
+        "params": [
+            {
+                "name": f"arg_{i}",
+                "shape": list(a.shape),
+                "dtype": dtype,
+                "source": "normal",
+                "seed": seed + i,
+                "sha256": _sha256(a),
+            }
+            for i, a in enumerate(args)
+        ],
+        "num_returns": len(returned),
+        "references": references,
+        "ref_steps": 1,
+        "changed_variables": [],
     }
 
 
