@@ -1,17 +1,19 @@
 #!/bin/bash
 # Issue 35's GPU measurement, prepared so that a session lent a GPU spends its device time measuring.
 #
-# Here, on the CPU (about 20 min): export the whole iteration of `lsm` (the default method),
+# Here, on the CPU (about 25 min): export the whole iteration of `lsm` (the default method),
 # `lsm-negative-multinomial` (the augmented CAVI step) and `softmax` at the issue's sizes, from this
 # checkout; `lsm` and `softmax` from a base revision (default: 397390c, the step before the
-# branch-free changes); `lsm` from each candidate revision (CANDIDATES, default: the kept
-# precision, docs/scale.md); and check the new and candidate modules against TensorFlow with
-# jaxlib's CPU client:
+# branch-free changes); `lsm` from each candidate revision (CANDIDATES, NAME=REV: the kept
+# precision and the probe without host round trips, docs/scale.md); `lsm` and `softmax` in float32
+# with TF32 off; the closed-form step's parts (tools/step_parts.py); and check the modules against
+# TensorFlow with jaxlib's CPU client:
 #     bash tools/gpu_step_check.sh export [BASE_REV]
-# On the device (one call, carry build/hlo; about 7 min of modules after the machine's start):
+# On the device (one call, carry build/hlo; at most DEVICE_BUDGET s, default 480, of modules
+# started after the machine's start, in the order: new, candidates, parts, TF32 off, base):
 #     bash tools/gpu_step_check.sh device
-# It writes $OUT/new/, $OUT/base/ and $OUT/candidates/<name>/ (gpu_results.json, gpu_log.txt);
-# summarise each with ../shared/tools/xla-gpu/summarise.py.
+# It writes $OUT/new/, $OUT/candidates/<name>/, $OUT/parts/, $OUT/f32-highest/ and $OUT/base/
+# (gpu_results.json, gpu_log.txt); `python tools/gpu_summary.py $OUT` makes the tables.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 tool=$here/../shared/tools/xla-gpu
@@ -43,13 +45,21 @@ export)
     # The base: the two large sizes only, for the before/after ratio.
     export_revision "$base" "$here/build/hlo/base" lsm,softmax "${sizes_base[@]}"
     # Candidates measured on the CPU and not kept, whose GPU time decides (NAME=REV, space-separated).
-    read -r -a candidates <<<"${CANDIDATES-kept-precision=7b5ae92}"
+    read -r -a candidates <<<"${CANDIDATES-kept-precision=7b5ae92 no-round-trips=9884648}"
     read -r -a sizes_candidate <<<"${CANDIDATE_SIZES:-4096,500,10,64 4096,1000,10,784 200,100,6,36}"
     for candidate in "${candidates[@]}"; do
         export_revision "${candidate#*=}" "$here/build/hlo/candidates/${candidate%%=*}" lsm \
             "${sizes_candidate[@]}"
     done
-    for folder in "$here/build/hlo/new" "$here"/build/hlo/candidates/*; do
+    # float32 with TF32 off: TensorFlow then exports every product with operand_precision=highest.
+    tf32_off='import sys, tensorflow as tf; tf.config.experimental.enable_tensor_float_32_execution(False)'
+    (cd "$here" && PYTHONPATH="$here" "$python" -c "$tf32_off; ${cli#import sys; }" scale \
+        --export-hlo build/hlo/f32-highest --sizes "${sizes_candidate[@]}" --methods lsm,softmax \
+        --dtypes float32)
+    (cd "$here" && PYTHONPATH="$here" "$python" tools/step_parts.py build/hlo/parts \
+        --sizes "${sizes_new[@]}")
+    for folder in "$here/build/hlo/new" "$here"/build/hlo/candidates/* "$here/build/hlo/f32-highest" \
+        "$here/build/hlo/parts"; do
         [ -d "$folder" ] || continue
         "$jax_python" "$tool/run_hlo.py" --platform cpu --artifacts "$folder" \
             --keys "${CHECK_KEYS:-_B200_}" --warmup 1 --repeats 3 --out "$folder/cpu_check.json"
@@ -58,19 +68,30 @@ export)
     ;;
 device)
     OUT=${OUT:-gpu_out}
-    ARTIFACTS=build/hlo/new OUT=$OUT/new TIME_LIMIT=${TIME_LIMIT:-270} \
-        bash build/hlo/tool/gpu_run.sh --order '_B4096_.*float64,_B4096_.*float32,_B200_,_B1000_' ||
-        echo "the new modules' run failed; the base still runs"
-    ARTIFACTS=build/hlo/base OUT=$OUT/base TIME_LIMIT=90 bash build/hlo/tool/gpu_run.sh
+    start=$SECONDS
+    budget=${DEVICE_BUDGET:-480}
+    run() {  # FOLDER RESULTS LIMIT [gpu_run.sh options]: within what is left of the budget
+        local folder=$1 results=$2 limit=$3 left
+        shift 3
+        left=$((budget - (SECONDS - start)))
+        [ -d "$folder" ] || return 0
+        if [ "$left" -lt 15 ]; then
+            echo "no time left for $folder"
+            return 0
+        fi
+        ARTIFACTS=$folder OUT=$OUT/$results TIME_LIMIT=$((limit < left ? limit : left)) \
+            bash build/hlo/tool/gpu_run.sh "$@" || echo "the run of $folder failed; the next one runs"
+    }
+    run build/hlo/new new 270 --order '_B4096_.*float64,_B4096_.*float32,_B200_,_B1000_'
     for folder in build/hlo/candidates/*; do
-        [ -d "$folder" ] || continue
-        ARTIFACTS=$folder OUT=$OUT/candidates/$(basename "$folder") TIME_LIMIT=90 \
-            bash build/hlo/tool/gpu_run.sh --order '_B4096_,_B200_' ||
-            echo "candidate $(basename "$folder") failed"
+        run "$folder" "candidates/$(basename "$folder")" 60 --order '_B4096_,_B200_'
     done
+    run build/hlo/parts parts 45 --order '_B4096_,_B200_'
+    run build/hlo/f32-highest f32-highest 60 --order '_B4096_,_B200_'
+    run build/hlo/base base 60
     ;;
 *)
-    sed -n 2,14p "$0"
+    sed -n 2,17p "$0"
     exit 2
     ;;
 esac

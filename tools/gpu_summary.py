@@ -1,0 +1,228 @@
+"""Issue 35's tables from one run of ``bash tools/gpu_step_check.sh device``: the folder it wrote
+($OUT, with new/, base/, candidates/<name>/, parts/ and f32-highest/, each a gpu_results.json of
+``run_hlo.py``), as the Markdown that docs/scale.md takes.
+
+    python tools/gpu_summary.py gpu_out > gpu_tables.md
+
+* The current step: each method's median ms per iteration, its ratio to softmax's, its compile
+  time and its largest difference from TensorFlow's own step, against the issue's targets
+  (lsm / softmax ≤ 1.0 at the two large sizes, ≤ 1.3 at the two small ones; compile ≤ 2×).
+* The base revision and each candidate against the current step.
+* float32 with TF32 off (``operand_precision=highest`` on every product) against float32 as
+  exported by default.
+* The parts of the closed-form step (``tools/step_parts.py``), timed on their own.
+
+A module the run skipped (its time limit) or failed is shown as such, never left out.
+"""
+
+import argparse
+import json
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+LARGE = [(4096, 500, 10, 64), (4096, 1000, 10, 784)]
+SMALL = [(200, 100, 6, 36), (1000, 200, 10, 64)]
+ORDER = SMALL + LARGE
+METHODS = ["lsm", "lsm-negative-multinomial", "softmax"]
+PARTS = ["statistics", "cholesky", "mean-and-sqrt", "natural-step", "natural-step-with-backoff"]
+# Methods whose step draws random numbers: jaxlib's draws are not TensorFlow's, so there is no
+# reference to compare with.
+RANDOM = {"softmax"}
+
+
+def load(folder: Path) -> Dict[Tuple[str, Tuple[int, ...], str], dict]:
+    """(method, size, dtype) -> the module's result, from ``folder``/gpu_results.json."""
+    path = folder / "gpu_results.json"
+    if not path.exists():
+        return {}
+    results = json.loads(path.read_text())["results"]
+    table = {}
+    for result in results:
+        if "method" not in result:  # skipped by the time limit: only its key
+            method, size, dtype = parse_key(result["key"])
+        else:
+            method, size, dtype = result["method"], tuple(result["size"]), result["dtype"]
+        table[(method, tuple(size), dtype)] = result
+    return table
+
+
+def parse_key(key: str) -> Tuple[str, Tuple[int, ...], str]:
+    """``lsm_B200_M100_C6_D36_float64`` -> ("lsm", (200, 100, 6, 36), "float64")."""
+    head, dtype = key.rsplit("_", 1)
+    parts = head.split("_")
+    size = tuple(int(p[1:]) for p in parts[-4:])
+    return "_".join(parts[:-4]), size, dtype
+
+
+def median(result: Optional[dict]) -> Optional[float]:
+    return None if not result or "median_ms" not in result else result["median_ms"]
+
+
+def cell(result: Optional[dict], field: str = "median_ms", digits: int = 2) -> str:
+    if result is None:
+        return "not run"
+    if "skipped" in result:
+        return "skipped (time)"
+    if "error" in result:
+        return "error"
+    value = result.get(field)
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def ratio(numerator: Optional[float], denominator: Optional[float]) -> str:
+    return "–" if numerator is None or not denominator else f"{numerator / denominator:.2f}"
+
+
+def error_cell(result: Optional[dict], method: str) -> str:
+    if method in RANDOM:
+        return "random"
+    value = (result or {}).get("max_rel_err_vs_tf")
+    text = "–" if value is None else f"{value:.0e}"
+    if (
+        result
+        and "median_ms" in result
+        and not (result.get("finite") and result.get("finite_after"))
+    ):
+        text += " NON-FINITE"
+    return text
+
+
+def size_text(size: Sequence[int]) -> str:
+    return "({}, {}, {}, {})".format(*size)
+
+
+def sizes_of(table: Dict) -> List[Tuple[int, ...]]:
+    found = {key[1] for key in table}
+    return sorted(found, key=lambda s: (ORDER.index(s) if s in ORDER else len(ORDER), s))
+
+
+def verdict(size: Tuple[int, ...], value: Optional[float], compile_ratio: Optional[float]) -> str:
+    target = 1.0 if size in LARGE else 1.3 if size in SMALL else None
+    if target is None or value is None:
+        return "–"
+    met = value <= target and (compile_ratio is None or compile_ratio <= 2.0)
+    return ("met" if met else "missed") + f" (≤ {target}, compile ≤ 2)"
+
+
+def current_step(new: Dict) -> List[str]:
+    lines = [
+        "| (B, M, C, D) | dtype | "
+        + " | ".join(f"`{m}` ms" for m in METHODS)
+        + " | lsm / softmax | lsm-negative-multinomial / softmax | compile s "
+        + " / ".join(METHODS)
+        + " | largest difference from TF, "
+        + " / ".join(METHODS)
+        + " | target (lsm) |"
+    ]
+    lines.append("|---" * (lines[0].count("|") - 1) + "|")
+    for size in sizes_of(new):
+        for dtype in ("float64", "float32"):
+            rows = {m: new.get((m, size, dtype)) for m in METHODS}
+            if not any(rows.values()):
+                continue
+            soft = median(rows["softmax"])
+            lsm = median(rows["lsm"])
+            compiles = [cell(rows[m], "compile_s", 1) for m in METHODS]
+            compile_ratio = None
+            if (rows["lsm"] or {}).get("compile_s") and (rows["softmax"] or {}).get("compile_s"):
+                compile_ratio = rows["lsm"]["compile_s"] / rows["softmax"]["compile_s"]
+            lines.append(
+                f"| {size_text(size)} | {'f' + dtype[5:]} | "
+                + " | ".join(cell(rows[m]) for m in METHODS)
+                + f" | {ratio(lsm, soft)} | {ratio(median(rows['lsm-negative-multinomial']), soft)}"
+                + f" | {' / '.join(compiles)} | "
+                + " / ".join(error_cell(rows[m], m) for m in METHODS)
+                + f" | {verdict(size, lsm / soft if lsm and soft else None, compile_ratio)} |"
+            )
+    return lines
+
+
+def against_current(new: Dict, other: Dict, label: str) -> List[str]:
+    lines = [
+        f"| method | (B, M, C, D) | dtype | current ms | {label} ms | {label} / current "
+        f"| {label} / current softmax | {label}'s largest difference from TF |",
+        "|---" * 8 + "|",
+    ]
+    for (method, size, dtype), result in sorted(
+        other.items(),
+        key=lambda kv: (
+            METHODS.index(kv[0][0]) if kv[0][0] in METHODS else 9,
+            ORDER.index(kv[0][1]) if kv[0][1] in ORDER else 9,
+            kv[0][2],
+        ),
+    ):
+        mine = new.get((method, size, dtype))
+        current, soft = median(mine), median(new.get(("softmax", size, dtype)))
+        lines.append(
+            f"| {method} | {size_text(size)} | {'f' + dtype[5:]} | {cell(mine)} "
+            f"| {cell(result)} | {ratio(median(result), current)} | {ratio(median(result), soft)} "
+            f"| {error_cell(result, method)} |"
+        )
+    return lines
+
+
+def parts_table(parts: Dict, new: Dict) -> List[str]:
+    lines = [
+        "| (B, M, C, D) | dtype | "
+        + " | ".join(f"`{p}`" for p in PARTS)
+        + " | the loop's predicate (with backoff − without) | lsm − softmax (whole iteration) |",
+        "|---" * (4 + len(PARTS)) + "|",
+    ]
+    for size in sizes_of(parts):
+        for dtype in ("float64", "float32"):
+            rows = {p: parts.get((p, size, dtype)) for p in PARTS}
+            if not any(rows.values()):
+                continue
+            loop = None
+            with_loop, without = median(rows[PARTS[-1]]), median(rows["natural-step"])
+            if with_loop is not None and without is not None:
+                loop = f"{with_loop - without:.3f}"
+            lsm, soft = (
+                median(new.get(("lsm", size, dtype))),
+                median(new.get(("softmax", size, dtype))),
+            )
+            gap = "–" if lsm is None or soft is None else f"{lsm - soft:.2f}"
+            lines.append(
+                f"| {size_text(size)} | {'f' + dtype[5:]} | "
+                + " | ".join(cell(rows[p], digits=3) for p in PARTS)
+                + f" | {loop or '–'} | {gap} |"
+            )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("out", type=Path, help="the device run's $OUT folder")
+    args = parser.parse_args()
+    new = load(args.out / "new")
+    report = args.out / "new" / "gpu_results.json"
+    device = "unknown device"
+    if report.exists():
+        report_json = json.loads(report.read_text())
+        device = report_json.get("nvidia_smi") or report_json.get("device_kind") or "unknown"
+        device += f" (jax {report_json.get('jax')})"
+    print(f"Device: {device}. Median ms per call, after 5 warm-ups, of 50 timed calls.\n")
+    print("### The current step\n")
+    print("\n".join(current_step(new)))
+    sections = [("base", args.out / "base", "base")]
+    sections += [
+        (f"candidate `{folder.name}`", folder, folder.name)
+        for folder in sorted((args.out / "candidates").glob("*"))
+        if folder.is_dir()
+    ]
+    sections.append(("float32 with TF32 off", args.out / "f32-highest", "TF32 off"))
+    for title, folder, label in sections:
+        other = load(folder)
+        if other:
+            print(f"\n### {title}\n")
+            print("\n".join(against_current(new, other, label)))
+    parts = load(args.out / "parts")
+    if parts:
+        print("\n### The closed-form step's parts, timed on their own\n")
+        print("\n".join(parts_table(parts, new)))
+
+
+if __name__ == "__main__":
+    main()
