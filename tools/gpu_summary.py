@@ -38,11 +38,9 @@ def load(folder: Path) -> Dict[Tuple[str, Tuple[int, ...], str], dict]:
     results = json.loads(path.read_text())["results"]
     table = {}
     for result in results:
-        if "method" not in result:  # skipped by the time limit: only its key
-            method, size, dtype = parse_key(result["key"])
-        else:
-            method, size, dtype = result["method"], tuple(result["size"]), result["dtype"]
-        table[(method, tuple(size), dtype)] = result
+        # From the key: manifests written before eae30eb (the base, older candidates) record a
+        # parameter's name as the method.
+        table[parse_key(result["key"])] = result
     return table
 
 
