@@ -24,7 +24,15 @@ LARGE = [(4096, 500, 10, 64), (4096, 1000, 10, 784)]
 SMALL = [(200, 100, 6, 36), (1000, 200, 10, 64)]
 ORDER = SMALL + LARGE
 METHODS = ["lsm", "lsm-negative-multinomial", "softmax"]
-PARTS = ["statistics", "cholesky", "mean-and-sqrt", "natural-step", "natural-step-with-backoff"]
+PARTS = [
+    "statistics",
+    "precision",
+    "precision-by-solves",
+    "cholesky",
+    "mean-and-sqrt",
+    "natural-step",
+    "natural-step-with-backoff",
+]
 # Methods whose step draws random numbers: jaxlib's draws are not TensorFlow's, so there is no
 # reference to compare with.
 RANDOM = {"softmax"}
