@@ -10,10 +10,11 @@
 # TensorFlow with jaxlib's CPU client:
 #     bash tools/gpu_step_check.sh export [BASE_REV]
 # On the device (one call, carry build/hlo; at most DEVICE_BUDGET s, default 480, of modules
-# started after the machine's start, in the order: new, candidates, parts, TF32 off, base):
+# started after the machine's start, in the order: new, candidates, parts, TF32 off, base, and
+# the large sizes without autotuning):
 #     bash tools/gpu_step_check.sh device
-# It writes $OUT/new/, $OUT/candidates/<name>/, $OUT/parts/, $OUT/f32-highest/ and $OUT/base/
-# (gpu_results.json, gpu_log.txt); `python tools/gpu_summary.py $OUT` makes the tables.
+# It writes $OUT/new/, $OUT/candidates/<name>/, $OUT/parts/, $OUT/f32-highest/, $OUT/base/ and
+# $OUT/autotune-0/ (gpu_results.json, gpu_log.txt); `python tools/gpu_summary.py $OUT` makes the tables.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 tool=$here/../shared/tools/xla-gpu
@@ -89,6 +90,10 @@ device)
     run build/hlo/parts parts 45 --order '_B4096_,_B200_'
     run build/hlo/f32-highest f32-highest 60 --order '_B4096_,_B200_'
     run build/hlo/base base 60
+    # Compile time without XLA's autotuning of the products (it picks each one's kernel by timing
+    # candidates): what the compile-time target would cost at run time, the large sizes only.
+    XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_autotune_level=0" run build/hlo/new autotune-0 60 \
+        --keys '_B4096_' --order '^lsm_,^softmax_'
     ;;
 *)
     sed -n 2,17p "$0"

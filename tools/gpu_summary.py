@@ -1,6 +1,6 @@
 """Issue 35's tables from one run of ``bash tools/gpu_step_check.sh device``: the folder it wrote
-($OUT, with new/, base/, candidates/<name>/, parts/ and f32-highest/, each a gpu_results.json of
-``run_hlo.py``), as the Markdown that docs/scale.md takes.
+($OUT, with new/, base/, candidates/<name>/, parts/, f32-highest/ and autotune-0/, each a
+gpu_results.json of ``run_hlo.py``), as the Markdown that docs/scale.md takes.
 
     python tools/gpu_summary.py gpu_out > gpu_tables.md
 
@@ -10,6 +10,7 @@
 * The base revision and each candidate against the current step.
 * float32 with TF32 off (``operand_precision=highest`` on every product) against float32 as
   exported by default.
+* The large sizes compiled without XLA's autotuning, against the same modules autotuned.
 * The parts of the closed-form step (``tools/step_parts.py``), timed on their own.
 
 A module the run skipped (its time limit) or failed is shown as such, never left out.
@@ -146,22 +147,26 @@ def current_step(new: Dict) -> List[str]:
 def against_current(new: Dict, other: Dict, label: str) -> List[str]:
     lines = [
         f"| method | (B, M, C, D) | dtype | current ms | {label} ms | {label} / current "
-        f"| {label} / current softmax | {label}'s largest difference from TF |",
-        "|---" * 8 + "|",
+        f"| {label} / current softmax | compile s, current / {label} "
+        f"| {label}'s largest difference from TF |",
+        "|---" * 9 + "|",
     ]
-    for (method, size, dtype), result in sorted(
-        other.items(),
-        key=lambda kv: (
-            METHODS.index(kv[0][0]) if kv[0][0] in METHODS else 9,
-            ORDER.index(kv[0][1]) if kv[0][1] in ORDER else 9,
-            kv[0][2],
-        ),
-    ):
+
+    def order(item):  # type: ignore[no-untyped-def]
+        method, size, dtype = item[0]
+        return (
+            METHODS.index(method) if method in METHODS else len(METHODS),
+            ORDER.index(size) if size in ORDER else len(ORDER),
+            dtype,
+        )
+
+    for (method, size, dtype), result in sorted(other.items(), key=order):
         mine = new.get((method, size, dtype))
         current, soft = median(mine), median(new.get(("softmax", size, dtype)))
         lines.append(
-            f"| {method} | {size_text(size)} | {'f' + dtype[5:]} | {cell(mine)} "
-            f"| {cell(result)} | {ratio(median(result), current)} | {ratio(median(result), soft)} "
+            f"| {method} | {size_text(size)} | f{dtype[5:]} | {cell(mine)} | {cell(result)} "
+            f"| {ratio(median(result), current)} | {ratio(median(result), soft)} "
+            f"| {cell(mine, 'compile_s', 1)} / {cell(result, 'compile_s', 1)} "
             f"| {error_cell(result, method)} |"
         )
     return lines
@@ -219,6 +224,9 @@ def main() -> None:
         if folder.is_dir()
     ]
     sections.append(("float32 with TF32 off", args.out / "f32-highest", "TF32 off"))
+    sections.append(
+        ("without autotuning (`--xla_gpu_autotune_level=0`)", args.out / "autotune-0", "untuned")
+    )
     for title, folder, label in sections:
         other = load(folder)
         if other:
