@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 35's GPU measurement, prepared so that a session lent a GPU spends its device time measuring.
 #
-# Here, on the CPU (about 25 min): export the whole iteration of `lsm` (the default method),
+# Here, on the CPU (about 11 min): export the whole iteration of `lsm` (the default method),
 # `lsm-negative-multinomial` (the augmented CAVI step) and `softmax` at the issue's sizes, from this
 # checkout; `lsm` and `softmax` from a base revision (default: 397390c, the step before the
 # branch-free changes); `lsm` from each candidate revision (CANDIDATES, NAME=REV: the kept
