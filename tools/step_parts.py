@@ -14,9 +14,10 @@ and checks them):
 * ``natural-step``: the step from q(v) and the statistics, trust region included
   (:func:`natural_parameter_step`): the current precision, the mixing, ``mean-and-sqrt`` and
   ``cholesky``;
-* ``natural-step-with-backoff``: the same inside the backoff (:func:`
-  natural_parameter_step_with_backoff`). Its while loop's body does not run on these inputs, so
-  the difference from ``natural-step`` is what reading the loop's predicate costs.
+* ``natural-step-with-backoff``: the same inside the backoff
+  (:func:`natural_parameter_step_with_backoff`). Its while loop's body does not run on these
+  inputs, so the difference from ``natural-step`` is what the loop's test and the reading of its
+  predicate cost.
 
     python tools/step_parts.py build/hlo/parts --sizes 200,100,6,36 4096,500,10,64
 """
