@@ -275,14 +275,32 @@ def export_iteration(
                 variable.assign(value)
 
     _write_module(folder, key, hlo_bytes, arrays)
+    return _manifest_entry(
+        name, size, dtype, parameters, len(returned), references, reference_steps, changed
+    )
+
+
+def _manifest_entry(
+    name: str,
+    size: Sequence[int],
+    dtype: str,
+    parameters: List[Dict],
+    num_returns: int,
+    references: Sequence[Optional[dict]],
+    reference_steps: int,
+    changed: List[str],
+) -> Dict:
+    """A module's entry in manifest.json, in the fields ``run_hlo.py`` reads; ``references``
+    holds the ``num_returns`` returned values' first, then those of the variables the module
+    writes."""
     return {
-        "key": key,
+        "key": module_key(name, size, dtype),
         "method": name,
         "size": list(size),
         "dtype": dtype,
         "params": parameters,
-        "num_returns": len(returned),
-        "references": references,
+        "num_returns": num_returns,
+        "references": list(references),
         "ref_steps": reference_steps,
         "changed_variables": changed,
     }
@@ -323,28 +341,19 @@ def export_function(
     references = [
         _reference(f"ret_{k}", np.asarray(r), arrays, rng) for k, r in enumerate(returned)
     ]
+    parameters = [
+        {
+            "name": f"arg_{i}",
+            "shape": list(a.shape),
+            "dtype": dtype,
+            "source": "normal",
+            "seed": seed + i,
+            "sha256": _sha256(a),
+        }
+        for i, a in enumerate(args)
+    ]
     _write_module(folder, key, hlo_bytes, arrays)
-    return {
-        "key": key,
-        "method": name,
-        "size": list(size),
-        "dtype": dtype,
-        "params": [
-            {
-                "name": f"arg_{i}",
-                "shape": list(a.shape),
-                "dtype": dtype,
-                "source": "normal",
-                "seed": seed + i,
-                "sha256": _sha256(a),
-            }
-            for i, a in enumerate(args)
-        ],
-        "num_returns": len(returned),
-        "references": references,
-        "ref_steps": 1,
-        "changed_variables": [],
-    }
+    return _manifest_entry(name, size, dtype, parameters, len(returned), references, 1, [])
 
 
 def export_steps(
