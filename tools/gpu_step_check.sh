@@ -45,7 +45,7 @@ export)
     }
     # The base: the two large sizes only, for the before/after ratio.
     export_revision "$base" "$here/build/hlo/base" lsm,softmax "${sizes_base[@]}"
-    # Candidates measured on the CPU and not kept, whose GPU time decides (NAME=REV, space-separated).
+    # Candidate and probe revisions, whose GPU time decides (NAME=REV, space-separated).
     read -r -a candidates <<<"${CANDIDATES-kept-precision=7b5ae92 no-round-trips=9884648}"
     read -r -a sizes_candidate <<<"${CANDIDATE_SIZES:-4096,500,10,64 4096,1000,10,784 200,100,6,36}"
     for candidate in "${candidates[@]}"; do

@@ -25,15 +25,6 @@ LARGE = [(4096, 500, 10, 64), (4096, 1000, 10, 784)]
 SMALL = [(200, 100, 6, 36), (1000, 200, 10, 64)]
 ORDER = SMALL + LARGE
 METHODS = ["lsm", "lsm-negative-multinomial", "softmax"]
-PARTS = [
-    "statistics",
-    "precision",
-    "precision-by-solves",
-    "cholesky",
-    "mean-and-sqrt",
-    "natural-step",
-    "natural-step-with-backoff",
-]
 # Methods whose step draws random numbers: jaxlib's draws are not TensorFlow's, so there is no
 # reference to compare with.
 RANDOM = {"softmax"}
@@ -94,6 +85,10 @@ def error_cell(result: Optional[dict], method: str) -> str:
     return text
 
 
+def short(dtype: str) -> str:
+    return "f" + dtype[len("float") :]
+
+
 def size_text(size: Sequence[int]) -> str:
     return "({}, {}, {}, {})".format(*size)
 
@@ -134,7 +129,7 @@ def current_step(new: Dict) -> List[str]:
             if (rows["lsm"] or {}).get("compile_s") and (rows["softmax"] or {}).get("compile_s"):
                 compile_ratio = rows["lsm"]["compile_s"] / rows["softmax"]["compile_s"]
             lines.append(
-                f"| {size_text(size)} | {'f' + dtype[5:]} | "
+                f"| {size_text(size)} | {short(dtype)} | "
                 + " | ".join(cell(rows[m]) for m in METHODS)
                 + f" | {ratio(lsm, soft)} | {ratio(median(rows['lsm-negative-multinomial']), soft)}"
                 + f" | {' / '.join(compiles)} | "
@@ -164,7 +159,7 @@ def against_current(new: Dict, other: Dict, label: str) -> List[str]:
         mine = new.get((method, size, dtype))
         current, soft = median(mine), median(new.get(("softmax", size, dtype)))
         lines.append(
-            f"| {method} | {size_text(size)} | f{dtype[5:]} | {cell(mine)} | {cell(result)} "
+            f"| {method} | {size_text(size)} | {short(dtype)} | {cell(mine)} | {cell(result)} "
             f"| {ratio(median(result), current)} | {ratio(median(result), soft)} "
             f"| {cell(mine, 'compile_s', 1)} / {cell(result, 'compile_s', 1)} "
             f"| {error_cell(result, method)} |"
@@ -173,19 +168,22 @@ def against_current(new: Dict, other: Dict, label: str) -> List[str]:
 
 
 def parts_table(parts: Dict, new: Dict) -> List[str]:
+    # The parts in tools/step_parts.py's order, which its manifest and the run keep.
+    names = list(dict.fromkeys(method for method, _, _ in parts))
     lines = [
         "| (B, M, C, D) | dtype | "
-        + " | ".join(f"`{p}`" for p in PARTS)
+        + " | ".join(f"`{p}`" for p in names)
         + " | the loop's predicate (with backoff − without) | lsm − softmax (whole iteration) |",
-        "|---" * (4 + len(PARTS)) + "|",
+        "|---" * (4 + len(names)) + "|",
     ]
     for size in sizes_of(parts):
         for dtype in ("float64", "float32"):
-            rows = {p: parts.get((p, size, dtype)) for p in PARTS}
+            rows = {p: parts.get((p, size, dtype)) for p in names}
             if not any(rows.values()):
                 continue
             loop = None
-            with_loop, without = median(rows[PARTS[-1]]), median(rows["natural-step"])
+            with_loop = median(rows.get("natural-step-with-backoff"))
+            without = median(rows.get("natural-step"))
             if with_loop is not None and without is not None:
                 loop = f"{with_loop - without:.3f}"
             lsm, soft = (
@@ -194,8 +192,8 @@ def parts_table(parts: Dict, new: Dict) -> List[str]:
             )
             gap = "–" if lsm is None or soft is None else f"{lsm - soft:.2f}"
             lines.append(
-                f"| {size_text(size)} | {'f' + dtype[5:]} | "
-                + " | ".join(cell(rows[p], digits=3) for p in PARTS)
+                f"| {size_text(size)} | {short(dtype)} | "
+                + " | ".join(cell(rows[p], digits=3) for p in names)
                 + f" | {loop or '–'} | {gap} |"
             )
     return lines
@@ -209,12 +207,12 @@ def main() -> None:
     args = parser.parse_args()
     new = load(args.out / "new")
     report = args.out / "new" / "gpu_results.json"
-    device = "unknown device"
-    if report.exists():
-        report_json = json.loads(report.read_text())
-        device = report_json.get("nvidia_smi") or report_json.get("device_kind") or "unknown"
-        device += f" (jax {report_json.get('jax')})"
-    print(f"Device: {device}. Median ms per call, after 5 warm-ups, of 50 timed calls.\n")
+    run = json.loads(report.read_text()) if report.exists() else {}
+    device = run.get("nvidia_smi") or run.get("device_kind") or "unknown device"
+    print(
+        f"Device: {device} (jax {run.get('jax')}). Median ms per call, after {run.get('warmup')} "
+        f"warm-ups, of {run.get('repeats')} timed calls.\n"
+    )
     print("### The current step\n")
     print("\n".join(current_step(new)))
     sections = [("base", args.out / "base", "base")]

@@ -32,7 +32,7 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from gpflow_augmented.comparison.hlo_export import export_function
+from gpflow_augmented.comparison.hlo_export import export_function, size_seed
 from gpflow_augmented.updates import (
     MIN_PRECISION_RATIO,
     _natural_parameters,
@@ -133,7 +133,6 @@ def export_parts(folder: Path, sizes, dtypes) -> Dict[str, Dict]:
     manifest: Dict[str, Dict] = {}
     for size in sizes:
         shapes = part_shapes(size)
-        B, M, C, D = size
         for dtype in dtypes:
             config = dataclasses.replace(gpflow.config.config(), float=np.dtype(dtype).type)
             with gpflow.config.as_context(config):
@@ -145,7 +144,7 @@ def export_parts(folder: Path, sizes, dtypes) -> Dict[str, Dict]:
                         function,
                         [shapes[n] for n in needs],
                         folder,
-                        seed=1000 * B + 7 * M + 3 * C + D,
+                        seed=size_seed(size),
                     )
                     manifest[entry["key"]] = entry
                     print(entry["key"], flush=True)

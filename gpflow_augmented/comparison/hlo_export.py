@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_SIZES",
     "DEFAULT_METHODS",
     "module_key",
+    "size_seed",
     "synthetic_batch",
     "synthetic_method",
     "export_iteration",
@@ -82,12 +83,18 @@ def _normal(seed: int, shape: Sequence[int], dtype: str) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(tuple(shape)).astype(dtype)
 
 
+def size_seed(size: Sequence[int]) -> int:
+    """The seed of a size's synthetic inputs: distinct for the sizes of the issue's table."""
+    B, M, C, D = size
+    return 1000 * B + 7 * M + 3 * C + D
+
+
 def synthetic_batch(
     size: Sequence[int], dtype: str
 ) -> Tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """(seed, X [B, D], Z [M, D], Y [B, 1]): X from ``seed``, Z from ``seed + 1``."""
     B, M, C, D = size
-    seed = 1000 * B + 7 * M + 3 * C + D
+    seed = size_seed(size)
     X, Z = _normal(seed, (B, D), dtype), _normal(seed + 1, (M, D), dtype)
     Y = np.random.default_rng(seed + 2).integers(0, C, (B, 1)).astype(np.int64)
     return seed, X, Z, Y
