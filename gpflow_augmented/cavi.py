@@ -85,8 +85,9 @@ class CAVI(tf.Module):
     :param model: the model whose q(u) is updated.
     :param step_size: ρ, a constant in (0, 1] or a schedule of the iteration (e.g.
         :class:`~gpflow_augmented.RobbinsMonro`). ρ = 1 on the full data is exact coordinate ascent;
-        minibatches need a decaying schedule to converge. On the full data a model on the exact
-        bound halves ρ within the step until the ELBO does not fall (:meth:`_line_search`).
+        minibatches need a decaying schedule to converge. A model on the exact bound halves ρ
+        within the step until the batch's bound does not fall, on the full data and on
+        minibatches alike (:meth:`_line_search`).
     :param class_subset_size: update only this many classes per step, drawn uniformly at random
         (paper, Algorithm 2; see :mod:`~gpflow_augmented.class_subsets`). With one kernel shared by
         all classes the step's cost then does not grow with the number of classes.
@@ -171,6 +172,16 @@ class CAVI(tf.Module):
                     f"point's own"
                 )
         self.variances = self._updated_variances(update_variance)
+        # The variance update's statistics averaged over the steps (updates.variance_step); all
+        # zeros until the first step on the model's own sites.
+        self.variance_statistics: Optional[tf.Variable] = None
+        if self.variances:
+            with replicated_by_first():
+                self.variance_statistics = tf.Variable(
+                    tf.zeros([3, len(self.variances)], default_float()),
+                    trainable=False,
+                    name="variance_statistics",
+                )
         self._step_fn: Callable = self.update
         if compile:
             # The step's loops and branches are TensorFlow's own (tf.while_loop, tf.cond), as XLA
@@ -287,11 +298,11 @@ class CAVI(tf.Module):
             tape.watch(log_weights)
             local_elbo, linear, quadratic = self._sites(geometry, Y)
             local_sum = tf.reduce_sum(local_elbo)
-        new_mu, new_sqrt, new_variance, elbo, step_size = self._step_from_sites(
+        new_mu, new_sqrt, new_state, elbo, step_size = self._step_from_sites(
             geometry, Y, local_elbo, linear, quadratic, scale, step_size
         )
         status = self._accept(
-            new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_variance
+            new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_state
         )
         if log_weights:
             self._update_class_weights(
@@ -314,44 +325,72 @@ class CAVI(tf.Module):
         step_size: tf.Tensor,
     ) -> Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor], tf.Tensor, tf.Tensor]:
         """The proposal from the batch's sites, nothing assigned: (q_mu, q_sqrt as stored, the
-        kernel variances or ``None``, the batch ELBO before the step, ρ as taken): the natural
-        step (:meth:`_natural_step`), line-searched where :meth:`_searches_line`, then the
-        kernel variances' (:func:`~gpflow_augmented.updates.variance_step`)."""
-        model = self.model
+        variances' state (:meth:`_variance_state`) or ``None``, the batch ELBO before the step, ρ
+        as taken): the natural step (:meth:`_natural_step`) and the kernel variances'
+        (:func:`~gpflow_augmented.updates.variance_step`), line-searched on the batch's own bound
+        where :meth:`_searches_line`."""
         sites = (local_elbo, linear, quadratic)
-        new_mu, new_sqrt, elbo = self._natural_step(geometry, *sites, step_size, scale)
+        rho = tf.cast(step_size, local_elbo.dtype)
+        proposal, elbo = self._joint_proposal(geometry, sites, scale, rho, rho)
         if self._searches_line(geometry):
-            new_mu, new_sqrt, step_size = self._line_search(
-                geometry, Y, sites, scale, step_size, (new_mu, new_sqrt, elbo)
-            )
+            proposal, rho = self._line_search(geometry, Y, sites, scale, rho, proposal, elbo)
+        new_mu, new_sqrt, new_state = proposal
+        return new_mu, new_sqrt, new_state, elbo, rho
+
+    def _joint_proposal(
+        self,
+        geometry: BatchGeometry,
+        sites: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],
+        scale: tf.Tensor,
+        rho: tf.Tensor,
+        scheduled: tf.Tensor,
+    ) -> Tuple[Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]], tf.Tensor]:
+        """((q_mu, q_sqrt as stored, the variances' state [4, P] or ``None``), the batch ELBO
+        before the step) of a step of size ``rho`` out of the ``scheduled`` ρ. The state is the
+        kernel variances and their running statistics (:meth:`_variance_state`). The variance
+        moves only on the model's own sites (not in the warm start: its fixed point is the exact
+        ELBO's stationary point) and by the fraction ρ / ``scheduled`` of its update in log space,
+        so that a halved step moves both less."""
+        new_mu, new_sqrt, elbo = self._natural_step(geometry, *sites, rho, scale)
         if not self.variances:
-            return new_mu, new_sqrt, None, elbo, step_size
-        old_variance = tf.stack([tf.convert_to_tensor(v) for v in self.variances])
-        new_mu, new_sqrt, new_variance = variance_step(
+            return (new_mu, new_sqrt, None), elbo
+        old_state = self._variance_state()
+        _, linear, quadratic = sites
+        mu, sqrt, variance, statistics = variance_step(
             geometry,
-            old_variance,
+            old_state[0],
             new_mu,
             new_sqrt,
             linear,
             quadratic,
             scale,
-            step_size,
-            model.whiten,
+            rho,
+            self.model.whiten,
+            fraction=rho / scheduled,
+            running_statistics=old_state[1:],
         )
-        return new_mu, new_sqrt, new_variance, elbo, step_size
+        state = tf.concat([variance[None], statistics], axis=0)
+        warm = self._in_warm_start()
+        if warm is not None:
+            mu = tf.where(warm, new_mu, mu)
+            sqrt = tf.where(warm, new_sqrt, sqrt)
+            state = tf.where(warm, old_state, state)
+        return (mu, sqrt, state), elbo
+
+    def _variance_state(self) -> tf.Tensor:
+        """The kernel variances σ² [P] over their update's running statistics [3, P]."""
+        variances = tf.stack([tf.convert_to_tensor(v) for v in self.variances])
+        assert self.variance_statistics is not None
+        return tf.concat([variances[None], tf.convert_to_tensor(self.variance_statistics)], 0)
 
     def _searches_line(self, geometry: BatchGeometry) -> bool:
-        """Whether this step is line-searched (at trace time): a model on the exact bound, all
-        classes, outside a ``tf.distribute`` strategy, on a batch whose static size allows N / B =
-        1. The step then also checks at run time that the batch is the full data and that the
-        warm start is over. A batch size that rules the full data out (every minibatch of ``fit``)
-        leaves the search out of the trace (about a third of the default step's tracing) and out of
-        the compiled step."""
+        """Whether this step is line-searched on its batch's bound (at trace time): a model on
+        the exact bound, all classes, outside a ``tf.distribute`` strategy. The step then also
+        checks at run time that the warm start is over."""
         return (
             self.model.bound.sites_from_derivatives
             and geometry.marginals.subset is None
             and not tf.distribute.has_strategy()
-            and self._is_full_batch(geometry) is not False
         )
 
     def _is_full_batch(self, geometry: BatchGeometry) -> Optional[bool]:
@@ -381,70 +420,100 @@ class CAVI(tf.Module):
         Y: tf.Tensor,
         sites: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],
         scale: tf.Tensor,
-        step_size: tf.Tensor,
-        proposal: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(q_mu, q_sqrt as stored, ρ taken) from ``proposal`` = (q_mu, q_sqrt, the ELBO before
-        the step), the natural step of size ``step_size`` from ``sites`` (local ELBO, linear,
-        quadratic): on the full batch, that step with ρ halved until the ELBO at it is not below
-        the ELBO before (up to round-off), at most :data:`MAX_LINE_SEARCH_HALVINGS` times, and
-        else q(u) unchanged with ρ = 0 (or, if no proposal was finite, the last one, for
-        :meth:`_accept` to refuse).
+        rho: tf.Tensor,
+        proposal: Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]],
+        elbo: tf.Tensor,
+    ) -> Tuple[Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]], tf.Tensor]:
+        """(the proposal, ρ taken) from ``proposal``, the :meth:`_joint_proposal` of size ``rho``
+        from ``sites``: that step with ρ halved until the batch's bound at it is not below the
+        bound before (``elbo``, up to round-off), at most :data:`MAX_LINE_SEARCH_HALVINGS`
+        times, and else q(u) and the variances unchanged with ρ = 0 (or, if no proposal was
+        finite, the last one, for :meth:`_accept` to refuse).
 
         The exact bound's sites are the expected log-likelihood's derivatives at the current
-        q(f), so its step at ρ = 1 is a Newton step, which overshoots where E_q log p(y | f) is far
-        from quadratic (a large kernel variance on separable classes): the full-batch ELBO then
-        swings by orders of magnitude instead of rising. On minibatches the decaying ρ does this
-        job and each batch's ELBO is a different estimate, so they are left alone."""
-        model = self.model
-        new_mu, new_sqrt, elbo = proposal
+        q(f), so its step is a Newton step on the batch's bound, damped by ρ. Where E_q log p(y |
+        f) is far from quadratic (large latents on separable classes) it overshoots: on the full
+        batch the ELBO swings by orders of magnitude instead of rising, and on a minibatch, whose
+        sites weigh N / B times, one step can send q(u) and the kernel variance far off (a rare
+        class's point on kddcup). For a small enough ρ the step ascends the batch's bound (its
+        direction is that bound's natural gradient), so the search always has a step to take, and
+        it never moves a fixed point of the step, where the proposal is the current q(u)."""
+        new_mu, new_sqrt, new_state = proposal
         dtype = elbo.dtype
         tolerance = 1e3 * float(np.finfo(dtype.as_numpy_dtype).eps) * tf.abs(elbo)
-        search = tf.equal(scale, 1.0)
+        search = tf.constant(True)
         warm = self._in_warm_start()
         if warm is not None:
             search &= ~warm
+        with_variance = new_state is not None
 
-        def lower_elbo(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
-            # The step's projection at the proposed q(v): marginals, no new M³ work.
-            q_mu, q_sqrt = whitened_q(geometry.L, mu, sqrt, model.whiten)
-            Fmu, Fvar = marginals(geometry.A, geometry.residual, q_mu, q_sqrt, geometry.prior_mean)
-            proposed = geometry._replace(
-                q_mu=q_mu,
-                q_sqrt=q_sqrt,
-                marginals=geometry.marginals._replace(mean=Fmu, variance=Fvar),
-            )
-            _, trial = model.bound.batch_bound(model.likelihood, proposed, Y, scale)
-            return ~(trial >= elbo - tolerance)
-
-        def worse(mu: tf.Tensor, sqrt: tf.Tensor) -> tf.Tensor:
+        def worse(mu: tf.Tensor, sqrt: tf.Tensor, state: tf.Tensor) -> tf.Tensor:
             # A proposal that is not finite is worse, and is not evaluated.
+            finite = _all_finite(mu, sqrt, state) & tf.reduce_all(state[0] > 0.0)
             return tf.cond(
-                _all_finite(mu, sqrt), lambda: lower_elbo(mu, sqrt), lambda: tf.constant(True)
+                finite,
+                lambda: (
+                    ~(self._bound_at(geometry, Y, scale, mu, sqrt, state[0]) >= elbo - tolerance)
+                ),
+                lambda: tf.constant(True),
             )
 
-        def searching(halvings, rho, mu, sqrt):  # type: ignore[no-untyped-def]
+        def searching(halvings, rho, mu, sqrt, state):  # type: ignore[no-untyped-def]
             return tf.cond(
                 search & (halvings <= MAX_LINE_SEARCH_HALVINGS),
-                lambda: worse(mu, sqrt),
+                lambda: worse(mu, sqrt, state),
                 lambda: tf.constant(False),
             )
 
-        def halve(halvings, rho, mu, sqrt):  # type: ignore[no-untyped-def]
+        def halve(halvings, rho, mu, sqrt, state):  # type: ignore[no-untyped-def]
             rho = rho / 2.0
-            mu, sqrt, _ = self._natural_step(geometry, *sites, rho, scale)
-            return halvings + 1, rho, mu, sqrt
+            (mu, sqrt, trial_state), _ = self._joint_proposal(
+                geometry, sites, scale, rho, scheduled
+            )
+            return halvings + 1, rho, mu, sqrt, trial_state if with_variance else state
 
-        rho = tf.cast(step_size, dtype)
-        halvings, rho, mu, sqrt = tf.while_loop(
-            searching, halve, (tf.constant(0), rho, new_mu, new_sqrt)
-        )
-        # No halving raised the ELBO: keep q(u), unless no proposal was even finite, which
+        scheduled = rho
+        # Without variances a dummy state travels through the loop: σ² = 1, never read.
+        old_state = self._variance_state() if with_variance else tf.ones([4, 1], dtype)
+        start = (tf.constant(0), rho, new_mu, new_sqrt, new_state if with_variance else old_state)
+        halvings, rho, mu, sqrt, state = tf.while_loop(searching, halve, start)
+        # No halving raised the bound: keep q(u), unless no proposal was even finite, which
         # :meth:`_accept` then refuses as a numerical failure (not a silent step of size 0).
-        keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & _all_finite(mu, sqrt)
-        mu = tf.where(keep, tf.convert_to_tensor(model.q_mu), mu)
-        sqrt = tf.where(keep, tf.convert_to_tensor(model.q_sqrt), sqrt)
-        return mu, sqrt, tf.where(keep, tf.zeros_like(rho), rho)
+        keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & _all_finite(mu, sqrt, state)
+        mu = tf.where(keep, tf.convert_to_tensor(self.model.q_mu), mu)
+        sqrt = tf.where(keep, tf.convert_to_tensor(self.model.q_sqrt), sqrt)
+        state = tf.where(keep, old_state, state) if with_variance else None
+        return (mu, sqrt, state), tf.where(keep, tf.zeros_like(rho), rho)
+
+    def _bound_at(
+        self,
+        geometry: BatchGeometry,
+        Y: tf.Tensor,
+        scale: tf.Tensor,
+        mu: tf.Tensor,
+        sqrt: tf.Tensor,
+        variance: tf.Tensor,
+    ) -> tf.Tensor:
+        """The batch's bound at a proposed q(u) (as stored) and kernel variances, from the
+        step's geometry: K = σ² K̃ scales L and A by σ_new / σ_old and the residual by its square,
+        so no new M³ work."""
+        model = self.model
+        if self.variances:
+            old = tf.stack([tf.convert_to_tensor(v) for v in self.variances])
+            ratio = tf.sqrt(variance / old)[:, None, None]
+            geometry = geometry._replace(
+                L=geometry.L * ratio,
+                A=geometry.A * ratio,
+                residual=geometry.residual * tf.square(ratio[:, 0, 0]),
+            )
+        q_mu, q_sqrt = whitened_q(geometry.L, mu, sqrt, model.whiten)
+        Fmu, Fvar = marginals(geometry.A, geometry.residual, q_mu, q_sqrt, geometry.prior_mean)
+        proposed = geometry._replace(
+            q_mu=q_mu,
+            q_sqrt=q_sqrt,
+            marginals=geometry.marginals._replace(mean=Fmu, variance=Fvar),
+        )
+        return model.bound.batch_bound(model.likelihood, proposed, Y, scale)[1]
 
     def _sites(
         self, geometry: BatchGeometry, Y: tf.Tensor
@@ -522,7 +591,7 @@ class CAVI(tf.Module):
         new_sqrt: tf.Tensor,
         status: tf.Tensor,
         classes: Optional[tf.Tensor] = None,
-        new_variance: Optional[tf.Tensor] = None,
+        new_state: Optional[tf.Tensor] = None,
     ) -> tf.Tensor:
         """Assign a proposed q(u) (of the latent GPs of ``classes``, all if ``None``), and the
         kernel variances of :func:`~gpflow_augmented.updates.variance_step` if given, if the batch
@@ -530,8 +599,8 @@ class CAVI(tf.Module):
         step if taken. Returns the final status."""
         model = self.model
         finite = _all_finite(new_mu, new_sqrt)
-        if new_variance is not None:
-            finite &= tf.reduce_all(tf.math.is_finite(new_variance) & (new_variance > 0.0))
+        if new_state is not None:
+            finite &= tf.reduce_all(tf.math.is_finite(new_state) & (new_state[0] > 0.0))
         status = tf.where((status == OK) & ~finite, NUMERICAL_FAILURE, status)
         accept = status == OK
         old_mu, old_sqrt = variational_parameters(model.q_mu, model.q_sqrt, classes)
@@ -542,9 +611,13 @@ class CAVI(tf.Module):
             tf.where(accept, new_sqrt, old_sqrt),
             classes,
         )
-        if new_variance is not None:
+        if new_state is not None:
             for index, variance in enumerate(self.variances):
-                variance.assign(tf.where(accept, new_variance[index], variance))
+                variance.assign(tf.where(accept, new_state[0, index], variance))
+            assert self.variance_statistics is not None
+            self.variance_statistics.assign(
+                tf.where(accept, new_state[1:], self.variance_statistics)
+            )
         self.iteration.assign_add(tf.cast(accept, tf.int64))
         return status
 
@@ -585,11 +658,11 @@ class CAVI(tf.Module):
         linear, quadratic = ExactBound.warm_start_sites(
             model.likelihood, geometry, Y, exact, self._in_warm_start()
         )
-        new_mu, new_sqrt, new_variance, elbo, step_size = self._step_from_sites(
+        new_mu, new_sqrt, new_state, elbo, step_size = self._step_from_sites(
             geometry, Y, expected, linear, quadratic, scale, step_size
         )
         status = self._accept(
-            new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_variance
+            new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_state
         )
         if log_weights:
             self._update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)

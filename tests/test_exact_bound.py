@@ -257,9 +257,9 @@ def test_full_batch_steps_never_lower_the_elbo_and_reach_its_optimum(monkeypatch
 
 
 @pytest.mark.slow
-def test_the_search_is_traced_only_where_the_batch_can_be_the_full_data(monkeypatch):
-    """N / B = 1 is the search's run-time condition; a static batch size that rules it out (every
-    minibatch of fit) leaves the search out of the traced step, and the full batch keeps it."""
+def test_the_search_is_traced_for_every_batch_on_the_exact_bound_only(monkeypatch):
+    """A minibatch step is line-searched on its own batch's bound as the full batch is; an
+    augmented bound's step (θ ≥ 0: it ascends its bound at any ρ) and a class subset's are not."""
     traced = []
     original = CAVI._line_search
 
@@ -271,9 +271,13 @@ def test_the_search_is_traced_only_where_the_batch_can_be_the_full_data(monkeypa
     model, (X, Y) = make_problem(30, 3, num_inducing=6, seed=1, scheme="exact")
     trainer = ga.Trainer(model)
     trainer.step((X[:10], Y[:10]))  # a minibatch: N / B = 3
-    assert traced == []
+    assert traced == [10]
     trainer.step((X, Y))  # the full batch, traced anew
-    assert traced == [30]
+    assert traced == [10, 30]
+    augmented, data = make_problem(30, 3, num_inducing=6, seed=1, scheme="negative-multinomial")
+    ga.CAVI(augmented).step(data)
+    ga.CAVI(model, class_subset_size=2).step((X, Y))
+    assert traced == [10, 30]
 
 
 @pytest.mark.slow

@@ -1,0 +1,145 @@
+"""The default model left running: a minibatch step never lowers its own batch's bound, the kernel
+variance's update is averaged over minibatches, and tiny separated training sets keep their
+variance and accuracy (issue 55's failures in small)."""
+
+import functools
+
+import gpflow
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import gpflow_augmented as ga
+import gpflow_augmented.cavi as cavi_module
+import gpflow_augmented.sklearn as sklearn_module
+from gpflow_augmented.bounds import ExactBound
+from gpflow_augmented.cavi import CAVI
+from gpflow_augmented.sklearn import GPClassifier
+from gpflow_augmented.updates import variance_step
+
+
+def imbalanced_separable_data(num_rows=6000, spread=1.5, seed=0):
+    """kddcup in small: five nearly separable classes in 4-D with shares 60 % … 0.5 %, every row
+    three times."""
+    rng = np.random.default_rng(seed)
+    y = rng.choice(5, num_rows, p=[0.6, 0.25, 0.1, 0.045, 0.005])
+    X = spread * rng.standard_normal((5, 4))[y] + 0.5 * rng.standard_normal((num_rows, 4))
+    return np.repeat(X, 3, axis=0), np.repeat(y, 3)[:, None]
+
+
+def worst_batch_fall(iterations=300, batch_size=50):
+    """The largest relative fall of a minibatch's bound across a CAVI step on that batch (the
+    kernel variance updated too), after a warm start of 10 steps: N / B = 360."""
+    X, Y = imbalanced_separable_data()
+    model = ga.LogisticSoftmaxSVGP(
+        ga.initial_kernel(X),
+        ga.inducing_points(X, 20, seed=0),
+        5,
+        num_data=len(X),
+        mean_function=gpflow.mean_functions.Constant(),
+    )
+    optimizer = ga.CAVI(model, ga.RobbinsMonro(), update_variance=True, warm_start_iterations=10)
+    worst = 0.0
+    for step, batch in enumerate(ga.minibatches(X, Y, batch_size, seed=0).take(iterations)):
+        before = float(model.elbo(batch))
+        optimizer.step(batch)
+        if step >= optimizer.warm_start_iterations:
+            worst = min(worst, (float(model.elbo(batch)) - before) / abs(before))
+    return worst
+
+
+@pytest.mark.slow
+def test_a_minibatch_step_never_lowers_its_own_batch_bound(monkeypatch):
+    """With the search, no step after the warm start lowers its batch's bound (up to round-off);
+    without it (the broken variant, as before the search covered minibatches) one step lowered
+    its batch's bound by 790 % (measured: -7.9)."""
+    assert worst_batch_fall() > -1e-9
+    monkeypatch.setattr(CAVI, "_searches_line", lambda self, geometry: False)
+    assert worst_batch_fall() < -1.0
+
+
+def variance_jitter(monkeypatch=None):
+    """The median |Δ log σ²| per step over the last 200 of 400 minibatch steps (B = 20, N = 2000,
+    three overlapping classes), and the final σ²."""
+    rng = np.random.default_rng(0)
+    y = rng.choice(3, 2000)
+    X = rng.standard_normal((3, 2))[y] + 0.7 * rng.standard_normal((2000, 2))
+    model = ga.LogisticSoftmaxSVGP(
+        ga.initial_kernel(X),
+        ga.inducing_points(X, 15, seed=0),
+        3,
+        num_data=len(X),
+        mean_function=gpflow.mean_functions.Constant(),
+    )
+    optimizer = ga.CAVI(model, ga.RobbinsMonro(), update_variance=True, warm_start_iterations=10)
+    log_variances = []
+    for batch in ga.minibatches(X, y[:, None], 20, seed=0).take(400):
+        optimizer.step(batch)
+        log_variances.append(np.log(model.kernel.variance.numpy()))
+    return float(np.median(np.abs(np.diff(log_variances[-200:]))))
+
+
+def unaveraged_variance_step(*args, **kwargs):
+    """The broken variant: each step's variance update from its own batch's statistics only."""
+    kwargs["running_statistics"] = None
+    mu, sqrt, variance, _ = variance_step(*args, **kwargs)
+    return mu, sqrt, variance, tf.zeros([3, variance.shape[0]], variance.dtype)
+
+
+@pytest.mark.slow
+def test_the_variance_update_averages_its_statistics_over_minibatches(monkeypatch):
+    """Averaged by ρ as q(u)'s natural parameters are, the statistics move σ² by a median 0.7 %
+    a step late in the run (measured 0.0073); each batch's own (the broken variant) by 2.4 %
+    (measured 0.024), whatever ρ."""
+    assert variance_jitter() < 0.012
+    monkeypatch.setattr(cavi_module, "variance_step", unaveraged_variance_step)
+    assert variance_jitter() > 0.015
+
+
+def blobs(points_per_class, seed=0):
+    """Three well-separated 2-D blobs."""
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
+    X = np.concatenate([c + 0.3 * rng.standard_normal((points_per_class, 2)) for c in centres])
+    return X, np.repeat(np.arange(3), points_per_class)
+
+
+def exact_elbo(classifier, X, y):
+    return float(classifier.model_.elbo((X, y[:, None].astype(np.int64)), None, ExactBound()))
+
+
+def fitted(X, y, monkeypatch, iterations, **fit_options):
+    with monkeypatch.context() as patch:
+        patch.setattr(sklearn_module, "fit", functools.partial(ga.fit, **fit_options))
+        return GPClassifier(num_inducing=10, iterations=iterations).fit(X, y)
+
+
+def check_tiny_blobs(points_per_class, iterations, monkeypatch, seed=0):
+    X, y = blobs(points_per_class, seed)
+    trained = fitted(X, y, monkeypatch, iterations)
+    first = fitted(X, y, monkeypatch, 1)
+    reference = fitted(X, y, monkeypatch, iterations, update_variance=False)
+    assert trained.score(X, y) == 1.0
+    elbo = exact_elbo(trained, X, y)
+    assert elbo >= exact_elbo(first, X, y)
+    assert elbo >= exact_elbo(reference, X, y) - 1e-6 * abs(elbo)
+    if points_per_class > 1:
+        # Confident: the variance did not collapse to a prior that predicts 1/3 everywhere. With
+        # one point a class the bound itself is best near 1/3 (measured 0.3334, at an exact ELBO
+        # above update_variance=False's, as asserted above).
+        assert trained.predict_proba(X).max(axis=1).min() > 0.5
+
+
+def test_nine_points_in_separated_blobs_keep_their_variance_and_accuracy(monkeypatch):
+    """Before, 200 full-batch steps drove σ² to 7e-13 and the prediction to 1/3 everywhere
+    (accuracy 0.33, exact ELBO -9.89 against -6.46 with update_variance=False); the variance moved
+    on the warm start's augmented sites and was not line-searched."""
+    check_tiny_blobs(3, 200, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("points_per_class", [1, 2, 3, 5])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tiny_separated_training_sets_at_the_defaults(points_per_class, seed, monkeypatch):
+    """3, 6, 9 and 15 points, three seeds, GPClassifier's default 1000 iterations."""
+    check_tiny_blobs(points_per_class, 1000, monkeypatch, seed)
