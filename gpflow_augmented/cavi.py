@@ -448,22 +448,15 @@ class CAVI(tf.Module):
         with_variance = new_state is not None
 
         def worse(mu: tf.Tensor, sqrt: tf.Tensor, state: tf.Tensor) -> tf.Tensor:
-            # A proposal that is not finite is worse, and is not evaluated.
+            # A proposal that is not finite is worse. Its bound is evaluated all the same (NaN
+            # compares false), and the loop's predicate is a select, not a tf.cond: XLA on a GPU
+            # reads each conditional's predicate on the host.
             finite = _all_finite(mu, sqrt, state) & tf.reduce_all(state[0] > 0.0)
-            return tf.cond(
-                finite,
-                lambda: (
-                    ~(self._bound_at(geometry, Y, scale, mu, sqrt, state[0]) >= elbo - tolerance)
-                ),
-                lambda: tf.constant(True),
-            )
+            trial = self._bound_at(geometry, Y, scale, mu, sqrt, state[0])
+            return ~finite | ~(trial >= elbo - tolerance)
 
         def searching(halvings, rho, mu, sqrt, state):  # type: ignore[no-untyped-def]
-            return tf.cond(
-                search & (halvings <= MAX_LINE_SEARCH_HALVINGS),
-                lambda: worse(mu, sqrt, state),
-                lambda: tf.constant(False),
-            )
+            return search & (halvings <= MAX_LINE_SEARCH_HALVINGS) & worse(mu, sqrt, state)
 
         def halve(halvings, rho, mu, sqrt, state):  # type: ignore[no-untyped-def]
             rho = rho / 2.0

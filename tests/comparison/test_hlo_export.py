@@ -116,31 +116,35 @@ def test_a_jit_compiled_trainer_traces_once_and_reads_its_variables_at_every_ste
 
 
 @pytest.mark.parametrize(
-    "name, conditionals, factorisations, solves",
+    "name, conditionals, loops, factorisations, solves",
     [
-        # The warm start's choice of sites; K_uu, the step, the trust region, and the two of the
-        # backoff's retry. Solves: the projection and its gradient, the current natural
-        # parameters once (not again in the retry), the step's inverse and the retry's.
-        ("lsm", 1, 5, 6),
+        # The warm start's choice of sites; loops: the backoff's, the line search's and the
+        # backoff's again inside the search's halving. Factorisations: K_uu, the step, the trust
+        # region and the two of the backoff's retry, then the same four in the halving. Solves:
+        # the projection and its gradient, the current natural parameters once (not again in the
+        # retry), the step's inverse and the retry's; in the halving the last three again.
+        ("lsm", 1, 3, 9, 9),
         # K_uu for the step and for the hyperparameters' loss after it; the step and its retry:
-        # no trust region, whose sites are never negative.
-        ("lsm-negative-multinomial", 0, 4, 7),
-        ("softmax", 0, 1, 3),
+        # no trust region, whose sites are never negative, and no search: an augmented step
+        # ascends its bound at any ρ.
+        ("lsm-negative-multinomial", 0, 1, 4, 7),
+        ("softmax", 0, 0, 1, 3),
     ],
 )
 def test_the_compiled_iteration_reads_no_predicate_it_does_not_need(
-    name, conditionals, factorisations, solves
+    name, conditionals, loops, factorisations, solves
 ):
     """XLA on a GPU reads each conditional's predicate on the host (issue 35). The minibatch
-    iteration keeps only the conditional that picks the warm start's sites and the backoff's while
-    loop; Adam's finite-step guard, the Trainer's status test and the trust region are selects.
-    A tf.cond put back in any of them, or the trust region's factorisation traced where its sites
-    cannot be negative, changes these counts."""
+    iteration keeps only the conditional that picks the warm start's sites, the backoff's while
+    loop and the line search's; Adam's finite-step guard, the Trainer's status test, the trust
+    region and the search's predicate are selects. A tf.cond put back in any of them, or the
+    trust region's factorisation traced where its sites cannot be negative, changes these
+    counts."""
     method, args, _, _ = synthetic_method(name, SIZE, "float64")
     compiled = tf.function(method.iteration_function(), jit_compile=True, autograph=False)
     codes = opcodes(compiled.experimental_get_compiler_ir(*args)(stage="hlo"))
     assert codes.count("conditional") == conditionals
-    assert codes.count("while") == (0 if name == "softmax" else 1)
+    assert codes.count("while") == loops
     assert codes.count("cholesky") == factorisations
     assert codes.count("triangular-solve") == solves
 
