@@ -29,7 +29,7 @@ from .likelihoods import LogisticSoftmax
 from .models import AugmentedSVGP, BinaryLogisticSVGP, LogisticSoftmaxSVGP
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from .bounds import EXACT_LEARNING_RATE, EXACT_WARM_START, AugmentedBound, Bound, ExactBound
-from .training import FitResult, Trainer, fit, minibatches
+from .training import FitResult, Trainer, TrainingReport, TrainingWarning, fit, minibatches
 from .validation import InvalidDataError, NumericalError
 
 __version__ = "0.1.0"
@@ -55,6 +55,8 @@ __all__ = [
     "RobbinsMonro",
     "StepSizeSchedule",
     "Trainer",
+    "TrainingReport",
+    "TrainingWarning",
     "__version__",
     "bound_certificate",
     "datasets",

@@ -5,14 +5,21 @@ CUDA drivers, CPU features) before its own log level applies, and later CUDA and
 messages. The command-line tool raises TensorFlow's C++ log level (unless the user has set
 ``TF_CPP_MIN_LOG_LEVEL``) and sends file descriptor 2 to the null device while TensorFlow loads,
 unless ``--verbose`` is given. Importing the library from Python changes nothing.
+
+A training step factorises matrices that may not be positive definite on purpose (its backoff and
+trust region test them so), and TensorFlow's CPU kernel logs a warning for each one that fails.
+:func:`without_cholesky_warnings` keeps those lines, and only those, off the terminal during a
+step. What the step's safeguards did is reported in words
+(:class:`~gpflow_augmented.TrainingReport`).
 """
 
 import contextlib
 import os
 import sys
-from typing import Iterator
+import tempfile
+from typing import IO, Iterator, List, Optional
 
-__all__ = ["quiet_start_up", "running_the_command_line_tool"]
+__all__ = ["quiet_start_up", "running_the_command_line_tool", "without_cholesky_warnings"]
 
 
 def running_the_command_line_tool() -> bool:
@@ -43,3 +50,45 @@ def quiet_start_up() -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(null)
+
+
+#: What TensorFlow's CPU kernel logs for every matrix it cannot factorise. The step tests positive
+#: definiteness by factorising (the backoff, the trust region) and reports a failure itself.
+CHOLESKY_WARNING = b"Cholesky decomposition was not successful"
+
+
+class _NativeLog:
+    """The scratch file that holds what native code wrote to file descriptor 2 during a step."""
+
+    file: Optional[IO[bytes]] = None
+
+
+@contextlib.contextmanager
+def without_cholesky_warnings() -> Iterator[List[int]]:
+    """File descriptor 2 sent to a scratch file while the block runs, then everything written
+    there but TensorFlow's Cholesky warnings written back. Yields a list that receives the number
+    of warnings dropped. Where descriptor 2 cannot be redirected, nothing is filtered."""
+    dropped: List[int] = []
+    try:
+        sys.stderr.flush()
+        if _NativeLog.file is None:
+            _NativeLog.file = tempfile.TemporaryFile()
+        scratch = _NativeLog.file
+        scratch.seek(0)
+        scratch.truncate()
+        saved = os.dup(2)
+        os.dup2(scratch.fileno(), 2)
+    except (OSError, ValueError):
+        yield dropped
+        return
+    try:
+        yield dropped
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        scratch.seek(0)
+        lines = scratch.read().splitlines(keepends=True)
+        kept = [line for line in lines if CHOLESKY_WARNING not in line]
+        dropped.append(len(lines) - len(kept))
+        if kept:
+            os.write(2, b"".join(kept))

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 
+from ._quiet import without_cholesky_warnings
 from .class_subsets import (
     ClassSubset,
     ClassSubsetSampler,
@@ -147,6 +148,13 @@ class CAVI(tf.Module):
         self.step_size = step_size
         with replicated_by_first():
             self.iteration = tf.Variable(0, dtype=tf.int64, trainable=False, name="iteration")
+            # What the line search did (:meth:`_line_search`), counted over the steps taken and
+            # saved with the optimizer: steps it shortened, and steps on which no ρ it tried
+            # raised the batch's bound, so that q(u) was kept.
+            self.shortened_steps = tf.Variable(
+                0, dtype=tf.int64, trainable=False, name="shortened_steps"
+            )
+            self.kept_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="kept_steps")
         self.class_sampler = None
         self.class_weight_exposure: Optional[tf.Variable] = None
         if model.learns_class_weights:
@@ -298,12 +306,14 @@ class CAVI(tf.Module):
             tape.watch(log_weights)
             local_elbo, linear, quadratic = self._sites(geometry, Y)
             local_sum = tf.reduce_sum(local_elbo)
+        scheduled = step_size
         new_mu, new_sqrt, new_state, elbo, step_size = self._step_from_sites(
             geometry, Y, local_elbo, linear, quadratic, scale, step_size
         )
         status = self._accept(
             new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_state
         )
+        self._count_search(scheduled, step_size, status == OK)
         if log_weights:
             self._update_class_weights(
                 Y,
@@ -478,6 +488,15 @@ class CAVI(tf.Module):
         state = tf.where(keep, old_state, state) if with_variance else None
         return (mu, sqrt, state), tf.where(keep, tf.zeros_like(rho), rho)
 
+    def _count_search(self, scheduled: tf.Tensor, taken: tf.Tensor, accepted: tf.Tensor) -> None:
+        """Count a step the line search shortened (0 < ρ taken < ρ scheduled) or kept (ρ taken =
+        0), if the step was taken."""
+        scheduled = tf.cast(scheduled, taken.dtype)
+        shortened = accepted & (taken > 0.0) & (taken < scheduled)
+        kept = accepted & (taken == 0.0) & (scheduled > 0.0)
+        self.shortened_steps.assign_add(tf.cast(shortened, tf.int64))
+        self.kept_steps.assign_add(tf.cast(kept, tf.int64))
+
     def _bound_at(
         self,
         geometry: BatchGeometry,
@@ -651,12 +670,14 @@ class CAVI(tf.Module):
         linear, quadratic = ExactBound.warm_start_sites(
             model.likelihood, geometry, Y, exact, self._in_warm_start()
         )
+        scheduled = step_size
         new_mu, new_sqrt, new_state, elbo, step_size = self._step_from_sites(
             geometry, Y, expected, linear, quadratic, scale, step_size
         )
         status = self._accept(
             new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_state
         )
+        self._count_search(scheduled, step_size, status == OK)
         if log_weights:
             self._update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
         loss, gradients = replica_sum((loss, gradients))
@@ -740,7 +761,7 @@ class CAVI(tf.Module):
         """
         X, Y = self.prepare(data)
         subset = as_class_subset(subset, self.model.num_classes)
-        with numerical_errors("the CAVI step"):
+        with without_cholesky_warnings(), numerical_errors("the CAVI step"):
             update = self._step_fn(X, Y) if subset is None else self._step_fn(X, Y, subset)
         raise_for_status(update.status, self.model.num_classes)
         return update.elbo

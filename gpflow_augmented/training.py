@@ -9,6 +9,7 @@ points), a progress bar and a monitoring callback.
 """
 
 import contextlib
+import warnings
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
@@ -16,6 +17,7 @@ import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.keras import tf_keras
 
+from ._quiet import without_cholesky_warnings
 from .cavi import CAVI, numerical_errors
 from .certificate import BoundCertificate, bound_certificate
 from .convergence import GlobalParameterConvergence
@@ -37,6 +39,8 @@ from .validation import (
 __all__ = [
     "Trainer",
     "FitResult",
+    "TrainingReport",
+    "TrainingWarning",
     "adam_step_if_finite",
     "fit",
     "minibatches",
@@ -219,7 +223,7 @@ class Trainer(tf.Module):
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         """One CAVI step then one Adam step; returns the batch ELBO before the CAVI step."""
         X, Y = data if self.strategy is not None else self.cavi.prepare(data)
-        with numerical_errors("the training step"):
+        with without_cholesky_warnings(), numerical_errors("the training step"):
             elbo, status, applied = self._iteration(X, Y)
         raise_for_status(status, self.model.num_classes)
         if not bool(applied):
@@ -231,6 +235,71 @@ class Trainer(tf.Module):
         return elbo
 
 
+class TrainingReport(NamedTuple):
+    """What the steps' safeguards did during one :func:`fit` (docs/stability.md)."""
+
+    #: steps taken
+    steps: int
+    #: steps whose line search took a shorter ρ than the schedule's, because the batch's bound
+    #: fell at the longer one
+    shortened_steps: int
+    #: steps on which no ρ the line search tried raised the batch's bound, so q(u) was kept
+    kept_steps: int
+    #: the largest fall of the median of 10 successive batch ELBOs below the median of the 50
+    #: before them, in units of that median's magnitude (0 when none fell below it;
+    #: :func:`worst_fall`)
+    worst_bound_fall: float
+    #: the last step of those 10 (0 if none)
+    worst_bound_fall_step: int
+
+    def warning(self) -> Optional[str]:
+        """A sentence for the user when the run looks unhealthy: the batch ELBO's recent median
+        more than :data:`BOUND_COLLAPSE` times the earlier median's magnitude below it, or at
+        least a tenth of the steps kept; else ``None``."""
+        problems = []
+        if self.worst_bound_fall > BOUND_COLLAPSE:
+            problems.append(
+                f"by step {self.worst_bound_fall_step} the batch ELBO had fallen "
+                f"{self.worst_bound_fall:.3g} times its earlier median's magnitude below it"
+            )
+        if self.steps and self.kept_steps >= 0.1 * self.steps:
+            problems.append(
+                f"{self.kept_steps} of {self.steps} steps found no step size that raised their "
+                "batch's bound and kept q(u)"
+            )
+        if not problems:
+            return None
+        return (
+            "training may have diverged: "
+            + "; ".join(problems)
+            + ". Check the held-out error, and consider a smaller step size schedule or "
+            "learning rate (FitResult.report has the counts)"
+        )
+
+
+#: A batch ELBO whose recent median is this many times the earlier median's magnitude below it has
+#: collapsed (:func:`worst_fall`).
+BOUND_COLLAPSE = 10.0
+
+
+class TrainingWarning(UserWarning):
+    """:func:`fit` saw its bound collapse or its steps keep failing (:class:`TrainingReport`)."""
+
+
+def worst_fall(elbos: np.ndarray, recent: int = 10, window: int = 50) -> Tuple[float, int]:
+    """(the largest fall of the median of ``recent`` batch ELBOs below the median of the
+    ``window`` before them, relative to that median's magnitude; the 1-based step that ended the
+    recent ones), (0, 0) where none fell below. Medians, because one batch holding a rare class's
+    points can have ten times the typical batch's ELBO in a healthy run; a collapse lasts."""
+    worst, where = 0.0, 0
+    for end in range(recent + 1, len(elbos) + 1):
+        before = float(np.median(elbos[max(0, end - recent - window) : end - recent]))
+        fall = (before - float(np.median(elbos[end - recent : end]))) / max(abs(before), 1e-300)
+        if np.isfinite(fall) and fall > worst:
+            worst, where = fall, end
+    return worst, where
+
+
 class FitResult(NamedTuple):
     trainer: Trainer
     elbo: np.ndarray  # the minibatch ELBO before each step
@@ -238,6 +307,8 @@ class FitResult(NamedTuple):
     # augmented bound, exact ELBO and their gap on the training data at the end (None when the
     # data were a stream or training ran under a strategy)
     certificate: Optional[BoundCertificate] = None
+    # what the steps' safeguards did during this fit
+    report: Optional[TrainingReport] = None
 
 
 def raised_by_interrupt(error: Optional[BaseException]) -> bool:
@@ -387,6 +458,7 @@ def fit(
     if strategy is not None:
         batches = strategy.experimental_distribute_dataset(batches)
     stream = iter(batches)
+    counts_before = _safeguard_counts(trainer)
 
     steps = range(iterations)
     if progress:
@@ -411,8 +483,9 @@ def fit(
         # last finished step. What was trained travels with the exception; fit(...,
         # trainer=interrupt.fit_result.trainer) continues the same stream.
         interrupt = error if isinstance(error, KeyboardInterrupt) else KeyboardInterrupt()
+        values = np.array([float(e) for e in elbos])
         interrupt.fit_result = FitResult(  # type: ignore[attr-defined]
-            trainer, np.array([float(e) for e in elbos]), False, None
+            trainer, values, False, None, _report(trainer, counts_before, values)
         )
         if interrupt is error:
             raise
@@ -420,4 +493,23 @@ def fit(
     certificate = None
     if not isinstance(data, tf.data.Dataset) and strategy is None:
         certificate = bound_certificate(model, (X, Y))
-    return FitResult(trainer, np.array([float(e) for e in elbos]), converged, certificate)
+    values = np.array([float(e) for e in elbos])
+    report = _report(trainer, counts_before, values)
+    message = report.warning()
+    if message is not None:
+        warnings.warn(message, TrainingWarning, stacklevel=2)
+    return FitResult(trainer, values, converged, certificate, report)
+
+
+def _safeguard_counts(trainer: Trainer) -> Tuple[int, int]:
+    cavi = trainer.cavi
+    return int(cavi.shortened_steps.numpy()), int(cavi.kept_steps.numpy())
+
+
+def _report(trainer: Trainer, counts_before: Tuple[int, int], elbos: np.ndarray) -> TrainingReport:
+    """This fit's :class:`TrainingReport`: the trainer's counts since ``counts_before``."""
+    shortened, kept = (
+        after - before for after, before in zip(_safeguard_counts(trainer), counts_before)
+    )
+    worst, where = worst_fall(elbos)
+    return TrainingReport(len(elbos), shortened, kept, worst, where)

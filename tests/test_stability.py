@@ -3,6 +3,10 @@ variance's update is averaged over minibatches, and tiny separated training sets
 variance and accuracy (issue 55's failures in small)."""
 
 import functools
+import os
+import subprocess
+import sys
+import warnings
 
 import gpflow
 import numpy as np
@@ -15,6 +19,7 @@ import gpflow_augmented.sklearn as sklearn_module
 from gpflow_augmented.bounds import ExactBound
 from gpflow_augmented.cavi import CAVI
 from gpflow_augmented.sklearn import GPClassifier
+from gpflow_augmented.training import worst_fall
 from gpflow_augmented.updates import variance_step
 
 
@@ -143,3 +148,85 @@ def test_nine_points_in_separated_blobs_keep_their_variance_and_accuracy(monkeyp
 def test_tiny_separated_training_sets_at_the_defaults(points_per_class, seed, monkeypatch):
     """3, 6, 9 and 15 points, three seeds, GPClassifier's default 1000 iterations."""
     check_tiny_blobs(points_per_class, 1000, monkeypatch, seed)
+
+
+CHOLESKY_SCRIPT = """
+import os
+import tensorflow as tf
+from gpflow_augmented._quiet import without_cholesky_warnings
+not_positive_definite = tf.constant([[1.0, 2.0], [2.0, 1.0]], tf.float64)
+with without_cholesky_warnings() as dropped:
+    tf.linalg.cholesky(not_positive_definite)
+    os.write(2, b"a line of someone else's\\n")
+print(dropped)
+tf.linalg.cholesky(not_positive_definite)
+"""
+
+
+@pytest.mark.integration
+def test_tensorflow_cholesky_warnings_are_kept_off_the_terminal_and_nothing_else():
+    """TensorFlow's CPU kernel logs every failed factorisation to file descriptor 2; during a step
+    those lines, and only those, are dropped. A process of its own, at TensorFlow's default log
+    level (the test run raises it)."""
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    run = subprocess.run(
+        [sys.executable, "-c", CHOLESKY_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[1]"
+    assert "a line of someone else's" in run.stderr
+    # Outside the block TensorFlow's own line is printed, once.
+    assert run.stderr.count("Cholesky decomposition was not successful") == 1
+
+
+@pytest.mark.slow
+def test_fit_reports_what_the_safeguards_did_and_warns_when_nothing_ascends(monkeypatch):
+    """A healthy run on :func:`imbalanced_separable_data`: the report counts the steps the search
+    shortened (measured 2 of 300) and fit warns of nothing. A broken bound that never rises (every
+    proposal scored -inf): every step after the warm start keeps q(u), the report says so and fit
+    warns, in words."""
+    X, Y = imbalanced_separable_data()
+
+    def trained(**options):
+        model = ga.LogisticSoftmaxSVGP(
+            ga.initial_kernel(X),
+            ga.inducing_points(X, 20, seed=0),
+            5,
+            num_data=len(X),
+            mean_function=gpflow.mean_functions.Constant(),
+        )
+        return model, ga.fit(model, (X, Y), iterations=300, batch_size=50, progress=False)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ga.TrainingWarning)
+        _, result = trained()
+    report = result.report
+    assert report.steps == 300 and report.kept_steps == 0
+    assert 0 < report.shortened_steps < 30
+    assert report.warning() is None
+
+    minus_infinity = tf.constant(-np.inf, tf.float64)
+    monkeypatch.setattr(CAVI, "_bound_at", lambda self, *args: minus_infinity)
+    with pytest.warns(ga.TrainingWarning, match="250 of 300 steps found no step size"):
+        model, result = trained()
+    assert result.report.kept_steps == 300 - ga.EXACT_WARM_START
+    assert (
+        float(model.kernel.variance.numpy()) == 1.0
+    )  # the warm start leaves it, the kept steps too
+
+
+def test_the_worst_fall_is_of_the_recent_median_against_the_earlier_one():
+    """One outlying batch is no collapse; ten batches at 25 times the level are."""
+    healthy = np.array([-100.0] * 60 + [-2500.0] + [-100.0] * 10)
+    assert worst_fall(healthy) == (0.0, 0)
+    collapsed = np.array([-100.0] * 60 + [-2500.0] * 10 + [-100.0] * 10)
+    worst, step = worst_fall(collapsed)
+    assert worst == pytest.approx(24.0) and step == 66  # six of the last ten are low
+    assert worst_fall(np.linspace(-1000.0, -10.0, 100)) == (0.0, 0)  # a rising bound never falls
+    report = ga.TrainingReport(80, 0, 0, worst, step)
+    assert "by step 66 the batch ELBO had fallen 24 times" in report.warning()
+    assert ga.TrainingReport(80, 0, 0, 5.0, 70).warning() is None
