@@ -230,3 +230,36 @@ def test_the_worst_fall_is_of_the_recent_median_against_the_earlier_one():
     report = ga.TrainingReport(80, 0, 0, worst, step)
     assert "by step 66 the batch ELBO had fallen 24 times" in report.warning()
     assert ga.TrainingReport(80, 0, 0, 5.0, 70).warning() is None
+
+
+def test_the_comparison_marks_a_method_that_may_have_diverged():
+    """A run whose batch ELBO collapsed, or with a tenth of its steps kept or failed, is marked
+    in the table with a line that says why; a healthy one is not."""
+    from gpflow_augmented.comparison.protocol import MethodResult
+    from gpflow_augmented.comparison.runs import summary_table
+
+    final = {key: 0.1 for key in ("time", "error", "nll", "ece", "classwise_ece", "brier")}
+
+    def result(name, failed=0, **stability):
+        record = {"shortened_steps": 0, "kept_steps": 0, "worst_bound_fall": 0.0}
+        record.update(stability)
+        trace = [{**final, "iteration": 100}]
+        return MethodResult(
+            name, "", trace, final, 0.0, 100, failed, {}, "", None, np.zeros(1), None, record
+        )
+
+    healthy = result("lsm")
+    collapsed = result("lsm-vi", worst_bound_fall=24.0)
+    kept = result("lsm-paper", kept_steps=10)
+    failing = result("rm", failed=10)
+    assert not healthy.diverged()
+    assert collapsed.diverged() and kept.diverged() and failing.diverged()
+    assert not result("sep", kept_steps=9, failed=9, worst_bound_fall=9.9).diverged()
+
+    class Run:
+        methods = [healthy, collapsed, kept, failing]
+
+    table = summary_table(Run())
+    assert "lsm-vi!" in table and "lsm-paper!" in table and "rm!" in table
+    assert "lsm! " not in table
+    assert "! may have diverged (lsm-vi, lsm-paper, rm)" in table

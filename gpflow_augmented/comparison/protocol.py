@@ -30,6 +30,7 @@ import tensorflow as tf
 from gpflow.config import default_float
 
 from ..checkpoints import keep_values
+from ..training import BOUND_COLLAPSE, Trainer, worst_fall
 from ..metrics import Evaluator
 from .baselines import (
     FULL_GP_METHODS,
@@ -101,9 +102,22 @@ class MethodResult(NamedTuple):
     method: Optional[Method]  # None for a result read back from disk (a resumed run)
     probabilities: np.ndarray  # the final predicted probabilities of the whole test set
     options: Optional[Dict[str, Any]] = None  # the learning rate and ρ schedule it was given
+    # what the steps' safeguards did (:func:`stability_record`)
+    stability: Optional[Dict[str, Any]] = None
 
     def final(self) -> Dict[str, float]:
         return self.final_metrics
+
+    def diverged(self) -> bool:
+        """Whether the run looks unhealthy: its bound collapsed, or a tenth of its steps failed
+        or were kept (:class:`~gpflow_augmented.TrainingReport`)."""
+        record = self.stability or {}
+        steps = max(self.iterations, 1)
+        return (
+            record.get("worst_bound_fall", 0.0) > BOUND_COLLAPSE
+            or (record.get("kept_steps") or 0) >= 0.1 * steps
+            or self.failed_steps >= 0.1 * steps
+        )
 
     @classmethod
     def from_json(cls, payload: Dict[str, Any], probabilities: np.ndarray) -> "MethodResult":
@@ -121,6 +135,7 @@ class MethodResult(NamedTuple):
             None,
             np.asarray(probabilities),
             payload.get("options"),
+            payload.get("stability"),
         )
 
     def to_json(self) -> Dict[str, Any]:
@@ -131,6 +146,7 @@ class MethodResult(NamedTuple):
             "compile_seconds": self.compile_seconds,
             "iterations": self.iterations,
             "failed_steps": self.failed_steps,
+            "stability": self.stability,
             "time_to_converge": time_to_converge(self.trace),
             "final": self.final_metrics,
             "initial_hyperparameters": self.initial_hyperparameters,
@@ -438,6 +454,8 @@ def _run(
     next_evaluation = next(schedule)
     seconds, iteration, elbo = 0.0, 0, tf.constant(np.nan)
     compile_seconds = _warm_up(method, X, Y, stream.indices(0))
+    counts_before = _safeguard_counts(method)
+    elbos: List[float] = []
     while True:
         if max_iterations is not None and iteration >= max_iterations:
             break
@@ -450,6 +468,7 @@ def _run(
         elbo = method.step(tf.gather(X, index_tensor), tf.gather(Y, index_tensor))
         seconds += time.perf_counter() - start
         iteration += 1
+        elbos.append(float(elbo))
         if bar is not None:
             bar.update(1)
         if iteration >= next_evaluation:
@@ -473,4 +492,36 @@ def _run(
         digest.hexdigest(),
         method,
         cast(np.ndarray, final_evaluator.latest_probabilities),
+        None,
+        stability_record(method, counts_before, np.array(elbos)),
     )
+
+
+def _safeguard_counts(method: Method) -> Optional[Tuple[int, int]]:
+    """(steps shortened, steps kept) by the line search of this package's step so far; ``None``
+    for a method without it."""
+    trainer = getattr(method, "trainer", None)
+    if not isinstance(trainer, Trainer):
+        return None
+    return int(trainer.cavi.shortened_steps.numpy()), int(trainer.cavi.kept_steps.numpy())
+
+
+def stability_record(
+    method: Method, counts_before: Optional[Tuple[int, int]], elbos: np.ndarray
+) -> Dict[str, Any]:
+    """What a method's steps' safeguards did during its run, for ``results.json``: the worst
+    lasting fall of its per-step ELBO over the steps that returned a finite one
+    (:func:`~gpflow_augmented.training.worst_fall`; a failed step is counted in ``failed_steps``),
+    and for this package's step the steps its line search shortened and kept (``None`` for the
+    others)."""
+    worst, where = worst_fall(elbos[np.isfinite(elbos)])
+    counts_after = _safeguard_counts(method)
+    shortened = kept = None
+    if counts_before is not None and counts_after is not None:
+        shortened, kept = (after - before for after, before in zip(counts_after, counts_before))
+    return {
+        "shortened_steps": shortened,
+        "kept_steps": kept,
+        "worst_bound_fall": worst,
+        "worst_bound_fall_step": where,
+    }

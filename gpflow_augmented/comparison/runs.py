@@ -327,18 +327,27 @@ def summary_table(result: Any) -> str:
         f"{'failed':>6}"
     )
     lines = [header, "-" * len(header)]
+    diverged = []
     for m in result.methods:
         final = m.final()
+        name = f"{m.name}!" if m.diverged() else m.name
+        if m.diverged():
+            diverged.append(m.name)
         converged = time_to_converge(m.trace)
         rate = (m.options or {}).get("learning_rate")
         bijector = (m.options or {}).get("positive_bijector") or "–"
         lines.append(
-            f"{m.name:<10} {'–' if rate is None else format(rate, 'g'):>7} {bijector:>8} "
+            f"{name:<10} {'–' if rate is None else format(rate, 'g'):>7} {bijector:>8} "
             f"{m.iterations:>6d} "
             f"{final['time']:>8.1f} {final['error']:>7.4f} "
             f"{final['nll']:>7.4f} {final['ece']:>7.4f} {final['classwise_ece']:>7.4f} "
             f"{final['brier']:>7.4f} {converged if converged is not None else float('nan'):>9.2f} "
             f"{m.failed_steps:>6d}"
+        )
+    if diverged:
+        lines.append(
+            f"! may have diverged ({', '.join(diverged)}): its bound collapsed, or a tenth of its "
+            "steps failed or were kept; see results.json, 'stability'"
         )
     return "\n".join(lines)
 

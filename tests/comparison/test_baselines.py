@@ -160,6 +160,14 @@ def test_all_methods_see_identical_batches_and_initial_hyperparameters(tiny, sha
     for m in result.methods:
         assert [e["iteration"] for e in m.trace] == [0, 1, 2, 3, 4, 5, 7]
         assert all(np.isfinite(e["nll"]) for e in m.trace)
+    # what the safeguards did: counted for this package's Trainer-driven step, the fall for all
+    for m in result.methods:
+        record = m.stability
+        counted = isinstance(getattr(m.method, "trainer", None), ga.Trainer)
+        assert (record["kept_steps"] is not None) == counted, m.name
+        assert (record["shortened_steps"] is not None) == counted, m.name
+        assert record["worst_bound_fall"] >= 0.0 and not m.diverged(), m.name
+    assert result.methods[0].name == "lsm" and result.methods[0].stability["kept_steps"] == 0
 
 
 @pytest.mark.slow

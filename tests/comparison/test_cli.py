@@ -40,6 +40,7 @@ METHOD_KEYS = {
     "compile_seconds",
     "iterations",
     "failed_steps",
+    "stability",
     "time_to_converge",
     "final",
     "initial_hyperparameters",
