@@ -37,6 +37,7 @@ __all__ = [
     "StepSizeToTensorBoard",
     "TestMetricsToTensorBoard",
     "ReliabilityDiagramToTensorBoard",
+    "SafeguardsToTensorBoard",
     "TensorBoardTasks",
     "plot_reliability_diagram",
     "read_event_files",
@@ -79,6 +80,33 @@ class StepSizeToTensorBoard(ToTensorBoard):
 
     def run(self, **unused_kwargs: Any) -> None:
         tf.summary.scalar("step_size", float(self.step_size()), step=self.current_step)
+
+
+class SafeguardsToTensorBoard(ToTensorBoard):
+    """Writes what the CAVI step's line search did so far as ``safeguards/shortened_steps`` and
+    ``safeguards/kept_steps`` (:attr:`CAVI.shortened_steps`, :attr:`CAVI.kept_steps`;
+    docs/stability.md)."""
+
+    def __init__(self, log_dir: str, cavi: Any) -> None:
+        super().__init__(log_dir)
+        self.cavi = cavi
+
+    def run(self, **unused_kwargs: Any) -> None:
+        for name in ("shortened_steps", "kept_steps"):
+            value = float(getattr(self.cavi, name).numpy())
+            tf.summary.scalar(f"safeguards/{name}", value, step=self.current_step)
+
+
+def _cavi_of(optimizer: Any) -> Any:
+    """The :class:`~gpflow_augmented.CAVI` behind a CAVI, a Trainer or a comparison method that
+    trains with one; ``None`` for any other optimizer."""
+    from .cavi import CAVI
+
+    for candidate in (optimizer, getattr(optimizer, "cavi", None)):
+        if isinstance(candidate, CAVI):
+            return candidate
+    trainer = getattr(optimizer, "trainer", None)
+    return getattr(trainer, "cavi", None) if trainer is not None else None
 
 
 class TestMetricsToTensorBoard(ToTensorBoard):
@@ -220,6 +248,9 @@ def tensorboard_tasks(
     step_size = _step_size_callable(optimizer)
     if step_size is not None:
         every_step.append(StepSizeToTensorBoard(log_dir, step_size))
+    cavi = _cavi_of(optimizer)
+    if cavi is not None:
+        every_step.append(SafeguardsToTensorBoard(log_dir, cavi))
     if test_data is None:
         return TensorBoardTasks(every_step, None, None, certificate)
     metrics_task = TestMetricsToTensorBoard(log_dir, model, test_data)
@@ -244,8 +275,9 @@ def tensorboard_monitor(
     certificate_period: int = 100,
     max_size: int = 32,
 ) -> Monitor:
-    """A :class:`gpflow.monitor.Monitor` writing to ``log_dir``: ELBO, step size and the
-    hyperparameters (kernel and likelihood, vectors up to ``max_size`` entries) every ``period``
+    """A :class:`gpflow.monitor.Monitor` writing to ``log_dir``: ELBO, step size, the
+    hyperparameters (kernel and likelihood, vectors up to ``max_size`` entries) and, for a CAVI
+    optimizer, what its line search did (:class:`SafeguardsToTensorBoard`) every ``period``
     calls; test metrics every ``test_period`` and the reliability diagram every ``image_period``
     (both only with ``test_data``); the bound certificate every ``certificate_period`` (only with
     ``train_data``, for this package's models)."""

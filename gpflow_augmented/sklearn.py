@@ -30,7 +30,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .initialisation import inducing_points, initial_kernel
 from .projection import inducing_inputs
 from .models import LogisticSoftmaxSVGP
-from .training import fit
+from .training import TrainingReport, fit
 
 __all__ = ["GPClassifier"]
 
@@ -58,9 +58,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     :param progress: show a progress bar while fitting.
     """
 
-    # Set by fit: the classes in column order, the trained model.
+    # Set by fit: the classes in column order, the trained model, what the steps' safeguards did
+    # during the last fit (a TrainingReport; fit warns with a TrainingWarning if it looks bad).
     classes_: np.ndarray
     model_: LogisticSoftmaxSVGP
+    report_: TrainingReport
 
     def __init__(
         self,
@@ -145,6 +147,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             trainer=trainer,
         )
         self.classes_, self.model_, self.trainer_ = classes, model, result.trainer
+        assert result.report is not None  # fit always reports
+        self.report_ = result.report
         return self
 
     def _new_model(self, X: np.ndarray, num_classes: int) -> LogisticSoftmaxSVGP:

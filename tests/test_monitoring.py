@@ -49,6 +49,8 @@ def monitored_run(tmp_path_factory):
         recorded["elbo"][step] = float(elbo)
         recorded["step_size"][step] = float(ga.RobbinsMonro()(trainer.iteration))
         recorded["kernel.variance"][step] = float(model.kernel.variance.numpy())
+        recorded["safeguards/shortened_steps"][step] = float(trainer.cavi.shortened_steps.numpy())
+        recorded["safeguards/kept_steps"][step] = float(trainer.cavi.kept_steps.numpy())
     final_metrics = Evaluator(d.X_test, d.Y_test)(model)
     final_metrics["certificate"] = ga.bound_certificate(model, (d.X_train, d.Y_train)).as_dict()
     return log_dir, recorded, final_metrics
@@ -58,7 +60,8 @@ def monitored_run(tmp_path_factory):
 def test_event_files_hold_the_logged_values(monitored_run):
     log_dir, recorded, final_metrics = monitored_run
     scalars, images = read_event_files(log_dir)
-    for tag in ("elbo", "step_size", "kernel.variance"):
+    tags = ("elbo", "step_size", "kernel.variance")
+    for tag in (*tags, "safeguards/shortened_steps", "safeguards/kept_steps"):
         assert sorted(scalars[tag]) == list(range(STEPS)), tag
         for step, value in recorded[tag].items():
             # tf.summary.scalar stores float32: agreement to its precision (6e-8), with margin

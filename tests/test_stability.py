@@ -125,6 +125,7 @@ def check_tiny_blobs(points_per_class, iterations, monkeypatch, seed=0):
     first = fitted(X, y, monkeypatch, 1)
     reference = fitted(X, y, monkeypatch, iterations, update_variance=False)
     assert trained.score(X, y) == 1.0
+    assert trained.report_.steps == iterations and trained.report_.warning() is None
     elbo = exact_elbo(trained, X, y)
     assert elbo >= exact_elbo(first, X, y)
     assert elbo >= exact_elbo(reference, X, y) - 1e-6 * abs(elbo)
