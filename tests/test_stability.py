@@ -32,17 +32,23 @@ def imbalanced_separable_data(num_rows=6000, spread=1.5, seed=0):
     return np.repeat(X, 3, axis=0), np.repeat(y, 3)[:, None]
 
 
+def lsm_model(X, num_classes, num_inducing):
+    """The default model (`lsm`) on ``X``: SE-ARD from the median distance, k-means inducing
+    points, a constant prior mean."""
+    return ga.LogisticSoftmaxSVGP(
+        ga.initial_kernel(X),
+        ga.inducing_points(X, num_inducing, seed=0),
+        num_classes,
+        num_data=len(X),
+        mean_function=gpflow.mean_functions.Constant(),
+    )
+
+
 def worst_batch_fall(iterations=300, batch_size=50):
     """The largest relative fall of a minibatch's bound across a CAVI step on that batch (the
     kernel variance updated too), after a warm start of 10 steps: N / B = 360."""
     X, Y = imbalanced_separable_data()
-    model = ga.LogisticSoftmaxSVGP(
-        ga.initial_kernel(X),
-        ga.inducing_points(X, 20, seed=0),
-        5,
-        num_data=len(X),
-        mean_function=gpflow.mean_functions.Constant(),
-    )
+    model = lsm_model(X, 5, 20)
     optimizer = ga.CAVI(model, ga.RobbinsMonro(), update_variance=True, warm_start_iterations=10)
     worst = 0.0
     for step, batch in enumerate(ga.minibatches(X, Y, batch_size, seed=0).take(iterations)):
@@ -69,13 +75,7 @@ def variance_jitter(monkeypatch=None):
     rng = np.random.default_rng(0)
     y = rng.choice(3, 2000)
     X = rng.standard_normal((3, 2))[y] + 0.7 * rng.standard_normal((2000, 2))
-    model = ga.LogisticSoftmaxSVGP(
-        ga.initial_kernel(X),
-        ga.inducing_points(X, 15, seed=0),
-        3,
-        num_data=len(X),
-        mean_function=gpflow.mean_functions.Constant(),
-    )
+    model = lsm_model(X, 3, 15)
     optimizer = ga.CAVI(model, ga.RobbinsMonro(), update_variance=True, warm_start_iterations=10)
     log_variances = []
     for batch in ga.minibatches(X, y[:, None], 20, seed=0).take(400):
@@ -193,13 +193,7 @@ def test_fit_reports_what_the_safeguards_did_and_warns_when_nothing_ascends(monk
     X, Y = imbalanced_separable_data()
 
     def trained(**options):
-        model = ga.LogisticSoftmaxSVGP(
-            ga.initial_kernel(X),
-            ga.inducing_points(X, 20, seed=0),
-            5,
-            num_data=len(X),
-            mean_function=gpflow.mean_functions.Constant(),
-        )
+        model = lsm_model(X, 5, 20)
         return model, ga.fit(model, (X, Y), iterations=300, batch_size=50, progress=False)
 
     with warnings.catch_warnings():
