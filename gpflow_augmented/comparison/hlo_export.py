@@ -84,7 +84,8 @@ def _normal(seed: int, shape: Sequence[int], dtype: str) -> np.ndarray:
 
 
 def size_seed(size: Sequence[int]) -> int:
-    """The seed of a size's synthetic inputs: distinct for the sizes of the issue's table."""
+    """The seed of a size's synthetic inputs: a fixed function of (B, M, C, D), so that the export
+    and whatever regenerates its inputs (``export_function``'s reader) draw the same ones."""
     B, M, C, D = size
     return 1000 * B + 7 * M + 3 * C + D
 
