@@ -389,9 +389,13 @@ class CAVI(tf.Module):
 
     def _variance_state(self) -> tf.Tensor:
         """The kernel variances σ² [P] over their update's running statistics [3, P]."""
-        variances = tf.stack([tf.convert_to_tensor(v) for v in self.variances])
         assert self.variance_statistics is not None
-        return tf.concat([variances[None], tf.convert_to_tensor(self.variance_statistics)], 0)
+        statistics = tf.convert_to_tensor(self.variance_statistics)
+        return tf.concat([self._current_variances()[None], statistics], 0)
+
+    def _current_variances(self) -> tf.Tensor:
+        """The kernel variances σ² [P] this optimizer updates."""
+        return tf.stack([tf.convert_to_tensor(v) for v in self.variances])
 
     def _searches_line(self, geometry: BatchGeometry) -> bool:
         """Whether this step is line-searched on its batch's bound (at trace time): a model on
@@ -511,7 +515,7 @@ class CAVI(tf.Module):
         so no new M³ work."""
         model = self.model
         if self.variances:
-            old = tf.stack([tf.convert_to_tensor(v) for v in self.variances])
+            old = self._current_variances()
             ratio = tf.sqrt(variance / old)[:, None, None]
             geometry = geometry._replace(
                 L=geometry.L * ratio,

@@ -252,17 +252,27 @@ class TrainingReport(NamedTuple):
     #: the last step of those 10 (0 if none)
     worst_bound_fall_step: int
 
+    @property
+    def collapsed(self) -> bool:
+        """The batch ELBO's recent median fell more than :data:`BOUND_COLLAPSE` times the
+        earlier median's magnitude below it."""
+        return self.worst_bound_fall > BOUND_COLLAPSE
+
+    @property
+    def keeps_failing(self) -> bool:
+        """At least a tenth of the steps were kept."""
+        return bool(self.steps) and self.kept_steps >= 0.1 * self.steps
+
     def warning(self) -> Optional[str]:
-        """A sentence for the user when the run looks unhealthy: the batch ELBO's recent median
-        more than :data:`BOUND_COLLAPSE` times the earlier median's magnitude below it, or at
-        least a tenth of the steps kept; else ``None``."""
+        """A sentence for the user when the run :attr:`collapsed` or :attr:`keeps_failing`;
+        else ``None``."""
         problems = []
-        if self.worst_bound_fall > BOUND_COLLAPSE:
+        if self.collapsed:
             problems.append(
                 f"by step {self.worst_bound_fall_step} the batch ELBO had fallen "
                 f"{self.worst_bound_fall:.3g} times its earlier median's magnitude below it"
             )
-        if self.steps and self.kept_steps >= 0.1 * self.steps:
+        if self.keeps_failing:
             problems.append(
                 f"{self.kept_steps} of {self.steps} steps found no step size that raised their "
                 "batch's bound and kept q(u)"
@@ -458,7 +468,7 @@ def fit(
     if strategy is not None:
         batches = strategy.experimental_distribute_dataset(batches)
     stream = iter(batches)
-    counts_before = _safeguard_counts(trainer)
+    counts_before = safeguard_counts(trainer)
 
     steps = range(iterations)
     if progress:
@@ -485,7 +495,7 @@ def fit(
         interrupt = error if isinstance(error, KeyboardInterrupt) else KeyboardInterrupt()
         values = np.array([float(e) for e in elbos])
         interrupt.fit_result = FitResult(  # type: ignore[attr-defined]
-            trainer, values, False, None, _report(trainer, counts_before, values)
+            trainer, values, False, None, training_report(trainer, counts_before, values)
         )
         if interrupt is error:
             raise
@@ -494,22 +504,26 @@ def fit(
     if not isinstance(data, tf.data.Dataset) and strategy is None:
         certificate = bound_certificate(model, (X, Y))
     values = np.array([float(e) for e in elbos])
-    report = _report(trainer, counts_before, values)
+    report = training_report(trainer, counts_before, values)
     message = report.warning()
     if message is not None:
         warnings.warn(message, TrainingWarning, stacklevel=2)
     return FitResult(trainer, values, converged, certificate, report)
 
 
-def _safeguard_counts(trainer: Trainer) -> Tuple[int, int]:
+def safeguard_counts(trainer: Trainer) -> Tuple[int, int]:
+    """(steps shortened, steps kept) by the trainer's line search so far."""
     cavi = trainer.cavi
     return int(cavi.shortened_steps.numpy()), int(cavi.kept_steps.numpy())
 
 
-def _report(trainer: Trainer, counts_before: Tuple[int, int], elbos: np.ndarray) -> TrainingReport:
-    """This fit's :class:`TrainingReport`: the trainer's counts since ``counts_before``."""
+def training_report(
+    trainer: Trainer, counts_before: Tuple[int, int], elbos: np.ndarray
+) -> TrainingReport:
+    """The :class:`TrainingReport` of the steps since ``counts_before`` (:func:`safeguard_counts`
+    then), whose batch ELBOs were ``elbos``."""
     shortened, kept = (
-        after - before for after, before in zip(_safeguard_counts(trainer), counts_before)
+        after - before for after, before in zip(safeguard_counts(trainer), counts_before)
     )
     worst, where = worst_fall(elbos)
     return TrainingReport(len(elbos), shortened, kept, worst, where)

@@ -30,7 +30,7 @@ import tensorflow as tf
 from gpflow.config import default_float
 
 from ..checkpoints import keep_values
-from ..training import BOUND_COLLAPSE, Trainer, worst_fall
+from ..training import Trainer, TrainingReport, safeguard_counts, training_report, worst_fall
 from ..metrics import Evaluator
 from .baselines import (
     FULL_GP_METHODS,
@@ -112,11 +112,17 @@ class MethodResult(NamedTuple):
         """Whether the run looks unhealthy: its bound collapsed, or a tenth of its steps failed
         or were kept (:class:`~gpflow_augmented.TrainingReport`)."""
         record = self.stability or {}
-        steps = max(self.iterations, 1)
+        report = TrainingReport(
+            self.iterations,
+            record.get("shortened_steps") or 0,
+            record.get("kept_steps") or 0,
+            record.get("worst_bound_fall", 0.0),
+            record.get("worst_bound_fall_step", 0),
+        )
         return (
-            record.get("worst_bound_fall", 0.0) > BOUND_COLLAPSE
-            or (record.get("kept_steps") or 0) >= 0.1 * steps
-            or self.failed_steps >= 0.1 * steps
+            report.collapsed
+            or report.keeps_failing
+            or self.failed_steps >= 0.1 * max(self.iterations, 1)
         )
 
     @classmethod
@@ -497,13 +503,16 @@ def _run(
     )
 
 
-def _safeguard_counts(method: Method) -> Optional[Tuple[int, int]]:
-    """(steps shortened, steps kept) by the line search of this package's step so far; ``None``
-    for a method without it."""
+def _trainer(method: Method) -> Optional[Trainer]:
+    """The :class:`~gpflow_augmented.Trainer` a method of this package steps with, else
+    ``None``."""
     trainer = getattr(method, "trainer", None)
-    if not isinstance(trainer, Trainer):
-        return None
-    return int(trainer.cavi.shortened_steps.numpy()), int(trainer.cavi.kept_steps.numpy())
+    return trainer if isinstance(trainer, Trainer) else None
+
+
+def _safeguard_counts(method: Method) -> Optional[Tuple[int, int]]:
+    trainer = _trainer(method)
+    return None if trainer is None else safeguard_counts(trainer)
 
 
 def stability_record(
@@ -513,12 +522,16 @@ def stability_record(
     lasting fall of its per-step ELBO over the steps that returned a finite one
     (:func:`~gpflow_augmented.training.worst_fall`; a failed step is counted in ``failed_steps``),
     and for this package's step the steps its line search shortened and kept (``None`` for the
-    others)."""
-    worst, where = worst_fall(elbos[np.isfinite(elbos)])
-    counts_after = _safeguard_counts(method)
-    shortened = kept = None
-    if counts_before is not None and counts_after is not None:
-        shortened, kept = (after - before for after, before in zip(counts_after, counts_before))
+    others), as :func:`~gpflow_augmented.training.training_report` counts them."""
+    finite = elbos[np.isfinite(elbos)]
+    trainer = _trainer(method)
+    if trainer is None or counts_before is None:
+        worst, where = worst_fall(finite)
+        shortened = kept = None
+    else:
+        report = training_report(trainer, counts_before, finite)
+        shortened, kept = report.shortened_steps, report.kept_steps
+        worst, where = report.worst_bound_fall, report.worst_bound_fall_step
     return {
         "shortened_steps": shortened,
         "kept_steps": kept,
