@@ -89,6 +89,19 @@ class Bound:
         marginals; ``in_warm_start`` is a boolean tensor (``None``: no warm start)."""
         raise NotImplementedError
 
+    def mean_sites(
+        self,
+        likelihood: AugmentedLikelihood,
+        geometry: BatchGeometry,
+        Y: tf.Tensor,
+        sites: Tuple[tf.Tensor, tf.Tensor],
+        scale: tf.Tensor,
+    ) -> Optional[Tuple[tf.Tensor, tf.Tensor]]:
+        """(linear, quadratic) [N, K] of the sites whose step gives q(u)'s new mean, where they
+        can differ from the step's ``sites`` (which give its covariance); ``None`` where they
+        cannot. ``scale`` is the batch's N / B."""
+        return None
+
     def batch_bound(
         self,
         likelihood: AugmentedLikelihood,
@@ -172,6 +185,45 @@ class ExactBound(Bound):
         )
         return expected, linear, quadratic
 
+    def mean_sites(
+        self,
+        likelihood: AugmentedLikelihood,
+        geometry: BatchGeometry,
+        Y: tf.Tensor,
+        sites: Tuple[tf.Tensor, tf.Tensor],
+        scale: tf.Tensor,
+    ) -> Optional[Tuple[tf.Tensor, tf.Tensor]]:
+        """On a minibatch (``scale`` N / B > 1), the exact ``sites`` with each quadratic
+        coefficient raised to at least the augmented bound's θ at the optimal local parameters,
+        the linear one moved with it so that the gradient they give at the current marginals is
+        the exact one; on the full batch the exact sites, whose step the line search on the
+        batch's bound, there the data's, keeps from overshooting.
+
+        The mean's step is then m + ρ Λ⁻¹ ∇ with the exact ELBO's gradient ∇ and a precision Λ
+        from the raised sites, so it has the exact step's fixed points. The exact curvature of E
+        log σ(f) vanishes like σ(-|f|) on a confident or confidently wrong point, where E log p(y
+        | f) is nearly linear, and a Newton step there has no bound. A minibatch weighs each of
+        its points N / B times, so a few misclassified points of a rare class sent that class's
+        mean across the data in one step (kddcup, docs/stability.md). θ = E[ω] is the curvature of
+        the augmented bound, a quadratic lower bound of the log-likelihood in f, and decays only
+        like 1 / |f|: the step stays within the region where a bound of the likelihood
+        vouches for it. The covariance keeps the exact sites, so its fixed point is the exact
+        optimum's."""
+        linear, quadratic = sites
+        _, theta = self._augmented_sites(likelihood, geometry, Y)
+        floored = tf.where(scale > 1.0, tf.maximum(quadratic, theta), quadratic)
+        return linear + (floored - quadratic) * geometry.marginals.mean, floored
+
+    @staticmethod
+    def _augmented_sites(
+        likelihood: AugmentedLikelihood, geometry: BatchGeometry, Y: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """The augmented bound's (linear, quadratic) at the optimal local parameters of the
+        geometry's marginals."""
+        Y_rows = likelihood.label_rows(Y, geometry.marginals.subset)
+        local = likelihood.local_parameters(geometry.marginals, Y_rows)
+        return likelihood.conjugate_coefficients(Y_rows, local)
+
     @staticmethod
     def warm_start_sites(
         likelihood: AugmentedLikelihood,
@@ -184,14 +236,11 @@ class ExactBound(Bound):
         parameters of the geometry's marginals while ``in_warm_start`` is true."""
         if in_warm_start is None:
             return exact
-        marginals = geometry.marginals
-
-        def augmented() -> Tuple[tf.Tensor, tf.Tensor]:
-            Y_rows = likelihood.label_rows(Y, marginals.subset)
-            local = likelihood.local_parameters(marginals, Y_rows)
-            return likelihood.conjugate_coefficients(Y_rows, local)
-
-        return tf.cond(in_warm_start, augmented, lambda: exact)
+        return tf.cond(
+            in_warm_start,
+            lambda: ExactBound._augmented_sites(likelihood, geometry, Y),
+            lambda: exact,
+        )
 
 
 def check_hyperparameter_bound(

@@ -62,6 +62,17 @@ from .validation import (
 __all__ = ["CAVI", "CAVIUpdate", "MAX_LINE_SEARCH_HALVINGS"]
 
 
+class _Sites(NamedTuple):
+    """A step's sites: each point's local ELBO [N], the (linear, quadratic) sites [N, K] that give
+    q(u)'s new covariance, and those that give its mean where they differ
+    (:meth:`~gpflow_augmented.bounds.Bound.mean_sites`; else ``None``)."""
+
+    local_elbo: tf.Tensor
+    linear: tf.Tensor
+    quadratic: tf.Tensor
+    mean: Optional[Tuple[tf.Tensor, tf.Tensor]]
+
+
 class CAVIUpdate(NamedTuple):
     """What :meth:`CAVI.update` returns."""
 
@@ -339,7 +350,11 @@ class CAVI(tf.Module):
         as taken): the natural step (:meth:`_natural_step`) and the kernel variances'
         (:func:`~gpflow_augmented.updates.variance_step`), line-searched on the batch's own bound
         where :meth:`_searches_line`."""
-        sites = (local_elbo, linear, quadratic)
+        model = self.model
+        mean = None
+        if self._is_full_batch(geometry) is not True:
+            mean = model.bound.mean_sites(model.likelihood, geometry, Y, (linear, quadratic), scale)
+        sites = _Sites(local_elbo, linear, quadratic, mean)
         rho = tf.cast(step_size, local_elbo.dtype)
         proposal, elbo = self._joint_proposal(geometry, sites, scale, rho, rho)
         if self._searches_line(geometry):
@@ -350,29 +365,33 @@ class CAVI(tf.Module):
     def _joint_proposal(
         self,
         geometry: BatchGeometry,
-        sites: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],
+        sites: _Sites,
         scale: tf.Tensor,
         rho: tf.Tensor,
         scheduled: tf.Tensor,
     ) -> Tuple[Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]], tf.Tensor]:
         """((q_mu, q_sqrt as stored, the variances' state [4, P] or ``None``), the batch ELBO
-        before the step) of a step of size ``rho`` out of the ``scheduled`` ρ. The state is the
-        kernel variances and their running statistics (:meth:`_variance_state`). The variance
+        before the step) of a step of size ``rho`` out of the ``scheduled`` ρ. q(u)'s mean comes
+        from the sites' ``mean`` where they have one
+        (:meth:`~gpflow_augmented.bounds.Bound.mean_sites`), its covariance from their own. The
+        state is the kernel variances and their running statistics (:meth:`_variance_state`). The
+        variance
         moves only on the model's own sites (not in the warm start: its fixed point is the exact
         ELBO's stationary point) and by the fraction ρ / ``scheduled`` of its update in log space,
         so that a halved step moves both less."""
-        new_mu, new_sqrt, elbo = self._natural_step(geometry, *sites, rho, scale)
+        new_mu, new_sqrt, elbo = self._natural_step(geometry, *sites[:3], rho, scale)
+        if sites.mean is not None:
+            new_mu, _, _ = self._natural_step(geometry, sites.local_elbo, *sites.mean, rho, scale)
         if not self.variances:
             return (new_mu, new_sqrt, None), elbo
         old_state = self._variance_state()
-        _, linear, quadratic = sites
         mu, sqrt, variance, statistics = variance_step(
             geometry,
             old_state[0],
             new_mu,
             new_sqrt,
-            linear,
-            quadratic,
+            sites.linear,
+            sites.quadratic,
             scale,
             rho,
             self.model.whiten,
@@ -432,7 +451,7 @@ class CAVI(tf.Module):
         self,
         geometry: BatchGeometry,
         Y: tf.Tensor,
-        sites: Tuple[tf.Tensor, tf.Tensor, tf.Tensor],
+        sites: _Sites,
         scale: tf.Tensor,
         rho: tf.Tensor,
         proposal: Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]],
