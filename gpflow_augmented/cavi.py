@@ -379,9 +379,7 @@ class CAVI(tf.Module):
         moves only on the model's own sites (not in the warm start: its fixed point is the exact
         ELBO's stationary point) and by the fraction ρ / ``scheduled`` of its update in log space,
         so that a halved step moves both less."""
-        new_mu, new_sqrt, elbo = self._natural_step(geometry, *sites[:3], rho, scale)
-        if sites.mean is not None:
-            new_mu, _, _ = self._natural_step(geometry, sites.local_elbo, *sites.mean, rho, scale)
+        new_mu, new_sqrt, elbo = self._natural_step(geometry, *sites[:3], rho, scale, sites.mean)
         if not self.variances:
             return (new_mu, new_sqrt, None), elbo
         old_state = self._variance_state()
@@ -573,10 +571,12 @@ class CAVI(tf.Module):
         quadratic: tf.Tensor,
         step_size: tf.Tensor,
         scale: tf.Tensor,
+        mean_sites: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(q_mu, q_sqrt) after a step of size ρ from the batch's sites, and the global batch's
-        ELBO before it (:func:`~gpflow_augmented.updates.natural_step`; ``scale`` is
-        :meth:`_batch_scale`); nothing is assigned."""
+        """(q_mu, q_sqrt) after a step of size ρ from the batch's sites (the mean from
+        ``mean_sites`` if given), and the global batch's ELBO before it
+        (:func:`~gpflow_augmented.updates.natural_step`; ``scale`` is :meth:`_batch_scale`);
+        nothing is assigned."""
         return natural_step(
             geometry,
             local_elbo,
@@ -586,6 +586,7 @@ class CAVI(tf.Module):
             step_size=step_size,
             whiten=self.model.whiten,
             trust_region=self._may_need_trust_region(geometry),
+            mean_sites=mean_sites,
         )
 
     def _proposal(

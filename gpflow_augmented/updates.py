@@ -143,12 +143,8 @@ def _mixed_step(
     current one. A Python 0 for κ leaves the trust region out of the trace; a tensor tests it
     whatever its value (a κ of 0 repeats the factorisation's own test), without a branch: XLA on a
     GPU reads a conditional's predicate on the host."""
-    precision_sum, nat1_sum = statistics
-    old_precision, old_nat1 = current
-    eye = tf.eye(tf.shape(old_precision)[-1], dtype=old_precision.dtype)
-    rho_matrix = rho[:, None, None]
-    precision = (1 - rho_matrix) * old_precision + rho_matrix * (eye + scale * precision_sum)
-    nat1 = (1 - rho[:, None]) * old_nat1 + rho[:, None] * scale * tf.transpose(nat1_sum)
+    old_precision = current.precision
+    precision, nat1 = _mixed_precision(current, statistics, scale, rho)
     mean, sqrt = mean_and_sqrt(precision, tf.transpose(nat1))
     if isinstance(min_precision_ratio, (int, float)) and min_precision_ratio == 0:
         return mean, sqrt
@@ -157,6 +153,29 @@ def _mixed_step(
     failed = (ratio > 0.0) & ~tf.reduce_all(tf.math.is_finite(margin), axis=[-2, -1])
     nan = tf.constant(float("nan"), mean.dtype)
     return tf.where(failed[None, :], nan, mean), tf.where(failed[:, None, None], nan, sqrt)
+
+
+def _mixed_precision(
+    current: _NaturalParameters, statistics: tuple, scale: tf.Tensor, rho: tf.Tensor
+) -> _NaturalParameters:
+    """η ← (1 - ρ)η + ρη̂, ρ one per class, from the batch's :func:`conjugate_statistics`."""
+    precision_sum, nat1_sum = statistics
+    eye = tf.eye(tf.shape(current.precision)[-1], dtype=current.precision.dtype)
+    rho_matrix = rho[:, None, None]
+    return _NaturalParameters(
+        (1 - rho_matrix) * current.precision + rho_matrix * (eye + scale * precision_sum),
+        (1 - rho[:, None]) * current.nat1 + rho[:, None] * scale * tf.transpose(nat1_sum),
+    )
+
+
+def _mixed_mean(
+    current: _NaturalParameters, statistics: tuple, scale: tf.Tensor, rho: tf.Tensor
+) -> tf.Tensor:
+    """The mean [M, C] alone of :func:`_mixed_precision`'s step: one factorisation and two
+    triangular solves of a vector, no inverse."""
+    precision, nat1 = _mixed_precision(current, statistics, scale, rho)
+    factor = tf.linalg.cholesky(precision)
+    return tf.transpose(tf.linalg.cholesky_solve(factor, nat1[..., None])[..., 0])
 
 
 @check_shapes(
@@ -238,11 +257,14 @@ def natural_parameter_step_with_backoff(
     step_size: tf.Tensor,
     min_precision_ratio: Union[float, tf.Tensor] = 0.0,
     max_backoffs: int = MAX_BACKOFFS,
+    mean_statistics: Optional[tuple] = None,
 ) -> tuple:
     """:func:`natural_parameter_step`, with ρ halved (up to ``max_backoffs`` times) in each class
     whose new precision is not positive definite (or not ⪰ ``min_precision_ratio`` times the
     current one).
 
+    :param mean_statistics: the :func:`conjugate_statistics` of other sites, whose step at each
+        class's ρ as taken gives the new mean instead (their precision must be ⪰ 0).
     :return: the new (q_mu, q_sqrt) and each class's ρ as taken; a class that still fails after
         the last halving is NaN, which the caller refuses.
     """
@@ -272,6 +294,8 @@ def natural_parameter_step_with_backoff(
         retry,
         (tf.constant(0), rho, mu, sqrt),
     )
+    if mean_statistics is not None:
+        mu = _mixed_mean(current, mean_statistics, scale, rho)
     return mu, sqrt, rho
 
 
@@ -322,10 +346,13 @@ def natural_step(
     step_size: tf.Tensor,
     whiten: bool,
     trust_region: bool = True,
+    mean_sites: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
 ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """(q_mu, q_sqrt) as stored after a step of size ρ from the batch's sites, and the batch ELBO
-    before it. Under a ``tf.distribute`` strategy the sums over the batch (the statistics and the
-    local ELBO) are all-reduced first, so every replica returns the same.
+    before it. Given ``mean_sites`` (linear, quadratic), the new mean is their step's, at the ρ
+    the covariance's step took (:meth:`~gpflow_augmented.bounds.Bound.mean_sites`). Under a
+    ``tf.distribute`` strategy the sums over the batch (the statistics and the local ELBO) are
+    all-reduced first, so every replica returns the same.
 
     ``geometry`` is the batch's :class:`~gpflow_augmented.projection.BatchGeometry` (its class
     subset weighs the KL by C/|K|); ``scale`` is N / B, B the global batch size. The sites are
@@ -335,15 +362,15 @@ def natural_step(
     ``trust_region=False`` (at trace time) says the minibatch trust region can never apply: the
     sites are never negative (an augmented bound's θ is an expectation of a positive variable) or
     the batch is the full data; the step then leaves its factorisation out."""
-    linear = linear - quadratic * geometry.prior_mean
+
+    def centred_statistics(linear: tf.Tensor, quadratic: tf.Tensor) -> tuple:
+        return conjugate_statistics(geometry.A, linear - quadratic * geometry.prior_mean, quadratic)
+
     negative_sites = tf.reduce_sum(tf.cast(quadratic < 0.0, local_elbo.dtype))
-    local_sum, negative_sites, statistics = replica_sum(
-        (
-            tf.reduce_sum(local_elbo),
-            negative_sites,
-            conjugate_statistics(geometry.A, linear, quadratic),
-        )
-    )
+    sums = [tf.reduce_sum(local_elbo), negative_sites, centred_statistics(linear, quadratic)]
+    if mean_sites is not None:
+        sums.append(centred_statistics(*mean_sites))
+    local_sum, negative_sites, statistics, *mean_statistics = replica_sum(tuple(sums))
     elbo = batch_elbo(geometry, local_sum, scale)
     min_precision_ratio: Union[float, tf.Tensor] = 0.0
     if trust_region:
@@ -356,6 +383,7 @@ def natural_step(
         scale=scale,
         step_size=step_size,
         min_precision_ratio=min_precision_ratio,
+        mean_statistics=mean_statistics[0] if mean_statistics else None,
     )
     new_mu, new_sqrt = unwhitened_q(geometry.L, new_mu, new_sqrt, whiten)
     return new_mu, new_sqrt, elbo

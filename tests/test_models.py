@@ -105,14 +105,17 @@ def test_exact_elbo_and_predictions_equal_stock_svgp_with_the_same_mean():
 class ForgetsTheMean(ga.CAVI):
     """A deliberately wrong step: it feeds the sites in f to q(u) over f - μ."""
 
-    def _natural_step(self, geometry, local_elbo, linear, quadratic, step_size, scale):
+    def _natural_step(self, geometry, local_elbo, linear, quadratic, step_size, scale, mean=None):
+        def forget(linear, quadratic):
+            return linear + quadratic * geometry.prior_mean, quadratic
+
         return super()._natural_step(
             geometry,
             local_elbo,
-            linear + quadratic * geometry.prior_mean,
-            quadratic,
+            *forget(linear, quadratic),
             step_size,
             scale,
+            None if mean is None else forget(*mean),
         )
 
 
