@@ -1,0 +1,52 @@
+"""Issue 55's kddcup targets from ``compare`` runs of ``lsm`` and ``softmax`` (one folder a seed):
+each method's final test error / NLL, ``lsm``'s largest rise of the test error above its best so
+far after the first 10 % of its trace and its final NLL over its best along the trace, and the
+training seconds each method takes to reach ``softmax``'s final NLL × 1.02 (on the traces' test
+points).
+
+    for s in 0 1 2; do gpflow-augmented compare ../shared/data/kddcup.npz --methods lsm,softmax \\
+        --time-budget 20 --seed $s --output kdd-s$s; done
+    python tools/kddcup_seeds.py kdd-s0 kdd-s1 kdd-s2
+"""
+
+import json
+import math
+import os
+import sys
+
+
+def first_time_below(trace: list, target: float) -> float:
+    return next((point["time"] for point in trace if point["nll"] <= target), math.inf)
+
+
+def main(folders: list) -> None:
+    columns = ["seed", "method", "error", "NLL", "largest error rise", "final NLL ÷ best"]
+    print("| " + " | ".join(columns + ["s to softmax NLL × 1.02"]) + " |")
+    print("|---|---|---|---|---|---|---|")
+    for folder in folders:
+        with open(os.path.join(folder, "results.json")) as file:
+            results = json.load(file)
+        methods = {method["name"]: method for method in results["methods"]}
+        # The traces score the same subset of the test set; the target is on that subset.
+        target = 1.02 * methods["softmax"]["trace"][-1]["nll"]
+        seed = results["settings"].get("seed", folder)
+        for name, method in methods.items():
+            trace = method["trace"]
+            errors = [point["error"] for point in trace]
+            start = len(errors) // 10
+            best, rise = min(errors[: start + 1]), 0.0
+            for error in errors[start:]:
+                best = min(best, error)
+                rise = max(rise, error - best)
+            nll_ratio = trace[-1]["nll"] / min(point["nll"] for point in trace)
+            reach = first_time_below(trace, target)
+            final = method["final"]
+            reached = "never" if math.isinf(reach) else f"{reach:.1f}"
+            print(
+                f"| {seed} | {name} | {final['error']:.4f} | {final['nll']:.4f} | {rise:.4f} "
+                f"| {nll_ratio:.3f} | {reached} |"
+            )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
