@@ -17,6 +17,8 @@ import gpflow_augmented as ga
 import gpflow_augmented.cavi as cavi_module
 import gpflow_augmented.sklearn as sklearn_module
 from gpflow_augmented.bounds import ExactBound
+from gpflow_augmented.comparison import stability as stability_suite
+from gpflow_augmented.comparison.stability import separated_blobs
 from gpflow_augmented.cavi import CAVI
 from gpflow_augmented.sklearn import GPClassifier
 from gpflow_augmented.training import worst_fall
@@ -24,12 +26,8 @@ from gpflow_augmented.updates import variance_step
 
 
 def imbalanced_separable_data(num_rows=6000, spread=1.5, seed=0):
-    """kddcup in small: five nearly separable classes in 4-D with shares 60 % … 0.5 %, every row
-    three times."""
-    rng = np.random.default_rng(seed)
-    y = rng.choice(5, num_rows, p=[0.6, 0.25, 0.1, 0.045, 0.005])
-    X = spread * rng.standard_normal((5, 4))[y] + 0.5 * rng.standard_normal((num_rows, 4))
-    return np.repeat(X, 3, axis=0), np.repeat(y, 3)[:, None]
+    X, y = stability_suite.imbalanced_separable_data(num_rows, spread, seed)
+    return X, y[:, None]
 
 
 def lsm_model(X, num_classes, num_inducing):
@@ -151,14 +149,6 @@ def test_the_variance_update_averages_its_statistics_over_minibatches(monkeypatc
     assert variance_jitter() > 0.015
 
 
-def blobs(points_per_class, seed=0):
-    """Three well-separated 2-D blobs."""
-    rng = np.random.default_rng(seed)
-    centres = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
-    X = np.concatenate([c + 0.3 * rng.standard_normal((points_per_class, 2)) for c in centres])
-    return X, np.repeat(np.arange(3), points_per_class)
-
-
 def exact_elbo(classifier, X, y):
     return float(classifier.model_.elbo((X, y[:, None].astype(np.int64)), None, ExactBound()))
 
@@ -170,7 +160,7 @@ def fitted(X, y, monkeypatch, iterations, **fit_options):
 
 
 def check_tiny_blobs(points_per_class, iterations, monkeypatch, seed=0):
-    X, y = blobs(points_per_class, seed)
+    X, y = separated_blobs(points_per_class, seed)
     trained = fitted(X, y, monkeypatch, iterations)
     first = fitted(X, y, monkeypatch, 1)
     reference = fitted(X, y, monkeypatch, iterations, update_variance=False)

@@ -22,23 +22,18 @@ import tensorflow as tf
 
 import gpflow_augmented as ga
 from gpflow_augmented.bounds import ExactBound
+from gpflow_augmented.comparison.stability import subsample
 
 MAX_ERROR_RISE = 0.01
 MAX_NLL_RATIO = 1.1
 
 
 def sampled(path: str, rows: int, seed: int) -> ga.datasets.Dataset:
-    """The dataset at ``path``, or ``rows`` of its rows drawn without replacement with ``seed``,
-    the classes with fewer than 5 rows in the sample dropped (a split may leave them no training
-    point) and the rest renumbered."""
+    """The dataset at ``path``, or ``rows`` of its rows (:func:`subsample`), split with ``seed``."""
     data = np.load(path, allow_pickle=True)
     X, y = data["X"], data["y"]
     if rows:
-        index = np.random.default_rng(seed).choice(len(y), rows, replace=False)
-        X, y = X[index], y[index]
-        labels, counts = np.unique(y, return_counts=True)
-        keep = np.isin(y, labels[counts >= 5])
-        X, y = X[keep], np.unique(y[keep], return_inverse=True)[1]
+        X, y = subsample(X, y, rows, seed)
     return ga.datasets.from_arrays("data", X, y, seed=seed)
 
 

@@ -35,7 +35,7 @@ from .runs import (
     write_json,
 )
 
-COMMANDS = ("compare", "benchmark", "ground-truth", "scale", "predict")
+COMMANDS = ("compare", "benchmark", "stability", "ground-truth", "scale", "predict")
 
 
 def _methods(text: str) -> List[str]:
@@ -313,6 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_training_options(benchmark, time_budget=60.0)
 
+    _add_stability_parser(commands, methods_epilog)
+
     truth = commands.add_parser(
         "ground-truth", help="exact posterior by Gibbs and NUTS against the variational methods"
     )
@@ -417,6 +419,91 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose", action="store_true", help="show TensorFlow's own log lines (hidden by default)"
     )
     return parser
+
+
+def _integers(minimum: int) -> Any:
+    single = _integer(minimum)
+
+    def parse(text: str) -> List[int]:
+        return [single(part) for part in text.split(",")]
+
+    return parse
+
+
+def _add_stability_parser(commands: Any, methods_epilog: str) -> None:
+    from .stability import SUITE_METHODS, SUITE_SETS
+
+    suite = commands.add_parser(
+        "stability",
+        help="leave each method running for thousands of steps over a grid; check the trace",
+        description="The stability suite (gpflow_augmented.comparison.stability): after the "
+        "first 10 %% of a run the test error never rises more than 0.01 above its best, and the "
+        "final NLL is within 10 %% of the best along the run.",
+        epilog=methods_epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    suite.add_argument(
+        "--data-dir",
+        default=os.environ.get(DATA_DIR_VARIABLE) or None,
+        help=f"folder of .npz datasets (default: ${DATA_DIR_VARIABLE}); the synthetic and tiny "
+        "sets need none",
+    )
+    suite.add_argument("--output", default="stability-results")
+    suite.add_argument(
+        "--sets", type=_methods, default=list(SUITE_SETS), help=f"default {','.join(SUITE_SETS)}"
+    )
+    suite.add_argument(
+        "--methods",
+        type=_methods,
+        default=["lsm"],
+        help=f"default lsm; the suite's peers are {','.join(SUITE_METHODS[1:])}",
+    )
+    suite.add_argument("--seeds", type=_integers(0), default=[0, 1, 2])
+    suite.add_argument("--batch-sizes", type=_integers(1), default=[200, 1000])
+    suite.add_argument("--num-inducing", type=_integers(1), default=[100, 200])
+    suite.add_argument("--iterations", type=_integer(10), default=5000)
+    suite.add_argument(
+        "--evaluations", type=_integer(10), default=100, help="regular trace points a run"
+    )
+    suite.add_argument("--resume", action="store_true", help="keep the cells already written")
+    suite.add_argument(
+        "--overwrite", action="store_true", help="replace an earlier suite's cells in --output"
+    )
+    _add_progress_options(suite)
+
+
+def _run_stability(args: argparse.Namespace) -> int:
+    from .baselines import check_method_names
+    from .stability import SuiteOptions, check_sets, run_suite
+
+    check_method_names(args.methods)
+    check_sets(args.sets, args.data_dir)
+    output = prepare_output(
+        Path(args.output),
+        resume=args.resume,
+        overwrite=args.overwrite,
+        explicit=True,
+        names=("cells", "stability.md"),
+    )
+    options = SuiteOptions(
+        output,
+        None if args.data_dir is None else Path(args.data_dir),
+        args.sets,
+        args.methods,
+        args.seeds,
+        args.batch_sizes,
+        args.num_inducing,
+        args.iterations,
+        args.evaluations,
+        sys.stderr.isatty() if args.progress is None else args.progress,
+    )
+    try:
+        with _results_kept_in(output):
+            print(run_suite(options, resume=args.resume))
+    finally:
+        release_output(output)
+    print(f"written to {output}/ (cells/, stability.md)")
+    return 0
 
 
 def _export_hlo(args: argparse.Namespace) -> int:
@@ -640,6 +727,8 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         if args.command == "predict":
             return _predict(args)
+        if args.command == "stability":
+            return _run_stability(args)
         if args.command == "scale" and args.export_hlo is not None:
             return _export_hlo(args)
         if args.command == "scale" and (args.sizes, args.methods, args.dtypes) != (None,) * 3:

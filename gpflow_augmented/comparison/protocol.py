@@ -205,12 +205,16 @@ def time_to_converge(trace: Sequence[Dict[str, float]], tolerance: float = 0.01)
     return None if best is None else time_to_reach(trace, best + tolerance)
 
 
-def _evaluation_iterations(growth: float = 1.25):
-    """1, 2, 3, 4, 5, 7, 9, 11, 14, …: geometric, at least one apart."""
-    iteration = 1
+def _evaluation_iterations(growth: float = 1.25, every: Optional[int] = None):
+    """1, 2, 3, 4, 5, 7, 9, 11, 14, …: geometric, at least one apart; with ``every``, also each
+    multiple of it."""
+    iteration, regular = 1, every
     while True:
+        if regular is not None and regular <= iteration:
+            iteration, regular = regular, regular + cast(int, every)
         yield iteration
-        iteration = max(iteration + 1, int(np.ceil(iteration * growth)))
+        step = max(iteration + 1, int(np.ceil(iteration * growth)))
+        iteration = step if regular is None else min(step, regular)
 
 
 #: The options ``method_options`` may give a method (:func:`compare`).
@@ -238,6 +242,7 @@ def compare(
     train_inducing_points: bool = False,
     seed: int = 0,
     evaluation_growth: float = 1.25,
+    evaluation_every: Optional[int] = None,
     trace_test_points: Optional[int] = 2000,
     callback: Optional[Callable[[Method, Dict[str, float], Evaluator], None]] = None,
     progress: bool = False,
@@ -248,6 +253,8 @@ def compare(
 
     Each method stops when its training clock reaches ``time_budget`` seconds or it has made
     ``max_iterations`` steps, whichever comes first (at least one must be given).
+    The test metrics are evaluated at geometrically spaced steps (``evaluation_growth``) and, with
+    ``evaluation_every``, at every multiple of it as well.
     ``callback(method, entry, evaluator)`` is called after every evaluation with the trace entry
     and the :class:`Evaluator` that computed it (its ``latest_probabilities`` and labels ``Y``),
     e.g. to log to TensorBoard.
@@ -358,6 +365,7 @@ def compare(
             time_budget,
             max_iterations,
             evaluation_growth,
+            evaluation_every,
             callback,
             progress,
         )
@@ -431,6 +439,7 @@ def _run(
     time_budget: Optional[float],
     max_iterations: Optional[int],
     evaluation_growth: float,
+    evaluation_every: Optional[int],
     callback: Optional[Callable],
     progress: bool,
 ) -> MethodResult:
@@ -456,7 +465,7 @@ def _run(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=max_iterations, desc=method.name, leave=False, unit="it")
-    schedule = _evaluation_iterations(evaluation_growth)
+    schedule = _evaluation_iterations(evaluation_growth, evaluation_every)
     next_evaluation = next(schedule)
     seconds, iteration, elbo = 0.0, 0, tf.constant(np.nan)
     compile_seconds = _warm_up(method, X, Y, stream.indices(0))

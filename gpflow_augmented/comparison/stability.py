@@ -1,0 +1,285 @@
+"""The stability suite: each method left running for thousands of steps at its defaults, over a
+grid of datasets, seeds, batch sizes and inducing points, and checked for a silent divergence.
+
+The property, on each run's trace of the test error and NLL (:func:`stability_verdict`): after the
+first 10 % of the run the error never rises more than 0.01 above the best error seen so far, and
+the final NLL is within 10 % of the best NLL along the run. On the tiny training sets (3–15 points
+in separated blobs) a method must also end with training accuracy 1, and ``lsm`` with an exact ELBO
+at least that of its first step and that of ``update_variance=False``.
+
+    gpflow-augmented stability --data-dir ../shared/data --output stability-results
+
+Each cell (set, M, B, seed) is written to ``cells/<set>-M<M>-B<B>-s<seed>.json`` as it finishes,
+so that ``--resume`` continues an interrupted suite; ``stability.md`` is written from the cells.
+"""
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, cast
+
+import numpy as np
+
+from .. import datasets
+from ..bounds import ExactBound
+from ..metrics import Evaluator
+from .protocol import compare
+from .runs import write_atomically, write_json
+
+#: After the first ``BURN_IN`` of a run, the test error may rise at most this above its best so far.
+MAX_ERROR_RISE = 0.01
+#: The final test NLL may be at most this times the best along the run.
+MAX_NLL_RATIO = 1.1
+BURN_IN = 0.1
+
+#: kddcup's subsamples: rows drawn without replacement (seed 0), whatever the run's seed.
+SUBSAMPLES = {"kddcup-10k": ("kddcup", 10_000), "kddcup-100k": ("kddcup", 100_000)}
+#: Points a class of the tiny training sets.
+TINY = {"tiny-3": 1, "tiny-6": 2, "tiny-9": 3, "tiny-15": 5}
+SUITE_SETS = ("kddcup", *SUBSAMPLES, "shuttle", "connect_4", "synthetic", *TINY)
+SUITE_METHODS = ("lsm", "softmax", "rm", "sep", "dirichlet")
+
+
+@dataclasses.dataclass(frozen=True)
+class SuiteOptions:
+    output: Path
+    data_dir: Optional[Path]
+    sets: Sequence[str] = SUITE_SETS
+    methods: Sequence[str] = ("lsm",)
+    seeds: Sequence[int] = (0, 1, 2)
+    batch_sizes: Sequence[int] = (200, 1000)
+    num_inducing: Sequence[int] = (100, 200)
+    iterations: int = 5000
+    evaluations: int = 100
+    progress: bool = False
+
+
+def stability_verdict(trace: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+    """The largest rise of the test error above its best so far after the first ``BURN_IN`` of
+    the run's steps, the final NLL ÷ the best along the run, and whether both are within bounds
+    (a non-finite NLL anywhere fails)."""
+    iterations = np.array([entry["iteration"] for entry in trace], dtype=float)
+    errors = np.array([entry["error"] for entry in trace], dtype=float)
+    nlls = np.array([np.nan if e["nll"] is None else e["nll"] for e in trace], dtype=float)
+    later = iterations >= BURN_IN * iterations[-1]
+    rise = float(np.max((errors - np.minimum.accumulate(errors))[later]))
+    ratio = float(nlls[-1] / np.min(nlls)) if np.all(np.isfinite(nlls)) else float("inf")
+    return {
+        "error_rise": rise,
+        "nll_ratio": ratio,
+        "holds": bool(rise <= MAX_ERROR_RISE and ratio <= MAX_NLL_RATIO),
+    }
+
+
+def imbalanced_separable_data(
+    num_rows: int = 6000, spread: float = 1.5, seed: int = 0
+) -> Tuple[np.ndarray, np.ndarray]:
+    """kddcup in small: five nearly separable classes in 4-D with shares 60 % … 0.5 %, every row
+    three times. Returns ``X`` [3 num_rows, 4] and labels [3 num_rows]."""
+    rng = np.random.default_rng(seed)
+    y = rng.choice(5, num_rows, p=[0.6, 0.25, 0.1, 0.045, 0.005])
+    X = spread * rng.standard_normal((5, 4))[y] + 0.5 * rng.standard_normal((num_rows, 4))
+    return np.repeat(X, 3, axis=0), np.repeat(y, 3)
+
+
+def separated_blobs(points_per_class: int, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
+    """Three well-separated 2-D blobs, ``points_per_class`` points each."""
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
+    X = np.concatenate([c + 0.3 * rng.standard_normal((points_per_class, 2)) for c in centres])
+    return X, np.repeat(np.arange(3), points_per_class)
+
+
+def subsample(X: np.ndarray, y: np.ndarray, rows: int, seed: int = 0) -> Tuple[np.ndarray, Any]:
+    """``rows`` rows drawn without replacement, the classes with fewer than 5 of them dropped (a
+    split may leave them no training point) and the rest renumbered 0..C'-1."""
+    index = np.random.default_rng(seed).choice(len(y), rows, replace=False)
+    X, y = X[index], y[index]
+    labels, counts = np.unique(y, return_counts=True)
+    keep = np.isin(y, labels[counts >= 5])
+    return X[keep], np.unique(y[keep], return_inverse=True)[1]
+
+
+def suite_dataset(name: str, data_dir: Optional[Path], seed: int) -> datasets.Dataset:
+    """One of :data:`SUITE_SETS`: a file of ``data_dir`` (its split, else a seeded 80/20 one), a
+    subsample of one, the synthetic set, or a tiny training set with 100 test points a class."""
+    if name in TINY:
+        X, y = separated_blobs(TINY[name], seed)
+        X_test, y_test = separated_blobs(100, seed + 1000)
+        is_test = np.r_[np.zeros(len(y), bool), np.ones(len(y_test), bool)]
+        return datasets.from_arrays(name, np.r_[X, X_test], np.r_[y, y_test], is_test)
+    if name == "synthetic":
+        X, y = imbalanced_separable_data(seed=seed)
+        return datasets.from_arrays(name, X, y, seed=seed)
+    check_sets([name], data_dir)
+    source, rows = SUBSAMPLES.get(name, (name, 0))
+    path = Path(cast(Path, data_dir)) / f"{source}.npz"
+    if not rows:
+        return datasets.load_file(path, seed=seed)._replace(name=name)
+    data = np.load(path, allow_pickle=True)
+    X, y = subsample(data["X"], data["y"], rows)
+    return datasets.from_arrays(name, X, y, seed=seed)
+
+
+def check_sets(sets: Sequence[str], data_dir: Optional[Path]) -> None:
+    """Refuse, before anything runs, an unknown set or one whose file ``data_dir`` lacks."""
+    for name in sets:
+        if name not in SUITE_SETS:
+            raise ValueError(f"unknown set {name!r} ({', '.join(SUITE_SETS)})")
+        if name in TINY or name == "synthetic":
+            continue
+        source = SUBSAMPLES.get(name, (name, 0))[0]
+        if data_dir is None:
+            raise ValueError(f"the suite's set {name!r} needs --data-dir")
+        if not (Path(data_dir) / f"{source}.npz").is_file():
+            raise FileNotFoundError(f"the suite's set {name!r} needs {source}.npz in {data_dir}")
+
+
+def _cells(options: SuiteOptions) -> List[Tuple[str, int, int, int]]:
+    """(set, M, B, seed) for every cell; on a tiny set M and B are capped at its N, so one cell a
+    seed."""
+    cells = []
+    for name in options.sets:
+        grid = [(m, b) for m in options.num_inducing for b in options.batch_sizes]
+        if name in TINY:
+            size = 3 * TINY[name]
+            grid = sorted({(min(m, size), min(b, size)) for m, b in grid})
+        cells += [(name, m, b, seed) for m, b in grid for seed in options.seeds]
+    return cells
+
+
+def _tiny_checks(
+    result: Any, dataset: datasets.Dataset, first_elbo: Optional[float], reference: Optional[float]
+) -> Dict[str, Any]:
+    """Training accuracy for every method; for ``lsm`` its final exact ELBO against its first
+    step's and ``update_variance=False``'s."""
+    model = result.method.model
+    checks: Dict[str, Any] = {
+        "train_accuracy": 1.0 - Evaluator(dataset.X_train, dataset.Y_train)(model)["error"]
+    }
+    if first_elbo is not None:
+        final = _exact_elbo(model, dataset)
+        checks.update(final_elbo=final, first_elbo=first_elbo, reference_elbo=reference)
+    return checks
+
+
+def _exact_elbo(model: Any, dataset: datasets.Dataset) -> float:
+    return float(model.elbo((dataset.X_train, dataset.Y_train), None, ExactBound()))
+
+
+def _run_cell(
+    options: SuiteOptions, name: str, num_inducing: int, batch_size: int, seed: int
+) -> Dict[str, Any]:
+    dataset = suite_dataset(name, options.data_dir, seed)
+    tiny = name in TINY
+    first: Dict[str, float] = {}
+
+    def first_step(method: Any, entry: Dict[str, float], _: Any) -> None:
+        if tiny and method.name == "lsm" and entry["iteration"] == 1:
+            first[method.name] = _exact_elbo(method.model, dataset)
+
+    def run(methods: Sequence[str], callback: Optional[Callable] = None, **extra: Any) -> Any:
+        return compare(
+            dataset,
+            methods,
+            num_inducing=num_inducing,
+            batch_size=batch_size,
+            time_budget=None,
+            max_iterations=options.iterations,
+            seed=seed,
+            evaluation_every=max(1, options.iterations // options.evaluations),
+            callback=callback,
+            progress=options.progress,
+            **extra,
+        )
+
+    comparison = run(options.methods, first_step)
+    reference = None
+    if tiny and "lsm" in options.methods:
+        fixed = run(["lsm"], method_options={"lsm": {"update_variance": False}})
+        reference = _exact_elbo(fixed.methods[0].method.model, dataset)
+    methods = {}
+    for result in comparison.methods:
+        record = {
+            "trace": [
+                {k: e[k] for k in ("iteration", "time", "error", "nll")} for e in result.trace
+            ],
+            "iterations": result.iterations,
+            "failed_steps": result.failed_steps,
+            "stability": result.stability,
+            "marked": result.diverged(),
+            **stability_verdict(result.trace),
+        }
+        if tiny:
+            record.update(_tiny_checks(result, dataset, first.get(result.name), reference))
+            record["holds"] = record["holds"] and _tiny_holds(record)
+        methods[result.name] = record
+    return {
+        "set": name,
+        "num_inducing": num_inducing,
+        "batch_size": batch_size,
+        "seed": seed,
+        "settings": comparison.settings,
+        "methods": methods,
+    }
+
+
+def _tiny_holds(record: Mapping[str, Any]) -> bool:
+    if record["train_accuracy"] < 1.0:
+        return False
+    if "final_elbo" not in record:
+        return True
+    final = record["final_elbo"]
+    tolerance = 1e-6 * abs(final)
+    return bool(final >= record["first_elbo"] and final >= record["reference_elbo"] - tolerance)
+
+
+def _cell_path(output: Path, cell: Tuple[str, int, int, int]) -> Path:
+    name, m, b, seed = cell
+    return output / "cells" / f"{name}-M{m}-B{b}-s{seed}.json"
+
+
+def run_suite(options: SuiteOptions, resume: bool = False) -> str:
+    """Run every cell not already in ``options.output`` (all of them unless ``resume``), then
+    write and return ``stability.md``."""
+    for cell in _cells(options):
+        path = _cell_path(options.output, cell)
+        if resume and path.exists():
+            continue
+        print(f"{path.stem}: {', '.join(options.methods)}", flush=True)
+        write_json(path, _run_cell(options, *cell))
+    report = stability_report(
+        [json.loads(_cell_path(options.output, cell).read_text()) for cell in _cells(options)]
+    )
+    write_atomically(options.output / "stability.md", lambda handle: handle.write(report))
+    return report
+
+
+def stability_report(cells: Sequence[Mapping[str, Any]]) -> str:
+    """A Markdown table, a row a set and method: the cells that hold, the largest error rise, the
+    largest final ÷ best NLL and the failed steps over its cells, and the cells that fail."""
+    rows: Dict[Tuple[str, str], List[Tuple[str, Mapping[str, Any]]]] = {}
+    for cell in cells:
+        label = f"M={cell['num_inducing']} B={cell['batch_size']} s{cell['seed']}"
+        for method, record in cell["methods"].items():
+            rows.setdefault((cell["set"], method), []).append((label, record))
+    lines = [
+        f"Property: after the first {BURN_IN:.0%} of the steps the test error never rises more "
+        f"than {MAX_ERROR_RISE} above its best so far, and the final NLL is at most "
+        f"{MAX_NLL_RATIO}× the best along the run (tiny sets: training accuracy 1 as well; lsm "
+        "an exact ELBO at least its first step's and update_variance=False's).",
+        "",
+        "| set | method | holds | largest error rise | largest final ÷ best NLL | failed steps "
+        "| failing cells |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (name, method), records in rows.items():
+        held = sum(record["holds"] for _, record in records)
+        failing = ", ".join(label for label, record in records if not record["holds"]) or "-"
+        lines.append(
+            f"| {name} | {method} | {held}/{len(records)} "
+            f"| {max(r['error_rise'] for _, r in records):.4f} "
+            f"| {max(r['nll_ratio'] for _, r in records):.3f} "
+            f"| {sum(r['failed_steps'] for _, r in records)} | {failing} |"
+        )
+    return "\n".join(lines) + "\n"
