@@ -5,7 +5,8 @@ The property, on each run's trace of the test error and NLL (:func:`stability_ve
 first 10 % of the run the error never rises more than 0.01 above the best error seen so far, and
 the final NLL is within 10 % of the best NLL along the run. On the tiny training sets (3–15 points
 in separated blobs) a method must also end with training accuracy 1, and ``lsm`` with an exact ELBO
-at least that of its first step and that of ``update_variance=False``.
+at least that of its first step and that of ``update_variance=False`` (less how far that run's
+own ELBO still moves over its last fifth of steps: two runs at one optimum differ by that).
 
     gpflow-augmented stability --data-dir ../shared/data --output stability-results
 
@@ -148,18 +149,35 @@ def _cells(options: SuiteOptions) -> List[Tuple[str, int, int, int]]:
     return cells
 
 
+def _late_band(trace: Sequence[Mapping[str, Any]]) -> float:
+    """How far a full-batch run's ELBO still moves over its last fifth of steps (Adam's constant
+    rate keeps the lengthscales moving): the largest minus the smallest."""
+    last = trace[-1]["iteration"]
+    elbos = [entry["elbo"] for entry in trace if entry["iteration"] >= 0.8 * last]
+    return float(np.max(elbos) - np.min(elbos))
+
+
 def _tiny_checks(
-    result: Any, dataset: datasets.Dataset, first_elbo: Optional[float], reference: Optional[float]
+    result: Any,
+    dataset: datasets.Dataset,
+    first_elbo: Optional[float],
+    reference: Optional[Tuple[float, float]],
 ) -> Dict[str, Any]:
     """Training accuracy for every method; for ``lsm`` its final exact ELBO against its first
-    step's and ``update_variance=False``'s."""
+    step's and ``update_variance=False``'s (with how far that one's ELBO still moved at its
+    end)."""
     model = result.method.model
     checks: Dict[str, Any] = {
         "train_accuracy": 1.0 - Evaluator(dataset.X_train, dataset.Y_train)(model)["error"]
     }
-    if first_elbo is not None:
+    if first_elbo is not None and reference is not None:
         final = _exact_elbo(model, dataset)
-        checks.update(final_elbo=final, first_elbo=first_elbo, reference_elbo=reference)
+        checks.update(
+            final_elbo=final,
+            first_elbo=first_elbo,
+            reference_elbo=reference[0],
+            reference_band=reference[1],
+        )
     return checks
 
 
@@ -196,8 +214,8 @@ def _run_cell(
     comparison = run(options.methods, first_step)
     reference = None
     if tiny and "lsm" in options.methods:
-        fixed = run(["lsm"], method_options={"lsm": {"update_variance": False}})
-        reference = _exact_elbo(fixed.methods[0].method.model, dataset)
+        fixed = run(["lsm"], method_options={"lsm": {"update_variance": False}}).methods[0]
+        reference = (_exact_elbo(fixed.method.model, dataset), _late_band(fixed.trace))
     methods = {}
     for result in comparison.methods:
         record = {
@@ -230,7 +248,8 @@ def _tiny_holds(record: Mapping[str, Any]) -> bool:
     if "final_elbo" not in record:
         return True
     final = record["final_elbo"]
-    tolerance = 1e-6 * abs(final)
+    # Two runs at one optimum differ by how far Adam still moves each: the reference's own band.
+    tolerance = max(1e-6 * abs(final), record["reference_band"])
     return bool(final >= record["first_elbo"] and final >= record["reference_elbo"] - tolerance)
 
 
