@@ -32,7 +32,7 @@ from .bounds import EXACT_LEARNING_RATE, EXACT_WARM_START, AugmentedBound, Bound
 from .training import FitResult, Trainer, TrainingReport, TrainingWarning, fit, minibatches
 from .validation import InvalidDataError, NumericalError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AugmentedBound",

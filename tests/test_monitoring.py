@@ -20,7 +20,7 @@ STEPS = 6
 
 @pytest.fixture(scope="module")
 def monitored_run(tmp_path_factory):
-    """A user's own loop, monitored in the three lines the README shows."""
+    """A user's own loop, monitored in the three lines docs/comparison.md shows."""
     log_dir = tmp_path_factory.mktemp("tensorboard")
     d = ga.datasets.load_dataset("wine")
     model = ga.LogisticSoftmaxSVGP(

@@ -488,14 +488,14 @@ def _run_stability(args: argparse.Namespace) -> int:
     options = SuiteOptions(
         output,
         None if args.data_dir is None else Path(args.data_dir),
-        args.sets,
-        args.methods,
-        args.seeds,
-        args.batch_sizes,
-        args.num_inducing,
-        args.iterations,
-        args.evaluations,
-        sys.stderr.isatty() if args.progress is None else args.progress,
+        sets=args.sets,
+        methods=args.methods,
+        seeds=args.seeds,
+        batch_sizes=args.batch_sizes,
+        num_inducing=args.num_inducing,
+        iterations=args.iterations,
+        evaluations=args.evaluations,
+        progress=sys.stderr.isatty() if args.progress is None else args.progress,
     )
     try:
         with _results_kept_in(output):
