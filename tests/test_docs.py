@@ -1,0 +1,70 @@
+"""Every relative link in the README and the user docs leads to a file that exists, and to a heading
+of it where the link names one (GitHub's anchors)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "CHANGELOG.md",
+    ROOT / "GLOSSARY.md",
+    *sorted(ROOT.glob("docs/*.md")),
+]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(page: Path) -> set:
+    lines = page.read_text().splitlines()
+    inside_code, found = False, set()
+    for line in lines:
+        if line.startswith("```"):
+            inside_code = not inside_code
+        elif not inside_code and line.startswith("#"):
+            found.add(anchor(line.lstrip("#")))
+    return found
+
+
+def test_the_anchor_rule_matches_githubs():
+    assert anchor(" What it costs") == "what-it-costs"
+    assert (
+        anchor("How each method's defaults were chosen") == "how-each-methods-defaults-were-chosen"
+    )
+    assert anchor("The `jit_compile=True` flag: on a CPU") == "the-jit_compiletrue-flag-on-a-cpu"
+
+
+def broken_links(page: Path) -> list:
+    broken = []
+    for target in LINK.findall(page.read_text()):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        path, _, fragment = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists():
+            broken.append(target)
+        elif fragment and file.suffix == ".md" and fragment not in anchors(file):
+            broken.append(target)
+    return broken
+
+
+def test_a_missing_file_or_heading_is_found(tmp_path):
+    (tmp_path / "other.md").write_text("# Other\n\n## A section\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[ok](other.md#a-section) [ok](#top) [gone](missing.md) [bad](other.md#no-such) "
+        "[web](https://example.com)\n\n# Top\n"
+    )
+    assert broken_links(page) == ["missing.md", "other.md#no-such"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(page):
+    assert not broken_links(page), f"{page.name}: {broken_links(page)}"
