@@ -16,7 +16,7 @@ which a model holds without adding a variable or a checkpoint entry.
 """
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -29,6 +29,7 @@ __all__ = [
     "AUGMENTED_LEARNING_RATE",
     "AugmentedBound",
     "Bound",
+    "BoundPass",
     "EXACT_LEARNING_RATE",
     "EXACT_WARM_START",
     "ExactBound",
@@ -45,23 +46,38 @@ EXACT_LEARNING_RATE = 0.1
 AUGMENTED_LEARNING_RATE = 0.01
 
 
+class BoundPass(NamedTuple):
+    """What one evaluation of a bound on a batch gives a CAVI step (:meth:`Bound.evaluate`)."""
+
+    geometry: BatchGeometry
+    #: each point's local ELBO [B]
+    local_elbo: tf.Tensor
+    #: the step's (linear, quadratic) sites [B, K]
+    linear: tf.Tensor
+    quadratic: tf.Tensor
+    #: this replica's training loss and its gradients with respect to the hyperparameters where
+    #: the same pass gave them, at q(u) before the step; else ``None`` and ``[]``
+    loss: Optional[tf.Tensor]
+    gradients: List[tf.Tensor]
+    #: the gradient of the batch's summed local ELBO with respect to log θ (learned class
+    #: weights), or ``None``
+    log_weight_gradient: Optional[tf.Tensor]
+
+
 class Bound:
     """A bound CAVI steps on. Subclasses give the local ELBO and the step's sites."""
 
     #: Adam's learning rate for the hyperparameters where :class:`~gpflow_augmented.Trainer` and
     #: :func:`~gpflow_augmented.fit` are given none.
     learning_rate: float = AUGMENTED_LEARNING_RATE
-    #: Whether the first steps may take the augmented bound's sites instead of this bound's own.
-    warm_starts: bool = False
-    #: How many of them by default.
+    #: How many first steps take the augmented bound's sites instead of this bound's own.
     warm_start_iterations: int = 0
     #: The smallest class subset whose step estimates this bound.
     min_class_subset_size: int = 1
-    #: Whether the step's sites come from the derivatives of the expected log-likelihood, so that
-    #: a trainer takes the hyperparameter gradient from the same backward pass, before the step;
-    #: and a full-batch step is line-searched
-    #: (:data:`~gpflow_augmented.cavi.MAX_LINE_SEARCH_HALVINGS`).
-    sites_from_derivatives: bool = False
+    #: Whether each step is line-searched on its batch's own bound
+    #: (:data:`~gpflow_augmented.cavi.MAX_LINE_SEARCH_HALVINGS`): a bound whose sites are its own
+    #: derivatives takes Newton steps on itself, which overshoot where it is far from quadratic.
+    line_searched: bool = False
     #: Whether a site's quadratic coefficient θ can be negative, so that a minibatch step needs
     #: the trust region of :func:`~gpflow_augmented.updates.natural_step` (``False`` leaves it out
     #: of the compiled step).
@@ -70,6 +86,43 @@ class Bound:
     def check(self, likelihood: AugmentedLikelihood) -> None:
         """Raise a ValueError naming the problem if this bound cannot be stepped on with
         ``likelihood``."""
+
+    def check_warm_start(self, iterations: int) -> None:
+        """Raise a ValueError if this bound cannot take ``iterations`` warm-start steps."""
+        if iterations:
+            raise ValueError(
+                "warm_start_iterations is for a model on the exact bound "
+                "(LogisticSoftmaxSVGP(..., scheme='exact'))"
+            )
+
+    def check_hyperparameter_bound(self, bound: "Bound") -> None:
+        """Raise a ValueError if a gradient optimizer beside a step on this bound cannot train
+        the hyperparameters on ``bound``."""
+
+    def evaluate(
+        self,
+        likelihood: AugmentedLikelihood,
+        build_geometry: Callable[[], BatchGeometry],
+        Y: tf.Tensor,
+        *,
+        in_warm_start: Optional[tf.Tensor],
+        hyperparameters: Sequence[tf.Variable],
+        log_weights: Sequence[tf.Variable],
+        training_loss: Callable[[BatchGeometry], Tuple[tf.Tensor, tf.Tensor]],
+        scale: tf.Tensor,
+    ) -> BoundPass:
+        """This bound on the batch: the geometry ``build_geometry()`` gives, the step's sites
+        (:meth:`sites`) and the gradient of the local ELBO with respect to ``log_weights`` (at most
+        one, log θ). ``training_loss(geometry)`` gives (each point's local ELBO, this replica's
+        training loss), ``scale`` the batch's N / B. Here the hyperparameters' loss is not taken
+        (``loss`` is ``None``): the step's caller takes it after the step."""
+        geometry = build_geometry()
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(log_weights)
+            local_elbo, linear, quadratic = self.sites(likelihood, geometry, Y, in_warm_start)
+            local_sum = tf.reduce_sum(local_elbo)
+        gradient = tape.gradient(local_sum, log_weights[0]) if log_weights else None
+        return BoundPass(geometry, local_elbo, linear, quadratic, None, [], gradient)
 
     def local_elbo(
         self, likelihood: AugmentedLikelihood, geometry: BatchGeometry, Y: tf.Tensor
@@ -147,10 +200,9 @@ class ExactBound(Bound):
     """
 
     learning_rate = EXACT_LEARNING_RATE
-    warm_starts = True
     # The subset estimate of the normaliser needs a class besides each point's own.
     min_class_subset_size = 2
-    sites_from_derivatives = True
+    line_searched = True
 
     warm_start_iterations: int = EXACT_WARM_START
 
@@ -164,10 +216,66 @@ class ExactBound(Bound):
                 f"{type(likelihood).__name__} has no exact-bound step; use AugmentedBound()"
             )
 
+    def check_warm_start(self, iterations: int) -> None:
+        pass
+
+    def check_hyperparameter_bound(self, bound: Bound) -> None:
+        if type(bound) is not type(self):
+            raise ValueError(
+                f"on the {type(self).__name__} the hyperparameter gradient comes from the "
+                f"step's own backward pass: hyperparameter_bound must be None or the model's "
+                f"bound, got {bound!r}"
+            )
+
     def local_elbo(
         self, likelihood: AugmentedLikelihood, geometry: BatchGeometry, Y: tf.Tensor
     ) -> tf.Tensor:
         return likelihood.exact_local_elbo(geometry.marginals, Y)
+
+    def evaluate(
+        self,
+        likelihood: AugmentedLikelihood,
+        build_geometry: Callable[[], BatchGeometry],
+        Y: tf.Tensor,
+        *,
+        in_warm_start: Optional[tf.Tensor],
+        hyperparameters: Sequence[tf.Variable],
+        log_weights: Sequence[tf.Variable],
+        training_loss: Callable[[BatchGeometry], Tuple[tf.Tensor, tf.Tensor]],
+        scale: tf.Tensor,
+    ) -> BoundPass:
+        """With ``hyperparameters``, the step and the training loss's gradient from one
+        evaluation of the expected log-likelihood: its derivatives with respect to the marginals
+        are the sites, and the same backward pass continues to the hyperparameters (and log θ),
+        all at q(u) before the step. Without, :meth:`Bound.evaluate`."""
+        if not hyperparameters:
+            return super().evaluate(
+                likelihood,
+                build_geometry,
+                Y,
+                in_warm_start=in_warm_start,
+                hyperparameters=hyperparameters,
+                log_weights=log_weights,
+                training_loss=training_loss,
+                scale=scale,
+            )
+        sources = [*hyperparameters, *log_weights]
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(sources)
+            geometry = build_geometry()
+            marginals = geometry.marginals
+            tape.watch([marginals.mean, marginals.variance])
+            expected, loss = training_loss(geometry)
+        *gradients, d_mean, d_var = tape.gradient(
+            loss, [*sources, marginals.mean, marginals.variance]
+        )
+        # The loss carries each point's expectation with weight -(B_r/B)(N/B_r) = -N/B.
+        log_weight_gradient = -gradients.pop() / scale if log_weights else None
+        exact = likelihood.sites_from_derivatives(marginals, -d_mean / scale, -d_var / scale, Y)
+        linear, quadratic = self.warm_start_sites(likelihood, geometry, Y, exact, in_warm_start)
+        return BoundPass(
+            geometry, expected, linear, quadratic, loss, gradients, log_weight_gradient
+        )
 
     def sites(
         self,
@@ -257,10 +365,5 @@ def check_hyperparameter_bound(
             f"ExactBound(), got {bound!r}"
         )
     bound.check(likelihood)
-    if model_bound.sites_from_derivatives and type(bound) is not type(model_bound):
-        raise ValueError(
-            f"on the {type(model_bound).__name__} the hyperparameter gradient comes from the "
-            f"step's own backward pass: hyperparameter_bound must be None or the model's bound, "
-            f"got {bound!r}"
-        )
+    model_bound.check_hyperparameter_bound(bound)
     return bound

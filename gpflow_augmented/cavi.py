@@ -28,7 +28,7 @@ from .class_subsets import (
     subset_classes,
     variational_parameters,
 )
-from .bounds import Bound, ExactBound, check_hyperparameter_bound
+from .bounds import Bound, check_hyperparameter_bound
 from .distributed import (
     loss_and_gradients,
     replica_max_code,
@@ -149,11 +149,7 @@ class CAVI(tf.Module):
             raise ValueError(
                 f"warm_start_iterations must be an integer ≥ 0, got {warm_start_iterations!r}"
             )
-        if warm_start_iterations and not model.bound.warm_starts:
-            raise ValueError(
-                "warm_start_iterations is for a model on the exact bound "
-                "(LogisticSoftmaxSVGP(..., scheme='exact'))"
-            )
+        model.bound.check_warm_start(warm_start_iterations)
         self.warm_start_iterations = int(warm_start_iterations)
         self.model = model
         self.step_size = step_size
@@ -261,14 +257,20 @@ class CAVI(tf.Module):
         ``strategy.run``; :meth:`step` is the same step called eagerly. It assigns the new q(u)
         only if the batch is valid and the proposal finite (status ``OK``).
 
+        Every bound takes the same sequence: its evaluation on the batch
+        (:meth:`~gpflow_augmented.bounds.Bound.evaluate`: the geometry, the sites, and where the
+        bound gives them from the same pass the hyperparameters' loss and gradient), the step
+        (:meth:`_step_from_sites`), :meth:`_accept`, the class weights, and the hyperparameters'
+        loss after the step where the bound's pass did not give it.
+
         :param subset: the :class:`ClassSubset` to update (drawn here if the optimizer
             subsamples classes and none is given).
         :param hyperparameters: variables for a gradient optimizer beside CAVI (``Trainer``'s
             Adam): the update then also returns the training loss -(ELBO + log prior) on the batch
-            and its gradient with respect to them, both summed over the replicas. On a bound whose
-            sites are derivatives (the exact bound) both come from the step's own backward pass,
-            at q(u) before the step (one evaluation of the expected log-likelihood gives the sites
-            and the gradient); on an augmented bound they are taken after the step.
+            and its gradient with respect to them, both summed over the replicas. On the exact
+            bound both come from the step's own backward pass, at q(u) before the step (one
+            evaluation of the expected log-likelihood gives the sites and the gradient); on an
+            augmented bound they are taken after the step.
         :param hyperparameter_bound: the bound of that loss: ``None`` (the model's) or, for an
             augmented model, an :class:`~gpflow_augmented.ExactBound`.
         """
@@ -281,31 +283,9 @@ class CAVI(tf.Module):
             check_hyperparameter_bound(hyperparameter_bound, model.bound, model.likelihood)
             or model.bound
         )
-        if hyperparameters and model.bound.sites_from_derivatives:
-            return self._fused_update(X, Y, subset, hyperparameters)
-        elbo, status = self._update(X, Y, subset)
-        if not hyperparameters:
-            return CAVIUpdate(elbo, status, None, [])
-        # The step's status has refused bad labels with a clear error, which a compiled assertion
-        # in the loss would pre-empt: the loss is not validated again.
-        X = tf.convert_to_tensor(X, dtype=default_float())
-        loss, gradients = loss_and_gradients(
-            lambda: self._training_loss(X, Y, bound, model.batch_geometry(X, subset, Y))[1],
-            hyperparameters,
-        )
-        return CAVIUpdate(elbo, status, loss, gradients)
-
-    def _update(
-        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset]
-    ) -> Tuple[tf.Tensor, tf.Tensor]:
-        """The step from the bound's sites at the optimal local parameters: the batch's geometry,
-        the sites, the replica-summed statistics and the natural step, then :meth:`_accept`.
-        Returns (the global batch's ELBO before the step, status)."""
         step_size = self.current_step_size()
         status = step_size_status(self._batch_status(X, Y), step_size)
-        model = self.model
         X = tf.convert_to_tensor(X, dtype=default_float())
-        geometry = model.batch_geometry(X, subset, Y)
         scale = self._batch_scale(X)
         # Learned class weights: their statistic is the gradient of the batch's local ELBO with
         # respect to log θ (the exp bijector's unconstrained variable), at q(u) before the step.
@@ -313,27 +293,49 @@ class CAVI(tf.Module):
         if self.class_weight_exposure is not None:
             _refuse_strategy()
             log_weights = [model.likelihood.class_weights.unconstrained_variable]
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(log_weights)
-            local_elbo, linear, quadratic = self._sites(geometry, Y)
-            local_sum = tf.reduce_sum(local_elbo)
+        evaluation = model.bound.evaluate(
+            model.likelihood,
+            lambda: model.batch_geometry(X, subset, Y),
+            Y,
+            in_warm_start=self._in_warm_start(),
+            hyperparameters=hyperparameters,
+            log_weights=log_weights,
+            training_loss=lambda geometry: self._training_loss(X, Y, model.bound, geometry),
+            scale=scale,
+        )
+        geometry = evaluation.geometry
         scheduled = step_size
         new_mu, new_sqrt, new_state, elbo, step_size = self._step_from_sites(
-            geometry, Y, local_elbo, linear, quadratic, scale, step_size
+            geometry,
+            Y,
+            evaluation.local_elbo,
+            evaluation.linear,
+            evaluation.quadratic,
+            scale,
+            step_size,
         )
         status = self._accept(
             new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_state
         )
         self._count_search(scheduled, step_size, status == OK)
         if log_weights:
+            assert evaluation.log_weight_gradient is not None
+            accepted = status == OK
             self._update_class_weights(
-                Y,
-                tape.gradient(local_sum, log_weights[0]),
-                scale,
-                step_size,
-                status == OK,
+                Y, evaluation.log_weight_gradient, scale, step_size, accepted
             )
-        return elbo, status
+        if not hyperparameters:
+            return CAVIUpdate(elbo, status, None, [])
+        if evaluation.loss is not None:
+            loss, gradients = replica_sum((evaluation.loss, evaluation.gradients))
+            return CAVIUpdate(elbo, status, loss, gradients)
+        # The step's status has refused bad labels with a clear error, which a compiled assertion
+        # in the loss would pre-empt: the loss is not validated again.
+        loss, gradients = loss_and_gradients(
+            lambda: self._training_loss(X, Y, bound, model.batch_geometry(X, subset, Y))[1],
+            hyperparameters,
+        )
+        return CAVIUpdate(elbo, status, loss, gradients)
 
     def _step_from_sites(
         self,
@@ -419,7 +421,7 @@ class CAVI(tf.Module):
         the exact bound, all classes, outside a ``tf.distribute`` strategy. The step then also
         checks at run time that the warm start is over."""
         return (
-            self.model.bound.sites_from_derivatives
+            self.model.bound.line_searched
             and geometry.marginals.subset is None
             and not tf.distribute.has_strategy()
         )
@@ -656,73 +658,6 @@ class CAVI(tf.Module):
             )
         self.iteration.assign_add(tf.cast(accept, tf.int64))
         return status
-
-    def _fused_update(
-        self,
-        X: tf.Tensor,
-        Y: tf.Tensor,
-        subset: Optional[ClassSubset],
-        variables: List[tf.Variable],
-    ) -> CAVIUpdate:
-        """On a bound whose sites are derivatives (the exact bound), the step and the training
-        loss's gradient with respect to ``variables`` from one evaluation of the expected
-        log-likelihood: its derivatives with respect to the marginals are the sites, and the same
-        backward pass continues to the hyperparameters. Both are therefore taken at q(u) before
-        the step."""
-        model = self.model
-        # The class weights' statistic is the gradient with respect to log θ (the exp bijector's
-        # unconstrained variable), from the same backward pass.
-        log_weights = (
-            [model.likelihood.class_weights.unconstrained_variable]
-            if model.learns_class_weights
-            else []
-        )
-        step_size = self.current_step_size()
-        status = step_size_status(self._batch_status(X, Y), step_size)
-        X = tf.convert_to_tensor(X, dtype=default_float())
-        geometry, expected, loss, gradients, d_mean, d_var = self._exact_pass(
-            X, Y, subset, variables + log_weights
-        )
-        if log_weights:
-            d_log_weights = gradients.pop()
-
-        # The loss carries each point's expectation with weight -(B_r/B)(N/B_r) = -N/B.
-        scale = self._batch_scale(X)
-        exact = model.likelihood.sites_from_derivatives(
-            geometry.marginals, -d_mean / scale, -d_var / scale, Y
-        )
-        linear, quadratic = ExactBound.warm_start_sites(
-            model.likelihood, geometry, Y, exact, self._in_warm_start()
-        )
-        scheduled = step_size
-        new_mu, new_sqrt, new_state, elbo, step_size = self._step_from_sites(
-            geometry, Y, expected, linear, quadratic, scale, step_size
-        )
-        status = self._accept(
-            new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_state
-        )
-        self._count_search(scheduled, step_size, status == OK)
-        if log_weights:
-            self._update_class_weights(Y, -d_log_weights / scale, scale, step_size, status == OK)
-        loss, gradients = replica_sum((loss, gradients))
-        return CAVIUpdate(elbo, status, loss, gradients)
-
-    def _exact_pass(
-        self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset], sources: List[tf.Variable]
-    ) -> tuple:
-        """One evaluation of the model's bound's expected log-likelihood on the batch and one
-        backward pass through the training loss: (geometry, expected [B], loss, gradients with
-        respect to ``sources``, and with respect to the marginals' means and variances)."""
-        with tf.GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(sources)
-            geometry = self.model.batch_geometry(X, subset, Y)
-            marginals = geometry.marginals
-            tape.watch([marginals.mean, marginals.variance])
-            expected, loss = self._training_loss(X, Y, self.model.bound, geometry)
-        *gradients, d_mean, d_var = tape.gradient(
-            loss, [*sources, marginals.mean, marginals.variance]
-        )
-        return geometry, expected, loss, gradients, d_mean, d_var
 
     def _training_loss(
         self, X: tf.Tensor, Y: tf.Tensor, bound: Bound, geometry: BatchGeometry

@@ -51,3 +51,36 @@ def test_bounds_are_values_and_bad_ones_are_refused_by_name():
             np.zeros((3, 2)),
             bound=ga.ExactBound(),
         )
+
+
+def test_a_users_bound_steps_on_its_own_sites_in_the_trainers_step():
+    """CAVI runs one sequence for every bound: a user's bound that is line-searched like the exact
+    bound gets its own sites in Trainer's step (not the exact bound's fused pass or warm start),
+    and a bound without a warm start refuses one by name."""
+
+    class ScaledBound(ga.AugmentedBound):
+        # The augmented bound's sites, halved: a different step, so taking another bound's
+        # sites would show in q(u).
+        line_searched = True
+
+        def sites(self, likelihood, geometry, Y, in_warm_start=None):
+            local, linear, quadratic = super().sites(likelihood, geometry, Y, in_warm_start)
+            return local, 0.5 * linear, 0.5 * quadratic
+
+    base, data = make_problem(30, 3, num_inducing=6, seed=4, scheme="exact")
+
+    def model(bound):
+        return ga.AugmentedSVGP(
+            base.kernel, ga.LogisticSoftmax(3), base.inducing_variable.Z.numpy(), bound=bound
+        )
+
+    stepped = model(ScaledBound())
+    ga.Trainer(stepped, learning_rate=1e-12, update_variance=False).step(data)
+    reference = model(ScaledBound())
+    ga.CAVI(reference).step(data)
+    np.testing.assert_allclose(stepped.q_mu.numpy(), reference.q_mu.numpy(), rtol=1e-9)
+    plain = model(ga.AugmentedBound())
+    ga.CAVI(plain).step(data)
+    assert np.max(np.abs(plain.q_mu.numpy() - stepped.q_mu.numpy())) > 1e-3
+    with pytest.raises(ValueError, match="warm_start_iterations is for a model on the exact"):
+        ga.CAVI(model(ScaledBound()), warm_start_iterations=5)
