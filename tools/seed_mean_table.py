@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-METHODS = ["lsm", "sep", "rm", "softmax", "dirichlet", "lsm-vi"]
+# The table's column order; a run's other methods follow, and methods it did not run are left out.
+ORDER = ["lsm", "sep", "rm", "softmax", "dirichlet", "lsm-vi"]
 
 
 def _finals(folder: Path, dataset: str) -> dict:
@@ -27,20 +28,22 @@ def main(folders: list) -> None:
     datasets = [
         p.parent.name for p in sorted(results, key=lambda p: json.loads(p.read_text())["created"])
     ]
+    ran = list(_finals(Path(folders[0]), datasets[0]))
+    methods = [n for n in ORDER if n in ran] + [n for n in ran if n not in ORDER]
     counts = np.zeros((len(folders) + 1, 2), int)
-    log_nll = {n: [] for n in METHODS}
+    log_nll: dict = {n: [] for n in methods}
     print(
         "| dataset | "
-        + " | ".join(f"`{m}`" for m in METHODS)
+        + " | ".join(f"`{m}`" for m in methods)
         + " | `lsm` NLL ÷ best, each seed / mean | `lsm` error − best, each seed / mean |"
     )
-    print("|---" * (len(METHODS) + 3) + "|")
+    print("|---" * (len(methods) + 3) + "|")
     for dataset in datasets:
         runs = [_finals(Path(f), dataset) for f in folders]
-        nll = [{n: r[n]["final"]["nll"] for n in METHODS} for r in runs]
-        err = [{n: r[n]["final"]["error"] for n in METHODS} for r in runs]
-        nll.append({n: np.mean([s[n] for s in nll]) for n in METHODS})
-        err.append({n: np.mean([s[n] for s in err]) for n in METHODS})
+        nll = [{n: r[n]["final"]["nll"] for n in methods} for r in runs]
+        err = [{n: r[n]["final"]["error"] for n in methods} for r in runs]
+        nll.append({n: np.mean([s[n] for s in nll]) for n in methods})
+        err.append({n: np.mean([s[n] for s in err]) for n in methods})
         ratios, gaps = [], []
         for k, (seed_nll, seed_err) in enumerate(zip(nll, err)):
             best = min(seed_nll, key=seed_nll.get)
@@ -50,7 +53,7 @@ def main(folders: list) -> None:
             counts[k] += [ratio <= 1.02, gap <= 0.005]
         mean_nll, mean_err = nll[-1], err[-1]
         cells = []
-        for n in METHODS:
+        for n in methods:
             log_nll[n].append(np.log(mean_nll[n]))
             err, nll_text = f"{mean_err[n]:.4f}", f"{mean_nll[n]:.4f}"
             err = f"**{err}**" if mean_err[n] == min(mean_err.values()) else err

@@ -1,0 +1,102 @@
+"""Every maintained script in ``tools/`` runs, at the smallest settings, and prints what it is for.
+
+The GPU chain (``gpu_step_check.sh``, ``gpu_summary.py``, ``step_parts.py``) needs a device's output
+and is exercised through ``tests/comparison/test_hlo_export.py``'s export and run on this CPU."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpflow_augmented.comparison.cli import main
+from gpflow_augmented.datasets import _DATA
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def run_tool(*argv, cwd=None) -> str:
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / argv[0]), *map(str, argv[1:])],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return completed.stdout
+
+
+def benchmark(output, seed, methods="lsm,softmax"):
+    argv = ["benchmark", "--data-dir", str(_DATA), "--datasets", "vehicle", "--methods", methods]
+    argv += ["--time-budget", "0", "--max-iterations", "3", "--seed", str(seed)]
+    assert main([*argv, "--output", str(output), "--no-progress"]) == 0
+
+
+def test_the_seed_table_and_the_control_table_read_benchmark_folders(tmp_path):
+    benchmark(tmp_path / "s0", 0)
+    benchmark(tmp_path / "s1", 1)
+    table = run_tool("seed_mean_table.py", tmp_path / "s0", tmp_path / "s1")
+    assert "| vehicle |" in table and "geometric-mean NLL: lsm" in table
+    control = run_tool("defaults_against_control.py", tmp_path / "s0", tmp_path / "s1")
+    assert "| vehicle |" in control and "geometric mean" in control
+
+
+def test_the_kddcup_table_reads_compare_folders(tmp_path):
+    argv = ["compare", "vehicle", "--methods", "lsm,softmax", "--time-budget", "0"]
+    argv += ["--max-iterations", "3", "--no-tensorboard", "--no-progress"]
+    assert main([*argv, "--output", str(tmp_path / "c")]) == 0
+    assert "| lsm |" in run_tool("kddcup_seeds.py", tmp_path / "c")
+
+
+def test_the_stability_trace_prints_its_verdict():
+    out = run_tool(
+        "stability_trace.py",
+        _DATA / "vehicle.npz",
+        "--iterations",
+        20,
+        "--every",
+        10,
+        "--num-inducing",
+        10,
+        "--test-points",
+        50,
+    )
+    assert "| 20 |" in out and "the property" in out
+
+
+def test_the_fingerprint_saves_and_compares(tmp_path):
+    saved = tmp_path / "f.npz"
+    run_tool("fingerprint.py", "--save", saved, "--cases", "binary")
+    assert "largest difference 0" in run_tool(
+        "fingerprint.py", "--compare", saved, "--cases", "binary"
+    )
+
+
+def test_the_quadrature_error_table():
+    assert "| 26 |" in run_tool("expectation_accuracy.py")
+
+
+def test_the_iteration_profile_and_the_hlo_census():
+    sizes = ["--batch-size", 20, "--num-inducing", 5, "--classes", 3, "--input-dim", 2]
+    assert "lsm: iteration" in run_tool("iteration_profile.py", *sizes)
+    census = run_tool("hlo_census.py", "--sizes", "20,5,3,2", "--methods", "lsm", "--repeats", 1)
+    assert "lsm" in census
+
+
+def test_the_default_settings_are_chosen_on_validation_splits(tmp_path):
+    out = run_tool(
+        "default_settings_on_validation.py",
+        "--data-dir",
+        _DATA,
+        "--datasets",
+        "vehicle",
+        "--methods",
+        "lsm",
+        "--time-budget",
+        1,
+        "--output",
+        tmp_path / "v.json",
+    )
+    assert "vehicle" in out and (tmp_path / "v.json").exists()
