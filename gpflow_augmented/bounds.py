@@ -308,15 +308,15 @@ class ExactBound(Bound):
         batch's bound, there the data's, keeps from overshooting.
 
         The mean's step is then m + ρ Λ⁻¹ ∇ with the exact ELBO's gradient ∇ and a precision Λ
-        from the raised sites, so it has the exact step's fixed points. The exact curvature of E
-        log σ(f) vanishes like σ(-|f|) on a confident or confidently wrong point, where E log p(y
-        | f) is nearly linear, and a Newton step there has no bound. A minibatch weighs each of
-        its points N / B times, so a few misclassified points of a rare class sent that class's
-        mean across the data in one step (kddcup, docs/stability.md). θ = E[ω] is the curvature of
-        the augmented bound, a quadratic lower bound of the log-likelihood in f, and decays only
-        like 1 / |f|: the step stays within the region where a bound of the likelihood
-        vouches for it. The covariance keeps the exact sites, so its fixed point is the exact
-        optimum's."""
+        from the raised sites, so it has the exact step's fixed points. The exact curvature of
+        E log σ(f) vanishes like ``σ(-|f|)`` on a confident or confidently wrong point, where
+        E log p(y | f) is nearly linear, and a Newton step there has no bound. A minibatch weighs
+        each of its points N / B times, so a few misclassified points of a rare class sent that
+        class's mean across the data in one step (kddcup, docs/stability.md). θ = E[ω] is the
+        curvature of the augmented bound, a quadratic lower bound of the log-likelihood in f, and
+        decays only like ``1 / |f|``: the step stays within the region where a bound of the
+        likelihood vouches for it. The covariance keeps the exact sites, so its fixed point is the
+        exact optimum's."""
         linear, quadratic = sites
         _, theta = self._augmented_sites(likelihood, geometry, Y)
         floored = tf.where(scale > 1.0, tf.maximum(quadratic, theta), quadratic)

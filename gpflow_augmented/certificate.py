@@ -27,6 +27,7 @@ class BoundCertificate(NamedTuple):
     quadrature_error: float  # |exact with 2× Hermite nodes and ½ the grid step - exact|
 
     def as_dict(self) -> dict:
+        """The four numbers by name, e.g. for a log or a JSON file."""
         return self._asdict()
 
 

@@ -3,7 +3,7 @@
 Two calibration errors are offered because the literature uses both:
 
 * :func:`expected_calibration_error` — top-label ECE (Guo et al. 2017): bin the confidence
-  max_k p_k into equal-width bins and average |accuracy − confidence| weighted by bin size.
+  max_k p_k into equal-width bins and average ``|accuracy − confidence|`` weighted by bin size.
 * :func:`classwise_calibration_error` — one-vs-rest ECE, as the paper's authors computed it: for
   each class k, bin p_k over *all* test points and compare it with the frequency of y = k in the
   bin; the result is the mean over classes.
@@ -65,6 +65,8 @@ def _bin_index(values: np.ndarray, num_bins: int) -> np.ndarray:
 
 
 def error_rate(probabilities: np.ndarray, y: np.ndarray) -> float:
+    """The share of points whose most probable class (of ``probabilities`` [N, C]) is not their
+    label ``y`` [N] or [N, 1]."""
     return float(np.mean(np.argmax(probabilities, axis=1) != _labels(y, probabilities)))
 
 
@@ -128,6 +130,8 @@ class ReliabilityCurve(NamedTuple):
 def reliability_curve(
     probabilities: np.ndarray, y: np.ndarray, num_bins: int = 15
 ) -> ReliabilityCurve:
+    """Each of ``num_bins`` equal-width bins of the top-label confidence: its mean confidence, its
+    accuracy and its number of points (the reliability diagram's data)."""
     probabilities = np.asarray(probabilities)
     confidence = probabilities.max(axis=1)
     correct = (np.argmax(probabilities, axis=1) == _labels(y, probabilities)).astype(np.float64)
@@ -156,6 +160,8 @@ class Evaluator:
         self.latest_probabilities: Optional[np.ndarray] = None
 
     def predictions(self, model: Any) -> Dict[str, np.ndarray]:
+        """``model``'s class probabilities [N, C] and log predictive densities [N] of the test
+        points, by one compiled prediction a model (in chunks of ``chunk_size`` rows)."""
         key = id(model)
         if key not in self._compiled:
             # A model whose two predictions share a costly part gives both from one evaluation.

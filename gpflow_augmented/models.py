@@ -182,6 +182,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     @property
     def input_dim(self) -> Optional[int]:
+        """D, the inputs' dimension (the inducing inputs')."""
         Z = inducing_inputs(self.inducing_variable)
         return Z.shape[-1]
 
@@ -249,6 +250,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
 
     @check_shapes("return: []")
     def prior_kl(self) -> tf.Tensor:
+        """KL[q(u) ‖ p(u)], summed over the latent GPs."""
         L = kuu_cholesky(self.kernel, self.inducing_variable)
         return gauss_kl(*whitened_q(L, self.q_mu, self.q_sqrt, self.whiten))
 
@@ -267,10 +269,11 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         ``bound`` (default the model's own: the augmented bound at the optimal local parameters,
         or the exact ELBO for a model on the exact bound).
 
-        With a :class:`ClassSubset` K it is the class-subsampled estimate: per-class sums and the KL
-        count C/|K| times (see :mod:`~gpflow_augmented.likelihoods.logistic_softmax`). It means the
-        same in any context, a ``tf.distribute`` replica included: the estimate from the data it is
-        given. Combining replicas is the training loop's work (:class:`~gpflow_augmented.Trainer`).
+        With a :class:`ClassSubset` K it is the class-subsampled estimate: per-class sums and the
+        KL count C/``|K|`` times (see :mod:`~gpflow_augmented.likelihoods.logistic_softmax`). It
+        means the same in any context, a ``tf.distribute`` replica included: the estimate from the
+        data it is given. Combining replicas is the training loop's work
+        (:class:`~gpflow_augmented.Trainer`).
         """
         X, Y = data
         subset = as_class_subset(subset, self.num_classes)
@@ -307,6 +310,10 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     def predict_f(
         self, Xnew: InputData, full_cov: bool = False, full_output_cov: bool = False
     ) -> MeanAndVariance:
+        """q(f) at ``Xnew`` [N, D]: its mean [N, L] and variance ([N, L], or the covariances that
+        ``full_cov`` and ``full_output_cov`` ask for, as GPflow's ``SVGP.predict_f``), L the latent
+        GPs (C for a multi-class model). Non-finite inputs are refused with an
+        :class:`~gpflow_augmented.InvalidDataError`."""
         # The model's dtype, so the mean function adds up with the conditional (as data for CAVI).
         Xnew = check_finite_inputs(tf.cast(Xnew, default_float()))
         mu, var = conditional(

@@ -235,6 +235,11 @@ def tensorboard_tasks(
     train_data: Optional[Tuple[np.ndarray, np.ndarray]] = None,
     max_size: int = 32,
 ) -> TensorBoardTasks:
+    """The TensorBoard tasks of a run into ``log_dir``, grouped by how often they run: the ELBO,
+    ``model``'s parameters (at most ``max_size`` values each) and ``optimizer``'s step size and
+    safeguards every step; the test metrics of ``test_data`` and the bound certificate on
+    ``train_data`` (an augmented model's) less often; the reliability diagram rarely.
+    :func:`tensorboard_monitor` builds a ``gpflow.monitor.Monitor`` from them."""
     certificate = None
     if train_data is not None:
         from .models import AugmentedSVGP

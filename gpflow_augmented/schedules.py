@@ -16,6 +16,9 @@ class StepSizeSchedule:
 
 
 class ConstantStepSize(StepSizeSchedule):
+    """ρ_t = ``step_size`` at every step, in (0, 1]: 1 on the full batch is exact coordinate
+    ascent."""
+
     def __init__(self, step_size: float) -> None:
         self.step_size = check_positive_number(step_size, "step_size", maximum=1.0)
 

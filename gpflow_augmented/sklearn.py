@@ -87,6 +87,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.progress = progress
 
     def fit(self, X: Any, y: Any) -> "GPClassifier":
+        """Train on ``X`` [N, D] and labels ``y`` [N] of any type; returns the estimator. With
+        ``warm_start``, the same model and trainer go on."""
         # A fit that fails (bad data, a failed step, Ctrl-C) leaves the fitted state as it was.
         names = ("n_features_in_", "feature_names_in_", "classes_")
         fitted = {name: getattr(self, name) for name in names if hasattr(self, name)}
@@ -183,10 +185,12 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         return self.model_.predict_y(X)[0].numpy()
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
+        """The log of :meth:`predict_proba` [N, C], floored at the smallest positive number."""
         probabilities = self.predict_proba(X)
         return np.log(np.maximum(probabilities, np.finfo(probabilities.dtype).tiny))
 
     def predict(self, X: Any) -> np.ndarray:
+        """The most probable class of each row of ``X`` [N], as a label of ``classes_``."""
         most_probable = np.argmax(self.predict_proba(X), axis=1)  # checks that it was fitted
         return self.classes_[most_probable]
 

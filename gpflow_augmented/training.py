@@ -179,6 +179,7 @@ class Trainer(tf.Module):
 
     @property
     def iteration(self) -> tf.Variable:
+        """The steps taken (CAVI's counter; it drives ρ and is checkpointed)."""
         return self.cavi.iteration
 
     @property

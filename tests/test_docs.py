@@ -68,3 +68,71 @@ def test_a_missing_file_or_heading_is_found(tmp_path):
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_resolves(page):
     assert not broken_links(page), f"{page.name}: {broken_links(page)}"
+
+
+PUBLIC_MODULES = [
+    "gpflow_augmented",
+    "gpflow_augmented.bounds",
+    "gpflow_augmented.likelihoods",
+    "gpflow_augmented.datasets",
+    "gpflow_augmented.metrics",
+    "gpflow_augmented.monitoring",
+    "gpflow_augmented.distributed",
+    "gpflow_augmented.sklearn",
+    "gpflow_augmented.comparison",
+]
+
+
+def undocumented(module_name: str) -> list:
+    """The public classes, functions, methods and properties of a module's ``__all__`` without a
+    docstring of their own or inherited."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(module_name)
+    missing = []
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue
+        if not (obj.__doc__ or "").strip():
+            missing.append(name)
+        if inspect.isclass(obj):
+            for member, value in vars(obj).items():
+                public = not member.startswith("_")
+                if public and (inspect.isfunction(value) or isinstance(value, property)):
+                    if not (inspect.getdoc(getattr(obj, member)) or "").strip():
+                        missing.append(f"{name}.{member}")
+    return missing
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_every_public_name_has_a_docstring(module_name):
+    assert not undocumented(module_name)
+
+
+@pytest.mark.slow
+def test_the_reference_builds_without_a_warning(tmp_path):
+    """The docs site (user guide, notebooks, the reference from the docstrings) as `.ci/run`'s
+    test run builds it: offline, every warning an error."""
+    import os
+    import subprocess
+    import sys
+
+    completed = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
+        + [str(ROOT / "docs"), str(tmp_path / "html")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    # TensorFlow's native start-up line says WARNING whatever the log level.
+    warnings = [
+        line
+        for line in completed.stderr.splitlines()
+        if ("WARNING" in line or "ERROR" in line) and "absl::InitializeLog" not in line
+    ]
+    assert completed.returncode == 0 and not warnings, "\n".join(warnings or [completed.stderr])
+    assert (tmp_path / "html" / "reference" / "training.html").exists()
+    assert (tmp_path / "html" / "notebooks" / "getting_started.html").exists()

@@ -76,9 +76,12 @@ class MinibatchStream:
 
     @property
     def full_batch(self) -> bool:
+        """Whether every batch is the whole training set, in its own order."""
         return self.batch_size == self.num_data
 
     def indices(self, iteration: int) -> np.ndarray:
+        """The training rows [B] of step ``iteration``: a seeded permutation a epoch, cut into
+        batches; the same for every method."""
         if self.full_batch:
             return np.arange(self.num_data)
         epoch, slot = divmod(int(iteration), self.batches_per_epoch)
@@ -106,6 +109,7 @@ class MethodResult(NamedTuple):
     stability: Optional[Dict[str, Any]] = None
 
     def final(self) -> Dict[str, float]:
+        """The last trace entry's metrics, evaluated on the whole test set."""
         return self.final_metrics
 
     def diverged(self) -> bool:
@@ -145,6 +149,8 @@ class MethodResult(NamedTuple):
         )
 
     def to_json(self) -> Dict[str, Any]:
+        """The result as ``results.json`` holds it (without the trained method and the test
+        probabilities, which are saved beside it)."""
         return {
             "name": self.name,
             "description": self.description,
@@ -167,6 +173,7 @@ class ComparisonResult(NamedTuple):
     methods: List[MethodResult]
 
     def to_json(self) -> Dict[str, Any]:
+        """The comparison as ``results.json`` holds it."""
         return {
             "dataset": self.dataset,
             "settings": self.settings,

@@ -9,7 +9,7 @@ With σ(y'f) = ½ e^{y'f/2} E_{PG(ω|1,0)}[e^{-ωf²/2}] and q(ω) = PG(1, c):
 * per point ``E_aug - KL_PG = -log 2 + y'm/2 - θ(m² + v)/2 - log cosh(c/2) + θc²/2``, which at the
   optimal c is the Jaakkola–Jordan bound ``y'm/2 - log(2 cosh(c/2))`` on E log σ(y'f);
 * the conjugate coefficients: given ω the augmented log-likelihood is ``(y'/2)·f - ω·f²/2``;
-* the Gibbs conditional (Polson, Scott and Windle 2013): ω | f ~ PG(1, |f|).
+* the Gibbs conditional (Polson, Scott and Windle 2013): ω | f ~ PG(1, ``|f|``).
 """
 
 from typing import Any, Optional, Tuple
@@ -131,7 +131,7 @@ class BinaryLogistic(Bernoulli, AugmentedLikelihood):
         rng: np.random.Generator,
         scan: str = "blocked",
     ) -> Tuple[LocalParameters, None]:
-        """ω | f ~ PG(1, |f|); one block whatever the scan, and no state."""
+        """ω | f ~ PG(1, ``|f|``); one block whatever the scan, and no state."""
         c = np.abs(F)
         omega = sample_polya_gamma(np.ones_like(c), c, rng)
         return LocalParameters(gamma=np.zeros_like(c), theta=omega, c=c), None

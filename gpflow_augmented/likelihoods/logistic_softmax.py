@@ -616,8 +616,8 @@ def gamma_poisson_local_parameters(
     Eqs. (12)-(13) couple γ_c = e^{ψ(α)} σ̃_c / C and α = 1 + Σ_c γ_c. The paper alternates them
     "until convergence", but that alternation contracts only at rate S = Σ_c σ̃_c / C, close to 1
     when most classes are unlikely, so five alternations from E[λ] = 1 can stop short of the block
-    optimum and CAVI is then not monotone (measured in docs/api.md, "Three schemes"). Eliminating γ
-    leaves one equation,
+    optimum and CAVI is then not monotone (measured: docs/method.md, "The three schemes").
+    Eliminating γ leaves one equation,
     g(α) = α - 1 - e^{ψ(α)} S = 0, with g increasing and concave; Newton from the root of its
     large-α asymptote, (1 - S/2) / (1 - S), which lies left of the root, converges monotonically and
     quadratically, so ``inner_iterations`` steps (default 5) reach float64 precision. The loop has a
@@ -748,6 +748,8 @@ class LogisticSoftmaxAugmentation:
         num_classes: int,
         log_weights: Optional[tf.Tensor] = None,
     ) -> LocalParameters:
+        """The optimal local parameters of q(n, λ, ω) at the marginals ``Fmu``, ``Fvar`` [N, K]
+        and the label rows ``Y_rows`` [N, K]."""
         raise NotImplementedError
 
     def local_elbo(
@@ -760,6 +762,8 @@ class LogisticSoftmaxAugmentation:
         log_weights: Optional[tf.Tensor] = None,
         soft_labels: bool = False,
     ) -> tf.Tensor:
+        """Each point's augmented local ELBO [N] at the local parameters ``local`` (the optimal
+        ones if ``None``)."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -899,6 +903,8 @@ class LogisticSoftmax(AugmentedLikelihood):
 
     @property
     def augmentation(self) -> LogisticSoftmaxAugmentation:
+        """The variational family of the augmented bound: :class:`NegativeMultinomial` (the
+        default) or :class:`MeanFieldGammaPoisson` (the paper's)."""
         return self._augmentation
 
     @augmentation.setter
