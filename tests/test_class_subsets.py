@@ -13,7 +13,7 @@ from gpflow.optimizers.natgrad import meanvarsqrt_to_natural
 import gpflow_augmented as ga
 from gpflow_augmented.class_subsets import ClassSubset, sample_without_replacement
 from gpflow_augmented.likelihoods import Marginals
-from gpflow_augmented.likelihoods.logistic_softmax import expected_log_logistic_softmax
+from gpflow_augmented.likelihoods.expectation import expected_log_logistic_softmax
 
 from helpers import make_problem
 

@@ -13,7 +13,7 @@ from scipy.stats import qmc
 
 import gpflow_augmented as ga
 from helpers import MONOTONE_RTOL, make_problem, separable_problem, wine
-from gpflow_augmented.likelihoods import logistic_softmax
+from gpflow_augmented.likelihoods import expectation, logistic_softmax
 from gpflow_augmented.cavi import CAVI
 
 
@@ -34,14 +34,12 @@ def test_expected_log_normaliser_matches_sobol_reference(num_classes):
     mu = rng.normal(-2.0, 2.5, (60, num_classes))
     var = rng.uniform(0.01, 4.0, (60, num_classes)) ** 2 / 2
     reference, standard_error = sobol_reference(mu, var)
-    got = logistic_softmax.expected_log_normaliser(tf.constant(mu), tf.constant(var)).numpy()
+    got = expectation.expected_log_normaliser(tf.constant(mu), tf.constant(var)).numpy()
     assert standard_error.max() < 5e-5  # the reference can resolve the tolerance below
     # Measured: max error 4e-5 (C = 3) and 8e-5 (C = 10) with the default 20 Hermite nodes.
     np.testing.assert_allclose(got, reference, atol=2e-4)
     # A cruder rule is visibly worse, so the tolerance above does discriminate.
-    crude = logistic_softmax.expected_log_normaliser(
-        tf.constant(mu), tf.constant(var), num_hermite=6
-    )
+    crude = expectation.expected_log_normaliser(tf.constant(mu), tf.constant(var), num_hermite=6)
     assert np.abs(crude.numpy() - reference).max() > 1e-3
 
 
@@ -49,25 +47,25 @@ def test_small_eager_quadratures_skip_the_xla_compile_and_agree_with_it():
     """An eager call below EAGER_UNFUSED_LIMIT (a certificate, an eager step) is evaluated op by op
     instead of compiling the fused quadrature for its shape; a larger one, and a call traced into a
     compiled step, compile it. Both evaluate the same sum, to round-off."""
-    fused = logistic_softmax._fused_log_normaliser
+    fused = expectation._fused_log_normaliser
     rng = np.random.default_rng(7)
     mu, var = (
         tf.constant(rng.normal(-1.0, 2.0, (23, 5))),
         tf.constant(rng.uniform(0.1, 3.0, (23, 5))),
     )
     traces = fused.experimental_get_tracing_count()
-    eager = logistic_softmax.expected_log_normaliser(mu, var).numpy()
+    eager = expectation.expected_log_normaliser(mu, var).numpy()
     assert fused.experimental_get_tracing_count() == traces
-    compiled = tf.function(logistic_softmax.expected_log_normaliser)(mu, var).numpy()
+    compiled = tf.function(expectation.expected_log_normaliser)(mu, var).numpy()
     assert fused.experimental_get_tracing_count() == traces + 1
     # Summed in another order by XLA's fused loops: observed 2e-15.
     np.testing.assert_allclose(eager, compiled, rtol=1e-12)
-    per_row = logistic_softmax._grid_size(
-        tf.TensorShape([1, 5]), logistic_softmax.DEFAULT_NUM_HERMITE, logistic_softmax.S_STEP
+    per_row = expectation._grid_size(
+        tf.TensorShape([1, 5]), expectation.DEFAULT_NUM_HERMITE, expectation.S_STEP
     )
-    rows = logistic_softmax.EAGER_UNFUSED_LIMIT // per_row + 1
+    rows = expectation.EAGER_UNFUSED_LIMIT // per_row + 1
     large = tf.zeros((rows, 5), tf.float64)
-    logistic_softmax.expected_log_normaliser(large, large + 1.0)
+    expectation.expected_log_normaliser(large, large + 1.0)
     assert fused.experimental_get_tracing_count() == traces + 2
 
 
@@ -76,7 +74,7 @@ def test_sites_are_bonnet_price_derivatives():
     rng = np.random.default_rng(0)
     mu, var = rng.normal(0, 1.5, (5, 4)), rng.uniform(0.1, 2.0, (5, 4))
     y = np.eye(4)[rng.integers(0, 4, 5)]
-    _, linear, quadratic = logistic_softmax.exact_sites(
+    _, linear, quadratic = expectation.exact_sites(
         tf.constant(mu), tf.constant(var), tf.constant(y)
     )
     eps = ndtri(qmc.Sobol(4, scramble=True, seed=1).random(2**16))
@@ -173,7 +171,7 @@ def test_fixed_point_is_the_exact_vi_optimum(name, optima, capsys):
 @pytest.mark.slow
 def test_wrong_curvature_misses_the_optimum(optima, monkeypatch):
     """Price's factor 2 dropped: the step still converges, but to another point."""
-    true_sites = logistic_softmax.exact_sites
+    true_sites = expectation.exact_sites
 
     def half_curvature(*args, **kwargs):
         expected, linear, quadratic = true_sites(*args, **kwargs)
@@ -288,7 +286,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     monkeypatch.setattr(CAVI, "_searches_line", never_line_searched)
     model, data = make_problem(30, 3, num_inducing=8, seed=3, scheme="exact")
     ga.CAVI(model, 1.0, warm_start_iterations=0).step(data)
-    true_sites = logistic_softmax.exact_sites
+    true_sites = expectation.exact_sites
 
     def negative_curvature(factor):
         def sites(*args, **kwargs):

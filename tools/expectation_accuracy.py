@@ -12,18 +12,18 @@ deviations uniform in each band; 500 points per cell.
 import numpy as np
 import tensorflow as tf
 
-from gpflow_augmented.likelihoods import logistic_softmax
+from gpflow_augmented.likelihoods import expectation
 
 
 def log_normaliser(mu, var, num_hermite, grid_step, s_range=None):
-    saved = logistic_softmax.S_MIN, logistic_softmax.S_MAX
+    saved = expectation.S_MIN, expectation.S_MAX
     if s_range is not None:
-        logistic_softmax.S_MIN, logistic_softmax.S_MAX = s_range
+        expectation.S_MIN, expectation.S_MAX = s_range
     try:
         # the uncompiled rule: the compiled one is traced once, with the default grid
         return np.concatenate(
             [
-                logistic_softmax._log_normaliser(
+                expectation._log_normaliser(
                     tf.constant(mu[i : i + 100]),
                     tf.constant(var[i : i + 100]),
                     None,
@@ -35,7 +35,7 @@ def log_normaliser(mu, var, num_hermite, grid_step, s_range=None):
             ]
         )
     finally:
-        logistic_softmax.S_MIN, logistic_softmax.S_MAX = saved
+        expectation.S_MIN, expectation.S_MAX = saved
 
 
 def main() -> None:
@@ -49,9 +49,7 @@ def main() -> None:
                 var = rng.uniform(low, high, (500, num_classes)) ** 2
                 reference = log_normaliser(mu, var, 60, 0.25, (-12.0, 40.0))
                 error = np.abs(
-                    log_normaliser(
-                        mu, var, logistic_softmax.DEFAULT_NUM_HERMITE, logistic_softmax.S_STEP
-                    )
+                    log_normaliser(mu, var, expectation.DEFAULT_NUM_HERMITE, expectation.S_STEP)
                     - reference
                 )
                 print(

@@ -7,13 +7,11 @@ form and the Gibbs sampler draws the auxiliary variables.
 
 from .base import AugmentedLikelihood, Marginals
 from .binary import BinaryLogistic, binary_local_elbo
+from .augmentation import LogisticSoftmaxAugmentation, MeanFieldGammaPoisson, NegativeMultinomial
+from .expectation import log_logistic_softmax
 from .logistic_softmax import (
     DEFAULT_NUM_PREDICTIVE_SAMPLES,
     LogisticSoftmax,
-    LogisticSoftmaxAugmentation,
-    MeanFieldGammaPoisson,
-    NegativeMultinomial,
-    log_logistic_softmax,
     quasi_normal_samples,
     sobol_uniforms,
 )

@@ -29,7 +29,7 @@ from .polya_gamma import (
     tilt,
 )
 from ..class_subsets import ClassSubset
-from .logistic_softmax import expected_log_sigmoid
+from .expectation import expected_log_sigmoid
 from ..validation import checked_labels
 from .base import AugmentedLikelihood, Marginals
 

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from gpflow_augmented.likelihoods import logistic_softmax
+from gpflow_augmented.likelihoods import expectation
 from gpflow_augmented.updates import mean_and_sqrt
 from gpflow_augmented.comparison.cli import main
 from gpflow_augmented.comparison.hlo_export import (
@@ -99,7 +99,7 @@ def test_a_jit_compiled_trainer_traces_once_and_reads_its_variables_at_every_ste
     Y = rng.integers(0, C, (N, 1)).astype(np.int64)
     # Other shapes first, as a process that evaluated or trained on another batch size would.
     for rows in (5, 7):
-        logistic_softmax.expected_log_logistic_softmax(
+        expectation.expected_log_logistic_softmax(
             tf.zeros((rows, C), tf.float64),
             tf.ones((rows, C), tf.float64),
             tf.one_hot(tf.zeros(rows, tf.int64), C, dtype=tf.float64),

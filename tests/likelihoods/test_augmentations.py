@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy.special import digamma
 
 import gpflow_augmented as ga
-from gpflow_augmented.likelihoods import logistic_softmax
+from gpflow_augmented.likelihoods import augmentation
 from gpflow_augmented.likelihoods import polya_gamma as pg
 from gpflow_augmented.models import AUGMENTED_SCHEMES
 from helpers import make_problem
@@ -127,7 +127,7 @@ def negative_multinomial_count_terms(local):
 @given(m=st.floats(-1e3, 1e3), v=st.floats(1e-12, 1e3))
 @settings(max_examples=200, deadline=None, derandomize=True)
 def test_log_one_minus_sigma_tilde_is_exact(m, v):
-    got = logistic_softmax.log_one_minus_sigma_tilde(
+    got = augmentation.log_one_minus_sigma_tilde(
         tf.constant(m, tf.float64), tf.constant(v, tf.float64)
     ).numpy()
     # mpmath-free reference: 1 - σ̃ = (2cosh(c/2) - e^{-m/2}) / (2cosh(c/2)), in long double
@@ -151,12 +151,12 @@ def test_log_one_minus_sigma_tilde_is_exact(m, v):
 
 def test_negative_multinomial_closed_form_equals_augmented_elbo_at_optimum():
     Fmu, Fvar, Y = random_marginals(0)
-    local = logistic_softmax.negative_multinomial_local_parameters(Fmu, Fvar, Y)
-    augmented = logistic_softmax.polya_gamma_terms(
+    local = augmentation.negative_multinomial_local_parameters(Fmu, Fvar, Y)
+    augmented = augmentation.polya_gamma_terms(
         Fmu, Fvar, Y, local
     ) + negative_multinomial_count_terms(local)
     np.testing.assert_allclose(
-        augmented, logistic_softmax.negative_multinomial_local_elbo(Fmu, Fvar, Y), rtol=1e-12
+        augmented, augmentation.negative_multinomial_local_elbo(Fmu, Fvar, Y), rtol=1e-12
     )
 
 
@@ -164,7 +164,7 @@ def test_negative_multinomial_local_parameters_are_the_optimum():
     # The augmented ELBO must be stationary in log γ (and maximal) at the negative-multinomial
     # update.
     Fmu, Fvar, Y = random_marginals(1)
-    local = logistic_softmax.negative_multinomial_local_parameters(Fmu, Fvar, Y)
+    local = augmentation.negative_multinomial_local_parameters(Fmu, Fvar, Y)
     log_gamma = tf.Variable(np.log(local.gamma.numpy()))
     with tf.GradientTape() as tape:
         gamma = tf.exp(log_gamma)
@@ -172,18 +172,18 @@ def test_negative_multinomial_local_parameters_are_the_optimum():
             gamma=gamma, theta=pg.polya_gamma_mean(Y + gamma, local.c), c=local.c
         )
         value = tf.reduce_sum(
-            logistic_softmax.polya_gamma_terms(Fmu, Fvar, Y, perturbed)
+            augmentation.polya_gamma_terms(Fmu, Fvar, Y, perturbed)
             + negative_multinomial_count_terms(perturbed)
         )
     np.testing.assert_allclose(tape.gradient(value, log_gamma), 0.0, atol=1e-10)
     for shift in (-0.3, 0.3):
         g = local.gamma * np.exp(shift)
         other = pg.LocalParameters(g, pg.polya_gamma_mean(Y + g, local.c), local.c)
-        worse = logistic_softmax.polya_gamma_terms(
+        worse = augmentation.polya_gamma_terms(
             Fmu, Fvar, Y, other
         ) + negative_multinomial_count_terms(other)
         assert np.all(
-            worse.numpy() < logistic_softmax.negative_multinomial_local_elbo(Fmu, Fvar, Y).numpy()
+            worse.numpy() < augmentation.negative_multinomial_local_elbo(Fmu, Fvar, Y).numpy()
         )
 
 
@@ -192,7 +192,7 @@ def test_gamma_poisson_fixed_point_solves_the_corrected_equations():
     α = 1 + Σγ (eq. 13); the printed γ without ½ is not a fixed point."""
     Fmu, Fvar, Y = random_marginals(2)
     C = Fmu.shape[1]
-    local = logistic_softmax.gamma_poisson_local_parameters(Fmu, Fvar, Y, inner_iterations=5)
+    local = augmentation.gamma_poisson_local_parameters(Fmu, Fvar, Y, inner_iterations=5)
     gamma, alpha, c = local.gamma.numpy(), local.alpha.numpy(), local.c.numpy()
     corrected = (
         np.exp(digamma(alpha) - np.log(C))[:, None] * np.exp(-Fmu / 2) / (2 * np.cosh(c / 2))
@@ -209,9 +209,9 @@ def test_gamma_poisson_alternation_converges_to_the_newton_fixed_point():
     alternation raises the ELBO (it is coordinate ascent)."""
     Fmu, Fvar, Y = random_marginals(3, C=8)
     C = Fmu.shape[1]
-    newton = logistic_softmax.gamma_poisson_local_parameters(Fmu, Fvar, Y, inner_iterations=5)
+    newton = augmentation.gamma_poisson_local_parameters(Fmu, Fvar, Y, inner_iterations=5)
     c = pg.tilt(Fmu, Fvar)
-    log_st = logistic_softmax.log_sigma_tilde(Fmu, c).numpy()
+    log_st = augmentation.log_sigma_tilde(Fmu, c).numpy()
     alpha = np.full(len(Fmu), float(C))
     previous = -np.inf
     for _ in range(2000):
@@ -220,8 +220,8 @@ def test_gamma_poisson_alternation_converges_to_the_newton_fixed_point():
         state = pg.LocalParameters(gamma, pg.polya_gamma_mean(Y + gamma, c), c, alpha)
         value = float(
             np.sum(
-                logistic_softmax.polya_gamma_terms(Fmu, Fvar, Y, state)
-                + logistic_softmax.gamma_poisson_count_terms(state)
+                augmentation.polya_gamma_terms(Fmu, Fvar, Y, state)
+                + augmentation.gamma_poisson_count_terms(state)
             )
         )
         assert value >= previous - 1e-9 * abs(value)
@@ -231,13 +231,11 @@ def test_gamma_poisson_alternation_converges_to_the_newton_fixed_point():
 
 def test_gamma_poisson_bound_is_below_negative_multinomial_bound():
     Fmu, Fvar, Y = random_marginals(4)
-    local = logistic_softmax.gamma_poisson_local_parameters(Fmu, Fvar, Y, 5)
-    elbo = logistic_softmax.polya_gamma_terms(
+    local = augmentation.gamma_poisson_local_parameters(Fmu, Fvar, Y, 5)
+    elbo = augmentation.polya_gamma_terms(
         Fmu, Fvar, Y, local
-    ) + logistic_softmax.gamma_poisson_count_terms(local)
-    assert np.all(
-        elbo.numpy() < logistic_softmax.negative_multinomial_local_elbo(Fmu, Fvar, Y).numpy()
-    )
+    ) + augmentation.gamma_poisson_count_terms(local)
+    assert np.all(elbo.numpy() < augmentation.negative_multinomial_local_elbo(Fmu, Fvar, Y).numpy())
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -246,12 +244,10 @@ def test_local_updates_finite_at_extreme_latents(dtype):
     Fvar = np.array([[1e-6, 1e-6, 1e-6], [1e-3, 1.0, 1e3], [0.0, 1e-8, 1.0]], dtype=dtype)
     Y = np.eye(3, dtype=dtype)
     for local in (
-        logistic_softmax.negative_multinomial_local_parameters(Fmu, Fvar, Y),
-        logistic_softmax.gamma_poisson_local_parameters(Fmu, Fvar, Y, 5),
+        augmentation.negative_multinomial_local_parameters(Fmu, Fvar, Y),
+        augmentation.gamma_poisson_local_parameters(Fmu, Fvar, Y, 5),
     ):
         for value in local:
             if value is not None:
                 assert np.all(np.isfinite(value.numpy()))
-    assert np.all(
-        np.isfinite(logistic_softmax.negative_multinomial_local_elbo(Fmu, Fvar, Y).numpy())
-    )
+    assert np.all(np.isfinite(augmentation.negative_multinomial_local_elbo(Fmu, Fvar, Y).numpy()))

@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from gpflow_augmented.likelihoods import logistic_softmax
-from gpflow_augmented.likelihoods.logistic_softmax import expected_log_logistic_softmax
+from gpflow_augmented.likelihoods import augmentation
+from gpflow_augmented.likelihoods.expectation import expected_log_logistic_softmax
 from helpers import make_problem, variational_gradient_norm, weighted_problem
 
 LOG_WEIGHTS = np.log([0.3, 1.0, 4.0])
@@ -48,13 +48,13 @@ def test_weighted_negative_multinomial_bound_is_below_the_weighted_expectation()
     Y = tf.constant(np.eye(3)[rng.integers(0, 3, 200)])
     log_weights = tf.constant(LOG_WEIGHTS)
     exact = expected_log_logistic_softmax(Fmu, Fvar, Y, log_weights=log_weights).numpy()
-    bound = logistic_softmax.negative_multinomial_local_elbo(
+    bound = augmentation.negative_multinomial_local_elbo(
         Fmu, Fvar, Y, log_weights=log_weights
     ).numpy()
     assert np.all(bound <= exact + 1e-4)  # 1e-4: the quadrature's stated error
     # Forgetting θ in the normaliser (but not in the numerator) breaks the ordering somewhere.
     broken = (
-        logistic_softmax.negative_multinomial_local_elbo(Fmu, Fvar, Y)
+        augmentation.negative_multinomial_local_elbo(Fmu, Fvar, Y)
         + tf.reduce_sum(Y * log_weights, axis=-1)
     ).numpy()
     assert np.any(broken > exact + 1e-3)
