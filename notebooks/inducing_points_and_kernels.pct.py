@@ -20,7 +20,7 @@
 # significantly better than one kernel shared by all classes, and costs more, the more so the more
 # classes there are.
 #
-# **What we run.** `LogisticSoftmaxSVGP` on the collapsed augmented bound (`scheme="negative-multinomial"`: this
+# **What we run.** `LogisticSoftmaxSVGP` on the negative-multinomial augmented bound (`scheme="negative-multinomial"`: this
 # notebook was measured before the exact bound became the package's default, and keeps the model it
 # measured) with an SE-ARD kernel either shared by all classes or one
 # per class (`gpflow.kernels.SeparateIndependent`), k-means++ inducing points, Algorithm 1 (`fit`:

@@ -32,7 +32,7 @@
 # kernel k(x, x') = xᵀx. With this kernel the GP *is* f_k(x) = w_kᵀx, so five inducing points at
 # the unit vectors (u_k = w_k) make the sparse model exact. Five models:
 #
-# * `lsm-negative-multinomial`: `LogisticSoftmaxSVGP` on the collapsed augmented bound, full-batch CAVI (the
+# * `lsm-negative-multinomial`: `LogisticSoftmaxSVGP` on the negative-multinomial augmented bound, full-batch CAVI (the
 #   kernel has no hyperparameters to learn). This notebook was measured before the exact-bound
 #   method became the package's `lsm`; it keeps the augmented model it measured;
 # * `lsm-vi`: the same likelihood without augmentation (`SVGP` + `LogisticSoftmax`), by Adam, to

@@ -29,7 +29,7 @@
 # | name | model | trained by |
 # |---|---|---|
 # | `lsm` | `LogisticSoftmaxSVGP` (exact bound, constant prior mean) | closed-form natural-gradient steps (ρ = 1, full batch) + Adam |
-# | `lsm-negative-multinomial` | `LogisticSoftmaxSVGP` (augmented, collapsed bound) | closed-form CAVI (ρ = 1, full batch) + Adam |
+# | `lsm-negative-multinomial` | `LogisticSoftmaxSVGP` (augmented, negative-multinomial bound) | closed-form CAVI (ρ = 1, full batch) + Adam |
 # | `lsm-vi` | `gpflow.models.SVGP` + `LogisticSoftmax`, not augmented (the paper's §5.1 model) | Adam |
 # | `softmax` | `SVGP` + `gpflow.likelihoods.Softmax` | Adam |
 # | `rm` | `SVGP` + `gpflow.likelihoods.MultiClass` (robust-max, ε = 10⁻³) | `NaturalGradient` with γ warm-up + Adam |

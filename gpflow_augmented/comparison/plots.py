@@ -105,7 +105,7 @@ def traces_figure(
 def ground_truth_figure(
     summaries: Mapping[str, Any],
     reference: str = "gibbs",
-    methods: Sequence[str] = ("vi", "exact", "collapsed", "paper"),
+    methods: Sequence[str] = ("vi", "exact", "negative-multinomial", "gamma-poisson"),
 ) -> Any:
     """Each method's predictive probabilities p, latent means μ and variances σ² (columns) against
     the reference's (x-axis), one row per method, all classes together: the paper's Figure 5.

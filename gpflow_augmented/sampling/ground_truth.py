@@ -6,9 +6,9 @@ is the error of each approximation:
 
 * ``gibbs``: the Gibbs sampler of the augmented model, the ground truth;
 * ``nuts``: NUTS on the original model, an independent check of the ground truth;
-* ``exact``, ``collapsed`` and ``paper``: :class:`~gpflow_augmented.LogisticSoftmaxSVGP` trained
-  to convergence by full-batch CAVI (ρ = 1) under each scheme (``exact``: closed-form steps on the
-  exact ELBO, the package's default);
+* ``exact``, ``negative-multinomial`` and ``gamma-poisson``:
+  :class:`~gpflow_augmented.LogisticSoftmaxSVGP` trained to convergence by full-batch CAVI (ρ = 1)
+  under each scheme (``exact``: closed-form steps on the exact ELBO, the package's default);
 * ``vi``: GPflow's ``SVGP`` with the (non-augmented) :class:`~gpflow_augmented.LogisticSoftmax`,
   q(u) optimised by L-BFGS on the deterministic quasi-Monte Carlo ELBO.
 
@@ -211,8 +211,8 @@ def compare_with_gibbs(
     }
     models = {
         "exact": fit_cavi(data, kernel, C, "exact"),
-        "collapsed": fit_cavi(data, kernel, C, "negative-multinomial"),
-        "paper": fit_cavi(data, kernel, C, "gamma-poisson"),
+        "negative-multinomial": fit_cavi(data, kernel, C, "negative-multinomial"),
+        "gamma-poisson": fit_cavi(data, kernel, C, "gamma-poisson"),
         "vi": fit_vi(data, kernel, C),
     }
     summaries = {name: summarise(posterior, X_test) for name, posterior in samples.items()}

@@ -366,9 +366,15 @@ def test_ground_truth_end_to_end(tiny_npz, tmp_path, capsys):
     )
     assert code == 0
     printed = capsys.readouterr().out
-    assert "split R-hat" in printed and "collapsed" in printed
+    assert "split R-hat" in printed and "negative-multinomial" in printed
     results = _strict_json(output / "results.json")
-    assert set(results["discrepancies"]) == {"nuts", "exact", "collapsed", "paper", "vi"}
+    assert set(results["discrepancies"]) == {
+        "nuts",
+        "exact",
+        "negative-multinomial",
+        "gamma-poisson",
+        "vi",
+    }
     # The table written is the one the written summaries give: each method against Gibbs.
     summaries = {
         name: {q: np.array(v) for q, v in summary.items()}
