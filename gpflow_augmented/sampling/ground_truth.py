@@ -154,15 +154,17 @@ class GroundTruthComparison:
         }
 
     def report(self) -> str:
+        discrepancies = self.discrepancies()
+        width = max(len("method"), *map(len, discrepancies))
         lines = [
             f"{self.dataset.name}: N = {len(self.dataset.X_train)} train, "
             f"{len(self.dataset.X_test)} test, C = {self.dataset.num_classes}",
-            f"{'method':<10} " + " ".join(f"{q:>26}" for q in QUANTITIES),
-            f"{'':<10} " + " ".join(f"{'mean |Δ|':>12} {'max |Δ|':>13}" for _ in QUANTITIES),
+            f"{'method':<{width}} " + " ".join(f"{q:>26}" for q in QUANTITIES),
+            f"{'':<{width}} " + " ".join(f"{'mean |Δ|':>12} {'max |Δ|':>13}" for _ in QUANTITIES),
         ]
-        for name, table in self.discrepancies().items():
+        for name, table in discrepancies.items():
             cells = " ".join(f"{table[q][0]:>12.4f} {table[q][1]:>13.4f}" for q in QUANTITIES)
-            lines.append(f"{name:<10} {cells}")
+            lines.append(f"{name:<{width}} {cells}")
         for name, diagnostics in self.diagnostics.items():
             lines.append(
                 f"{name}: max split R-hat {diagnostics.max_rhat:.4f}, "
