@@ -10,7 +10,7 @@ points), a progress bar and a monitoring callback.
 
 import contextlib
 import warnings
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 import tensorflow as tf
@@ -413,32 +413,7 @@ def fit(
     iterations = check_integer(iterations, "iterations")
     if batch_size is not None:
         batch_size = check_integer(batch_size, "batch_size")
-    if isinstance(data, tf.data.Dataset):
-        if model.num_data is None:
-            raise ValueError(
-                "training from a tf.data.Dataset needs model.num_data (the number of "
-                "training points) to scale the minibatch ELBO"
-            )
-        full_batch = False
-        batches = data.map(lambda X, Y: (tf.cast(X, default_float()), Y)).repeat()
-    else:
-        X, Y = data
-        check_data(X, Y, model.num_classes, model.input_dim, model.accepts_soft_labels)
-        X = np.asarray(X, dtype=default_float())
-        soft = model.accepts_soft_labels and is_soft(Y, model.num_classes)
-        Y = np.asarray(Y, dtype=default_float()) if soft else np.asarray(Y).astype(np.int64)
-        num_data = len(X)
-        if model.num_data is not None and model.num_data != num_data:
-            raise ValueError(
-                f"model.num_data is {model.num_data} but the data has {num_data} points"
-            )
-        full_batch = batch_size is None or batch_size >= num_data
-        if not full_batch and model.num_data is None:
-            raise ValueError("minibatch training needs model.num_data to scale the minibatch ELBO")
-        if full_batch:
-            batches = tf.data.Dataset.from_tensors((X, Y)).repeat()
-        else:
-            batches = minibatches(X, Y, cast(int, batch_size), seed)
+    batches, full_batch, arrays = _batches(model, data, batch_size, seed)
     set_trainable(model.inducing_variable, train_inducing_points)
     if trainer is None:
         if step_size is None:
@@ -456,37 +431,97 @@ def fit(
             warm_start_iterations=warm_start_iterations,
             update_variance=update_variance,
         )
-    elif trainer.model is not model:
+    else:
+        _check_continued_trainer(trainer, model, strategy)
+    if not full_batch:
+        batches = batches.skip(int(trainer.iteration.numpy()))  # resume the same stream
+    if strategy is not None:
+        batches = strategy.experimental_distribute_dataset(batches)
+    counts_before = safeguard_counts(trainer)
+    elbos, converged = _steps(
+        trainer, iter(batches), iterations, callback, stop_rule, progress, counts_before
+    )
+    certificate = None
+    if arrays is not None and strategy is None:
+        certificate = bound_certificate(model, arrays)
+    report = training_report(trainer, counts_before, elbos)
+    message = report.warning()
+    if message is not None:
+        warnings.warn(message, TrainingWarning, stacklevel=2)
+    return FitResult(trainer, elbos, converged, certificate, report)
+
+
+def _batches(
+    model: AugmentedSVGP,
+    data: Union[Tuple[np.ndarray, np.ndarray], tf.data.Dataset],
+    batch_size: Optional[int],
+    seed: int,
+) -> Tuple[tf.data.Dataset, bool, Optional[Tuple[np.ndarray, np.ndarray]]]:
+    """(the endless stream of batches, whether each is the full data, the checked arrays (X, Y)
+    or ``None`` for a ``tf.data.Dataset``) of :func:`fit`'s ``data``, checked against ``model``."""
+    if isinstance(data, tf.data.Dataset):
+        if model.num_data is None:
+            raise ValueError(
+                "training from a tf.data.Dataset needs model.num_data (the number of "
+                "training points) to scale the minibatch ELBO"
+            )
+        return data.map(lambda X, Y: (tf.cast(X, default_float()), Y)).repeat(), False, None
+    X, Y = data
+    check_data(X, Y, model.num_classes, model.input_dim, model.accepts_soft_labels)
+    X = np.asarray(X, dtype=default_float())
+    soft = model.accepts_soft_labels and is_soft(Y, model.num_classes)
+    Y = np.asarray(Y, dtype=default_float()) if soft else np.asarray(Y).astype(np.int64)
+    num_data = len(X)
+    if model.num_data is not None and model.num_data != num_data:
+        raise ValueError(f"model.num_data is {model.num_data} but the data has {num_data} points")
+    full_batch = batch_size is None or batch_size >= num_data
+    if not full_batch and model.num_data is None:
+        raise ValueError("minibatch training needs model.num_data to scale the minibatch ELBO")
+    if full_batch:
+        return tf.data.Dataset.from_tensors((X, Y)).repeat(), True, (X, Y)
+    return minibatches(X, Y, cast(int, batch_size), seed), False, (X, Y)
+
+
+def _check_continued_trainer(
+    trainer: Trainer, model: AugmentedSVGP, strategy: Optional[tf.distribute.Strategy]
+) -> None:
+    """Refuse a trainer :func:`fit` cannot continue for ``model`` under ``strategy``."""
+    if trainer.model is not model:
         raise ValueError(
             f"the trainer passed to fit trains another {type(trainer.model).__name__} "
             "object, not this model; pass the model the trainer was built for, or no "
             "trainer"
         )
-    elif strategy is not trainer.strategy:
+    if strategy is not trainer.strategy:
         raise ValueError("pass the strategy to the Trainer that fit continues")
-    if not full_batch:
-        batches = batches.skip(int(trainer.iteration.numpy()))  # resume the same stream
-    if strategy is not None:
-        batches = strategy.experimental_distribute_dataset(batches)
-    stream = iter(batches)
-    counts_before = safeguard_counts(trainer)
 
-    steps = range(iterations)
+
+def _steps(
+    trainer: Trainer,
+    stream: Any,
+    iterations: int,
+    callback: Optional[Callable[..., None]],
+    stop_rule: Optional[GlobalParameterConvergence],
+    progress: bool,
+    counts_before: Tuple[int, int],
+) -> Tuple[np.ndarray, bool]:
+    """:func:`fit`'s loop: (each step's batch ELBO, whether ``stop_rule`` stopped it). On Ctrl-C
+    the ``KeyboardInterrupt`` carries ``fit_result``, what was trained so far."""
+    model = trainer.model
+    steps: Iterable[int] = range(iterations)
     if progress:
         from tqdm.auto import tqdm
 
         steps = tqdm(steps, desc=f"CAVI {type(model).__name__}", leave=False)
     elbos = []
-    converged = False
     try:
-        for step in steps:
+        for _ in steps:
             elbo = trainer.step(next(stream))
             elbos.append(elbo)
             if callback is not None:
                 callback(int(trainer.iteration.numpy()), model=model, elbo=elbo)
             if stop_rule is not None and stop_rule.update(model):
-                converged = True
-                break
+                return np.array([float(e) for e in elbos]), True
     except BaseException as error:
         if not raised_by_interrupt(error):
             raise
@@ -501,15 +536,7 @@ def fit(
         if interrupt is error:
             raise
         raise interrupt from error
-    certificate = None
-    if not isinstance(data, tf.data.Dataset) and strategy is None:
-        certificate = bound_certificate(model, (X, Y))
-    values = np.array([float(e) for e in elbos])
-    report = training_report(trainer, counts_before, values)
-    message = report.warning()
-    if message is not None:
-        warnings.warn(message, TrainingWarning, stacklevel=2)
-    return FitResult(trainer, values, converged, certificate, report)
+    return np.array([float(e) for e in elbos]), False
 
 
 def safeguard_counts(trainer: Trainer) -> Tuple[int, int]:
