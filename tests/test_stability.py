@@ -287,7 +287,7 @@ def test_the_comparison_marks_a_method_that_may_have_diverged():
 
     healthy = result("lsm")
     collapsed = result("lsm-vi", worst_bound_fall=24.0)
-    kept = result("lsm-paper", kept_steps=10)
+    kept = result("lsm-gamma-poisson", kept_steps=10)
     failing = result("rm", failed=10)
     assert not healthy.diverged()
     assert collapsed.diverged() and kept.diverged() and failing.diverged()
@@ -297,6 +297,6 @@ def test_the_comparison_marks_a_method_that_may_have_diverged():
         methods = [healthy, collapsed, kept, failing]
 
     table = summary_table(Run())
-    assert "lsm-vi!" in table and "lsm-paper!" in table and "rm!" in table
+    assert "lsm-vi!" in table and "lsm-gamma-poisson!" in table and "rm!" in table
     assert "lsm! " not in table
-    assert "! may have diverged (lsm-vi, lsm-paper, rm)" in table
+    assert "! may have diverged (lsm-vi, lsm-gamma-poisson, rm)" in table

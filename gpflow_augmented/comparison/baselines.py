@@ -5,7 +5,7 @@ the package so that every method starts from the same place and is driven the sa
 ``lsm``
     this package: :class:`LogisticSoftmaxSVGP` on the exact bound, the fused CAVI step
     (closed-form natural-gradient step) + Adam step
-``lsm-paper``
+``lsm-gamma-poisson``
     the same with the paper's Gamma-Poisson scheme
 ``rm``
     ``gpflow.models.SVGP`` + ``gpflow.likelihoods.MultiClass`` (robust-max), GPflow's
@@ -649,7 +649,7 @@ METHOD_SPECS: Dict[str, MethodSpec] = {
             "negative-multinomial",
         ),
         _lsm(
-            "lsm-paper",
+            "lsm-gamma-poisson",
             "logistic-softmax, augmented (paper's Gamma-Poisson scheme): CAVI + Adam",
             "gamma-poisson",
         ),
@@ -808,6 +808,13 @@ def build_method(
     return spec.build(spec, inputs)
 
 
+#: Methods' earlier names, each refused with the one it has now (one name per augmented family).
+RENAMED_METHODS = {
+    "lsm-paper": "lsm-gamma-poisson",
+    "lsm-collapsed": "lsm-negative-multinomial",
+}
+
+
 def check_method_names(
     names: Sequence[str], allowed: Sequence[str] = tuple(METHOD_SPECS), what: str = "--methods"
 ) -> Tuple[str, ...]:
@@ -816,6 +823,12 @@ def check_method_names(
     names = tuple(names)
     if not names:
         raise ValueError(f"{what} is empty")
+    renamed = [name for name in names if name in RENAMED_METHODS]
+    if renamed:
+        raise ValueError(
+            f"method {renamed[0]!r} is now called {RENAMED_METHODS[renamed[0]]!r}, after its "
+            "augmented family"
+        )
     unknown = [name for name in names if name not in allowed]
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(allowed)}")

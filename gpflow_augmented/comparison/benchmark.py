@@ -123,7 +123,7 @@ def _speedups(name: str, methods: List[Dict[str, Any]]) -> str:
         return ""
     rm = by_name["rm"]
     parts = []
-    for lsm_name in ("lsm", "lsm-negative-multinomial", "lsm-paper"):
+    for lsm_name in ("lsm", "lsm-negative-multinomial", "lsm-gamma-poisson"):
         if lsm_name not in by_name:
             continue
         lsm = by_name[lsm_name]

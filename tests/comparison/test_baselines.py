@@ -239,7 +239,7 @@ def test_every_method_trains_at_its_own_learning_rate_unless_one_is_given_for_al
     # The library's defaults behind the package's methods: the exact bound's validated rate, the
     # augmented bounds' 0.01 (not swept).
     assert method_learning_rate("lsm") == ga.EXACT_LEARNING_RATE == 0.1
-    assert method_learning_rate("lsm-paper") == method_learning_rate("xgpc") == 0.01
+    assert method_learning_rate("lsm-gamma-poisson") == method_learning_rate("xgpc") == 0.01
 
 
 @pytest.mark.slow
@@ -299,12 +299,14 @@ def test_every_method_keeps_its_own_positive_bijector_unless_one_is_given_for_al
     """With no bijector given, each method gets its own (the table chosen on validation splits,
     GPflow's softplus where not measured), recorded in its options and used to build its kernel;
     one given for all overrides every method's own."""
-    methods = ["lsm", "softmax", "rm", "dirichlet", "sep", "lsm-vi", "lsm-paper"]
+    methods = ["lsm", "softmax", "rm", "dirichlet", "sep", "lsm-vi", "lsm-gamma-poisson"]
     own = check_methods(methods, 150, batch_size=50)
     assert {name: own[name]["positive_bijector"] for name in methods} == {
         name: "exp" if name == "softmax" else "softplus" for name in methods
     }
-    assert own["lsm-paper"]["positive_bijector"] == "softplus"  # not measured: GPflow's default
+    assert (
+        own["lsm-gamma-poisson"]["positive_bijector"] == "softplus"
+    )  # not measured: GPflow's default
     given = check_methods(methods, 150, batch_size=50, positive_bijector="exp")
     assert {options["positive_bijector"] for options in given.values()} == {"exp"}
 
@@ -390,7 +392,7 @@ def test_trace_on_a_test_subset_and_final_metrics_on_the_whole_test_set(tiny):
     # deterministically and trace fastest: the subset is the comparison's, whatever the method.
     result = compare(
         tiny,
-        ["lsm-paper", "lsm-vi"],
+        ["lsm-gamma-poisson", "lsm-vi"],
         num_inducing=10,
         batch_size=32,
         time_budget=None,
@@ -567,7 +569,7 @@ def test_method_names_build_the_variants_they_name(tiny):
     assert isinstance(build("lsm-zero-mean").model.mean_function, gpflow.mean_functions.Zero)
     assert build("lsm-weighted").model.learns_class_weights
     assert build("lsm-negative-multinomial").model.scheme == "negative-multinomial"
-    assert build("lsm-paper").model.scheme == "gamma-poisson"
+    assert build("lsm-gamma-poisson").model.scheme == "gamma-poisson"
     assert build("lsm-subsets").trainer.cavi.class_sampler.subset_size == 3  # ⌈10 / 4⌉
     assert build("lsm-subsets", 4).trainer.cavi.class_sampler.subset_size == 2  # not ⌈4 / 4⌉
     assert build("lsm-subsets", class_subset_size=5).trainer.cavi.class_sampler.subset_size == 5
@@ -580,6 +582,9 @@ def test_method_names_build_the_variants_they_name(tiny):
         build("lsm", class_subset_size=2)
     with pytest.raises(ValueError, match="unknown method 'lsm-exact'"):
         compare(tiny, ["lsm-exact"], max_iterations=1)
+    # An augmented family's earlier method name is refused with the name it has now.
+    with pytest.raises(ValueError, match="'lsm-paper' is now called 'lsm-gamma-poisson'"):
+        compare(tiny, ["lsm", "lsm-paper"], max_iterations=1)
     assert ga.comparison.baselines.default_methods(4) == ("lsm", "rm", "softmax", "lsm-vi")
 
 

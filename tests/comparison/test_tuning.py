@@ -91,10 +91,10 @@ class _Unreadable:
 
 def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, monkeypatch):
     monkeypatch.setattr(tuning, "LEARNING_RATES", (0.1,))
-    # A CAVI method (it chooses a ρ schedule too) and a GPflow one; lsm-paper is the CAVI method
-    # whose step traces fastest (each candidate is a run that traces its step).
+    # A CAVI method (it chooses a ρ schedule too) and a GPflow one; lsm-gamma-poisson is the CAVI
+    # method whose step traces fastest (each candidate is a run that traces its step).
     options = dict(
-        methods=["lsm-paper", "softmax"],
+        methods=["lsm-gamma-poisson", "softmax"],
         max_iterations=4,
         time_budget=None,
         num_inducing=10,
@@ -109,8 +109,8 @@ def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, m
     )
     assert uses == []
 
-    assert len(result.candidates) == (3 + 1) * 2  # lsm-paper's 3 ρ schedules, softmax; × 2
-    for method in ("lsm-paper", "softmax"):
+    assert len(result.candidates) == (3 + 1) * 2  # lsm-gamma-poisson's 3 ρ schedules, softmax; × 2
+    for method in ("lsm-gamma-poisson", "softmax"):
         runs = [c for c in result.candidates if c["method"] == method]
         best = min(runs, key=lambda c: c["validation_nll"])
         assert result.chosen[method] == {
