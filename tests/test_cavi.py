@@ -107,7 +107,7 @@ def test_compiled_and_xla_steps_equal_eager(kind, shapes_checked_while_tracing):
     # datasets: a trace generalised to unknown shapes made XLA take q(u)'s values as compile-time
     # constants, so the XLA step recompiled at every call (seconds each, not milliseconds). Traced
     # in a graph, because an eager call this small is evaluated without XLA.
-    traced_normaliser = tf.function(ga.likelihoods.logistic_softmax.expected_log_normaliser)
+    traced_normaliser = tf.function(ga.likelihoods.expectation.expected_log_normaliser)
     for shape in ([7, 3], [11, 4]):
         traced_normaliser(tf.ones(shape, tf.float64), tf.ones(shape, tf.float64))
     results = {}
