@@ -1,4 +1,5 @@
-"""The wheel and the sdist carry what a user's install needs: the bundled datasets, py.typed and the licence."""
+"""The wheel and the sdist carry what a user's install needs: the bundled datasets, py.typed and the licence;
+the wheel carries none of the benchmark studies (benchmarks/: the HLO export, the scaling, the stability suite)."""
 import sys
 import tarfile
 import zipfile
@@ -24,4 +25,8 @@ for name, (files, needed) in contents.items():
     missing = [f for f in needed if f not in files]
     if missing:
         sys.exit(f"{name} lacks {', '.join(missing)}")
-print(f"{', '.join(contents)}: datasets, py.typed and LICENSE present")
+harness = sorted(f for f in contents[wheels[0].name][0]
+                 if f.startswith(("benchmarks/", "tools/", "tests/")) or "hlo" in f)
+if harness:
+    sys.exit(f"{wheels[0].name} carries the harness: {', '.join(harness[:5])}")
+print(f"{', '.join(contents)}: datasets, py.typed and LICENSE present; the wheel has no harness")

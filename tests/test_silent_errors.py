@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import gpflow_augmented as ga
 from gpflow.keras import tf_keras
+from gpflow_augmented.comparison.files import load_file
 from helpers import make_problem, model_variables
 
 LABELS_C3 = re.escape("labels must be integers in 0..2 (num_classes=3)")
@@ -227,14 +228,14 @@ def test_adams_guard_saves_the_slots_of_an_adam_not_yet_built():
     and every later step is refused."""
     variable = tf.Variable([1.0, 2.0], dtype=tf.float64)
     adam = tf_keras.optimizers.Adam(0.1)
-    refused = ga.training.apply_if_finite(
+    refused = ga.training._apply_if_finite(
         adam, tf.constant(1.0, tf.float64), [tf.constant([np.nan, 1.0], tf.float64)], [variable]
     )
     assert not refused
     np.testing.assert_array_equal(variable.numpy(), [1.0, 2.0])
     assert adam.iterations.numpy() == 0
     assert all(np.array_equal(slot.numpy(), [0.0, 0.0]) for slot in adam.variables[1:])
-    assert ga.training.apply_if_finite(
+    assert ga.training._apply_if_finite(
         adam, tf.constant(1.0, tf.float64), [tf.constant([1.0, 1.0], tf.float64)], [variable]
     )
     assert np.all(variable.numpy() < [1.0, 2.0])
@@ -343,13 +344,13 @@ def test_a_libsvm_index_0_is_refused_unless_the_file_is_declared_zero_based(tmp_
         match=r"feature index 0 found, but LIBSVM indices "
         r"start at 1",
     ):
-        ga.datasets.load_file(path)
-    zero_based = ga.datasets.load_file(path, zero_based=True)
+        load_file(path)
+    zero_based = load_file(path, zero_based=True)
     assert zero_based.X_train.shape[1] == 3
     one_based = tmp_path / "plain.libsvm"
     one_based.write_text("1 1:0.5 2:1.0\n2 2:2.0 3:0.3\n1 1:0.1 3:1.5\n2 2:0.7\n" * 5)
     # the same numbers, counted from 1, give the same dataset
-    np.testing.assert_array_equal(ga.datasets.load_file(one_based).X_train, zero_based.X_train)
+    np.testing.assert_array_equal(load_file(one_based).X_train, zero_based.X_train)
 
 
 def test_an_empty_npz_file_is_one_clear_error(tmp_path):
@@ -360,7 +361,7 @@ def test_an_empty_npz_file_is_one_clear_error(tmp_path):
         match=r"empty\.npz: not a readable \.npz file "
         r"\(empty file\)",
     ):
-        ga.datasets.load_file(path)
+        load_file(path)
 
 
 @pytest.mark.parametrize(

@@ -17,16 +17,16 @@ import gpflow_augmented as ga
 import gpflow_augmented.cavi as cavi_module
 import gpflow_augmented.sklearn as sklearn_module
 from gpflow_augmented.bounds import ExactBound
-from gpflow_augmented.comparison import stability as stability_suite
-from gpflow_augmented.comparison.stability import separated_blobs
+from gpflow_augmented.datasets import imbalanced_separable_data, separated_blobs
 from gpflow_augmented.cavi import CAVI
 from gpflow_augmented.sklearn import GPClassifier
 from gpflow_augmented.training import worst_fall
-from gpflow_augmented.updates import variance_step
+from gpflow_augmented.kernel_variance import variance_step
 
 
-def imbalanced_separable_data(num_rows=6000, spread=1.5, seed=0):
-    X, y = stability_suite.imbalanced_separable_data(num_rows, spread, seed)
+def imbalanced_separable_columns():
+    """:func:`imbalanced_separable_data` with the labels as a column [N, 1]."""
+    X, y = imbalanced_separable_data()
     return X, y[:, None]
 
 
@@ -45,7 +45,7 @@ def lsm_model(X, num_classes, num_inducing):
 def worst_batch_fall(iterations=300, batch_size=50):
     """The largest relative fall of a minibatch's bound across a CAVI step on that batch (the
     kernel variance updated too), after a warm start of 10 steps: N / B = 360."""
-    X, Y = imbalanced_separable_data()
+    X, Y = imbalanced_separable_columns()
     model = lsm_model(X, 5, 20)
     optimizer = ga.CAVI(model, ga.RobbinsMonro(), update_variance=True, warm_start_iterations=10)
     worst = 0.0
@@ -226,11 +226,11 @@ def test_tensorflow_cholesky_warnings_are_kept_off_the_terminal_and_nothing_else
 
 @pytest.mark.slow
 def test_fit_reports_what_the_safeguards_did_and_warns_when_nothing_ascends(monkeypatch):
-    """A healthy run on :func:`imbalanced_separable_data`: the report counts the steps the search
+    """A healthy run on :func:`imbalanced_separable_columns`: the report counts the steps the search
     shortened (measured 2 of 300) and fit warns of nothing. A broken bound that never rises (every
     proposal scored -inf): every step after the warm start keeps q(u), the report says so and fit
     warns, in words."""
-    X, Y = imbalanced_separable_data()
+    X, Y = imbalanced_separable_columns()
 
     def trained(**options):
         model = lsm_model(X, 5, 20)

@@ -22,6 +22,9 @@ case "${1:-}" in
 export)
     base=${2:-397390c}
     python=${PYTHON:-$here/.venv/bin/python}
+    # This checkout exports through the benchmarks' command; older revisions (the base and the
+    # candidates) through theirs, `gpflow-augmented scale --export-hlo`.
+    export='import sys; from benchmarks.__main__ import main; sys.exit(main())'
     cli='import sys; from gpflow_augmented.comparison.cli import main; sys.exit(main())'
     jax_python=${GPFLOW_AUGMENTED_JAX_PYTHON:-$here/../jaxenv/bin/python}
     rm -rf "$here/build/hlo" && mkdir -p "$here/build/hlo"
@@ -30,7 +33,7 @@ export)
     read -r -a sizes_new <<<"${SIZES:-4096,500,10,64 4096,1000,10,784 200,100,6,36 1000,200,10,64}"
     read -r -a sizes_base <<<"${BASE_SIZES:-4096,500,10,64 4096,1000,10,784}"
     methods=lsm,lsm-negative-multinomial,softmax
-    (cd "$here" && PYTHONPATH="$here" "$python" -c "$cli" scale --export-hlo build/hlo/new \
+    (cd "$here" && PYTHONPATH="$here" "$python" -c "$export" export-hlo build/hlo/new \
         --sizes "${sizes_new[@]}" --methods $methods --dtypes float64,float32)
     worktrees=()
     trap 'for w in "${worktrees[@]}"; do git -C "$here" worktree remove --force "$w"; done' EXIT
@@ -54,8 +57,8 @@ export)
     done
     # float32 with TF32 off: TensorFlow then exports every product with operand_precision=highest.
     tf32_off='import sys, tensorflow as tf; tf.config.experimental.enable_tensor_float_32_execution(False)'
-    (cd "$here" && PYTHONPATH="$here" "$python" -c "$tf32_off; ${cli#import sys; }" scale \
-        --export-hlo build/hlo/f32-highest --sizes "${sizes_candidate[@]}" --methods lsm,softmax \
+    (cd "$here" && PYTHONPATH="$here" "$python" -c "$tf32_off; ${export#import sys; }" export-hlo \
+        build/hlo/f32-highest --sizes "${sizes_candidate[@]}" --methods lsm,softmax \
         --dtypes float32)
     (cd "$here" && PYTHONPATH="$here" "$python" tools/step_parts.py build/hlo/parts \
         --sizes "${sizes_new[@]}")

@@ -14,14 +14,19 @@ proxy of issue 35 for its cost on a GPU.
 
 import argparse
 import dataclasses
+import sys
 import time
+from pathlib import Path
 from typing import Dict
+
+# The benchmark studies (benchmarks/) sit beside tools/ at the repository's root, outside the wheel.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gpflow
 import numpy as np
 import tensorflow as tf
 
-from gpflow_augmented.comparison.hlo_export import DEFAULT_SIZES, opcodes, synthetic_method
+from benchmarks.hlo_export import DEFAULT_SIZES, opcodes, synthetic_method
 
 # Instructions of an optimised module that launch no work of their own.
 _FREE = {

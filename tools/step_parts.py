@@ -25,14 +25,18 @@ and checks them):
 import argparse
 import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import Callable, Dict, Sequence, Tuple
+
+# The benchmark studies (benchmarks/) sit beside tools/ at the repository's root, outside the wheel.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gpflow
 import numpy as np
 import tensorflow as tf
 
-from gpflow_augmented.comparison.hlo_export import export_function, size_seed
+from benchmarks.hlo_export import export_function, size_seed
 from gpflow_augmented.updates import (
     MIN_PRECISION_RATIO,
     _natural_parameters,

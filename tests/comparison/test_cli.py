@@ -13,6 +13,7 @@ import gpflow_augmented as ga
 from gpflow_augmented.comparison import benchmark
 from gpflow_augmented.comparison.baselines import BINARY_METHODS, DEFAULT_MULTICLASS_METHODS
 from gpflow_augmented.comparison.cli import main
+from gpflow_augmented.comparison.files import load_file
 
 # The integration tier (the command line, in-process and in subprocesses, Ctrl-C included): run by
 # --slow or -m integration.
@@ -439,7 +440,7 @@ def test_report_compares_the_package_method_with_the_best_peer_at_the_common_tar
 
 def _numeric_options():
     """Every option of every command whose value is a number, from the parser itself."""
-    from gpflow_augmented.comparison.cli import build_parser
+    from gpflow_augmented.comparison.arguments import build_parser
 
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices
@@ -730,7 +731,7 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, m
         "--no-progress",
     ]
     # One small size of the isolated step timings (four sizes take most of a minute per run).
-    monkeypatch.setattr(benchmark, "STEP_TIME_SIZES", ((16, 4, 3),))
+    monkeypatch.setattr(benchmark, "_STEP_TIME_SIZES", ((16, 4, 3),))
     # The library assumes no data folder: without --data-dir it is the environment's or none.
     monkeypatch.delenv("GPFLOW_AUGMENTED_DATA", raising=False)
     assert main(["benchmark", *options]) == 2
@@ -806,7 +807,7 @@ def test_csv_and_tsv_end_to_end(
 ):
     path = tmp_path / f"wine{suffix}"
     X, y = _write_table(path, delimiter, header, label_first)
-    dataset = ga.datasets.load_file(path, label_column=label_column, seed=0)
+    dataset = load_file(path, label_column=label_column, seed=0)
     assert dataset.class_names == ("barbera", "barolo", "grignolino")
     assert dataset.num_classes == 3 and dataset.X_train.shape[1] == 4
     # labels follow the names, whatever the column order or header
@@ -843,16 +844,16 @@ def test_csv_errors_name_the_row_and_column(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("a,b,label\n1.0,2.0,x\n1.5,oops,y\n")
     with pytest.raises(ga.InvalidDataError, match=r"row 3, column 2: 'oops' is not a number"):
-        ga.datasets.load_file(path)
+        load_file(path)
     with pytest.raises(
         ga.InvalidDataError,
         match=r"no column named 'kind' \(columns a, b, "
         r"label\)",
     ):
-        ga.datasets.load_file(path, label_column="kind")
+        load_file(path, label_column="kind")
     path.write_text("1.0,2.0,x\n1.5,2.5\n")
     with pytest.raises(ga.InvalidDataError, match=r"row 2 has 2 columns, row 1 has 3"):
-        ga.datasets.load_file(path)
+        load_file(path)
 
 
 def test_string_class_names_in_from_arrays():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import gpflow_augmented as ga
-from gpflow_augmented.datasets import load_file, read_features
+from gpflow_augmented.comparison.files import load_file, read_features
 
 
 def _table(path, rows, bom=False):

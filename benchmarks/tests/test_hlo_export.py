@@ -19,8 +19,8 @@ import tensorflow as tf
 import gpflow_augmented as ga
 from gpflow_augmented.likelihoods import expectation
 from gpflow_augmented.updates import mean_and_sqrt
-from gpflow_augmented.comparison.cli import main
-from gpflow_augmented.comparison.hlo_export import (
+from benchmarks.__main__ import main
+from benchmarks.hlo_export import (
     _check_module,
     export_function,
     export_steps,
@@ -151,18 +151,18 @@ def test_the_compiled_iteration_reads_no_predicate_it_does_not_need(
 
 
 def test_export_command_refuses_bad_options_in_one_line(tmp_path, capsys):
-    assert main(["scale", "--export-hlo", str(tmp_path), "--sizes", "24,6,3"]) == 2
+    assert main(["export-hlo", str(tmp_path), "--sizes", "24,6,3"]) == 2
     assert "--sizes takes B,M,C,D groups" in capsys.readouterr().err
-    assert main(["scale", "--export-hlo", str(tmp_path), "--methods", "lsm,nope"]) == 2
+    assert main(["export-hlo", str(tmp_path), "--methods", "lsm,nope"]) == 2
     assert "unknown method 'nope'; choose from lsm," in capsys.readouterr().err
     # A full GP's step holds its training set, not a batch: not exportable.
-    assert main(["scale", "--export-hlo", str(tmp_path), "--methods", "rmgpc"]) == 2
+    assert main(["export-hlo", str(tmp_path), "--methods", "rmgpc"]) == 2
     assert "unknown method 'rmgpc'" in capsys.readouterr().err
-    assert main(["scale", "--export-hlo", str(tmp_path), "--methods", "lsm,lsm"]) == 2
+    assert main(["export-hlo", str(tmp_path), "--methods", "lsm,lsm"]) == 2
     assert "--methods names 'lsm' twice" in capsys.readouterr().err
     assert main(["scale", "--dtypes", "float32"]) == 2
-    assert "are options of --export-hlo" in capsys.readouterr().err
-    assert main(["scale", "--export-hlo", str(tmp_path), "--dtypes", "float16"]) == 2
+    assert "unrecognized arguments: --dtypes" in capsys.readouterr().err
+    assert main(["export-hlo", str(tmp_path), "--dtypes", "float16"]) == 2
     assert "--dtypes takes float64 and/or float32" in capsys.readouterr().err
     assert not (tmp_path / "manifest.json").exists()
 
@@ -190,17 +190,17 @@ def _python_with_jaxlib():
 
 
 def _jaxlib_runner():
-    """The Python that runs RUN_HLO; skips without one, except under CI, which provides both
-    (.ci/run): there a missing one is a failure."""
+    """The Python that runs RUN_HLO. These tests run only when asked for (``-m jax``), so a
+    missing one is a failure, never a skip."""
     python = _python_with_jaxlib()
-    missing = pytest.fail if os.environ.get("CI") else pytest.skip
     if python is None:
-        missing("no Python with jaxlib (set GPFLOW_AUGMENTED_JAX_PYTHON to one)")
+        pytest.fail("no Python with jaxlib (set GPFLOW_AUGMENTED_JAX_PYTHON to one)")
     if not RUN_HLO.exists():
-        missing(f"{RUN_HLO} not found (set GPFLOW_AUGMENTED_RUN_HLO)")
+        pytest.fail(f"{RUN_HLO} not found (set GPFLOW_AUGMENTED_RUN_HLO)")
     return python
 
 
+@pytest.mark.jax
 def test_another_xla_client_reproduces_tensorflows_step_from_the_files(exported, tmp_path):
     """The check the issue asks for, on this CPU: jaxlib's XLA compiles each module and runs it
     from the exported state for the reference's two steps. float64 results agree with
@@ -262,6 +262,7 @@ def test_another_xla_client_reproduces_tensorflows_step_from_the_files(exported,
     assert run_hlo(broken, key)[key]["max_rel_err_vs_tf"] > 1e-3
 
 
+@pytest.mark.jax
 def test_a_part_of_the_step_exported_on_its_own_is_reproduced_from_its_files(tmp_path):
     """``export_function`` writes a stateless part of the step (here q(v)'s mean and square root
     from a precision, which tools/step_parts.py times on a device) in the same layout, its inputs

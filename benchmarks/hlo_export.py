@@ -3,7 +3,7 @@ Each method's whole training iteration as an XLA HLO module, with its inputs and
 outputs, so that the step can be compiled and run by another XLA client (jaxlib's, on a GPU machine
 that has no TensorFlow) and checked there against TensorFlow.
 
-``gpflow-augmented scale --export-hlo DIR`` writes, for each (method, size, dtype):
+``python -m benchmarks export-hlo DIR`` writes, for each (method, size, dtype):
 
 * ``<key>.hlo.pb.gz``: the unoptimised HLO module (an HloModuleProto) of
   ``tf.function(method.iteration_function(), jit_compile=True)`` on one minibatch;
@@ -22,7 +22,7 @@ past the exact bound's warm start, so that the exact step is the one compiled an
 layout.
 
 The file layout is the one ``../shared/tools/xla-gpu/run_hlo.py`` reads (``--platform cpu``
-checks the modules here; ``tests/test_hlo_export.py``).
+checks the modules here; ``benchmarks/tests/test_hlo_export.py``).
 """
 
 import dataclasses
@@ -37,8 +37,9 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 
-from ..initialisation import initial_kernel
-from .baselines import AugmentedMethod, Method, build_method
+from gpflow_augmented.initialisation import initial_kernel
+from gpflow_augmented.comparison.baselines import build_method
+from gpflow_augmented.comparison.methods import AugmentedMethod, Method
 
 __all__ = [
     "DEFAULT_SIZES",

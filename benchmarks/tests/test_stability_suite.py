@@ -1,4 +1,4 @@
-"""The stability suite's property, its grid and its command (``gpflow-augmented stability``)."""
+"""The stability suite's property, its grid and its command (``python -m benchmarks stability``)."""
 
 import itertools
 import json
@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from gpflow_augmented.comparison import stability
-from gpflow_augmented.comparison.cli import main
+from benchmarks import stability
+from benchmarks.__main__ import main
 from gpflow_augmented.comparison.protocol import _evaluation_iterations
 
 

@@ -4,7 +4,7 @@ training points (streamed), the number of inducing points, the precision, and ag
 linear algebra it cannot avoid (a roofline for this machine).
 
 Every figure is a median of compiled, warmed-up steps measured side by side in one run. Run it as
-``gpflow-augmented scale --output DIR`` (writes ``scale.md`` and ``scale.json``).
+``python -m benchmarks scale --output DIR`` (writes ``scale.md`` and ``scale.json``).
 """
 
 import json
@@ -12,6 +12,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 import gpflow
@@ -19,11 +20,14 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 
-from ..cavi import CAVI
-from ..datasets.synthetic import synthetic_stream
-from ..models import LogisticSoftmaxSVGP
-from ..schedules import RobbinsMonro
-from ..training import Trainer, fit
+from gpflow_augmented.cavi import CAVI
+from gpflow_augmented.datasets.synthetic import synthetic_stream
+from gpflow_augmented.models import LogisticSoftmaxSVGP
+from gpflow_augmented.schedules import RobbinsMonro
+from gpflow_augmented.training import Trainer, fit
+
+# The repository's root, for the subprocesses that import this module.
+_ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = [
     "median_time",
@@ -127,7 +131,8 @@ def streamed_fit_memory(
     median step time (run each size in its own process: the peak is per process)."""
     code = (
         "import json, sys; "
-        "from gpflow_augmented.comparison.scaling import _streamed_fit_in_process; "
+        f"sys.path.insert(0, {str(_ROOT)!r}); "
+        "from benchmarks.scaling import _streamed_fit_in_process; "
         f"print(json.dumps(_streamed_fit_in_process({num_data}, {steps}, {batch_size}, "
         f"{num_inducing}, {num_classes}, {input_dim})))"
     )
@@ -253,9 +258,9 @@ def precision_comparison(
     """The whole ``fit`` (CAVI + Adam, ``jit_compile=True``) in float64 and float32 from the same
     start on a bundled dataset: time per step and how far float32's predictions are from
     float64's."""
-    from ..datasets import load_dataset
-    from ..initialisation import inducing_points, initial_kernel
-    from ..metrics import error_rate
+    from gpflow_augmented.datasets import load_dataset
+    from gpflow_augmented.initialisation import inducing_points, initial_kernel
+    from gpflow_augmented.metrics import error_rate
 
     data = load_dataset(dataset, seed=seed)
     Z = inducing_points(data.X_train, num_inducing, seed=seed)
@@ -317,8 +322,6 @@ def precision_comparison(
 def run_scaling(output: Optional[str] = None, quick: bool = False) -> Dict:
     """Every measurement above, side by side in one run; with ``output``, writes scale.json and
     the Markdown tables scale.md there. ``quick`` uses smaller sizes (a smoke test)."""
-    from pathlib import Path
-
     if quick:
         results = {
             "classes": class_scaling((10, 20), subset_size=5, batch_size=50, num_inducing=20),

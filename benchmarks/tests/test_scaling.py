@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from gpflow_augmented.comparison.scaling import (
+from benchmarks.scaling import (
     run_scaling,
     scaling_report,
     streamed_fit_memory,

@@ -89,10 +89,11 @@ def pytest_collection_modifyitems(config, items):
     """The default run is the unit tier: the tests marked ``integration`` (whole programs: the
     command line, subprocesses, servers, the samplers against each other, scikit-learn's
     estimator checks) or ``slow`` (benchmark-style runs, the notebooks) are deselected, not
-    skipped. ``--slow`` runs everything; ``-m`` picks a tier (``-m integration``)."""
-    if config.getoption("--slow") or config.getoption("markexpr"):
+    skipped. ``--slow`` runs all but the ``jax`` tests (the HLO check by another XLA client,
+    which needs an environment of its own); ``-m`` picks a tier (``-m integration``, ``-m jax``)."""
+    if config.getoption("markexpr"):
         return
-    tiers = ("integration", "slow")
+    tiers = ("jax",) if config.getoption("--slow") else ("jax", "integration", "slow")
     later = [item for item in items if any(item.get_closest_marker(t) for t in tiers)]
     if later:
         config.hook.pytest_deselected(items=later)

@@ -8,7 +8,7 @@ in separated blobs) a method must also end with training accuracy 1, and ``lsm``
 at least that of its first step and that of ``update_variance=False`` (less how far that run's
 own ELBO still moves over its last fifth of steps: two runs at one optimum differ by that).
 
-    gpflow-augmented stability --data-dir ../shared/data --output stability-results
+    python -m benchmarks stability --data-dir ../shared/data --output stability-results
 
 Each cell (set, M, B, seed) is written to ``cells/<set>-M<M>-B<B>-s<seed>.json`` as it finishes,
 so that ``--resume`` continues an interrupted suite; ``stability.md`` is written from the cells.
@@ -21,10 +21,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .. import datasets
-from ..bounds import ExactBound
-from .protocol import compare
-from .runs import write_atomically, write_json
+from gpflow_augmented import datasets
+from gpflow_augmented.bounds import ExactBound
+from gpflow_augmented.comparison.files import load_file
+from gpflow_augmented.comparison.protocol import compare
+from gpflow_augmented.comparison.runs import write_atomically, write_json
+from gpflow_augmented.datasets import imbalanced_separable_data, separated_blobs
 
 #: After the first ``BURN_IN`` of a run, the test error may rise at most this above its best so far.
 MAX_ERROR_RISE = 0.01
@@ -74,25 +76,6 @@ def stability_verdict(trace: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     }
 
 
-def imbalanced_separable_data(
-    num_rows: int = 6000, spread: float = 1.5, seed: int = 0
-) -> Tuple[np.ndarray, np.ndarray]:
-    """kddcup in small: five nearly separable classes in 4-D with shares 60 % … 0.5 %, every row
-    three times. Returns ``X`` [3 num_rows, 4] and labels [3 num_rows]."""
-    rng = np.random.default_rng(seed)
-    y = rng.choice(5, num_rows, p=[0.6, 0.25, 0.1, 0.045, 0.005])
-    X = spread * rng.standard_normal((5, 4))[y] + 0.5 * rng.standard_normal((num_rows, 4))
-    return np.repeat(X, 3, axis=0), np.repeat(y, 3)
-
-
-def separated_blobs(points_per_class: int, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:
-    """Three well-separated 2-D blobs, ``points_per_class`` points each."""
-    rng = np.random.default_rng(seed)
-    centres = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
-    X = np.concatenate([c + 0.3 * rng.standard_normal((points_per_class, 2)) for c in centres])
-    return X, np.repeat(np.arange(3), points_per_class)
-
-
 def subsample(X: np.ndarray, y: np.ndarray, rows: int, seed: int = 0) -> Tuple[np.ndarray, Any]:
     """``rows`` rows drawn without replacement, the classes with fewer than 5 of them dropped (a
     split may leave them no training point) and the rest renumbered 0..C'-1."""
@@ -118,7 +101,7 @@ def suite_dataset(name: str, data_dir: Optional[Path], seed: int) -> datasets.Da
     source, rows = SUBSAMPLES.get(name, (name, 0))
     path = Path(cast(Path, data_dir)) / f"{source}.npz"
     if not rows:
-        return datasets.load_file(path, seed=seed)._replace(name=name)
+        return load_file(path, seed=seed)._replace(name=name)
     data = np.load(path, allow_pickle=True)
     X, y = subsample(data["X"], data["y"], rows)
     return datasets.from_arrays(name, X, y, seed=seed)

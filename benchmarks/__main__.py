@@ -1,0 +1,205 @@
+"""The benchmark studies' command, run from the repository's root: ``python -m benchmarks``.
+
+``stability`` leaves each method running for thousands of steps over a grid and checks the trace
+(:mod:`benchmarks.stability`); ``scale`` times one step against C, N, M and the precision
+(:mod:`benchmarks.scaling`); ``export-hlo`` writes each method's compiled step as XLA HLO for
+another XLA client, such as a GPU machine without TensorFlow (:mod:`benchmarks.hlo_export`).
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any, List, NoReturn, Optional, Sequence, Tuple
+
+from gpflow_augmented.comparison.baselines import (
+    FULL_GP_METHODS,
+    MULTICLASS_METHODS,
+    check_method_names,
+)
+from gpflow_augmented.comparison.ci_utils import DATA_DIR_VARIABLE
+from gpflow_augmented.comparison.runs import prepare_output, release_output
+from gpflow_augmented.training import raised_by_interrupt
+
+PROG = "python -m benchmarks"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Errors in one line, ``python -m benchmarks: error: …``, exit status 2."""
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _names(text: str) -> List[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _integers(minimum: int) -> Any:
+    def parse(text: str) -> List[int]:
+        try:
+            values = [int(part) for part in text.split(",")]
+        except ValueError:
+            values = []
+        if not values or min(values) < minimum:
+            raise argparse.ArgumentTypeError(
+                f"takes comma-separated integers ≥ {minimum}, got {text!r}"
+            )
+        return values
+
+    parse.__name__ = f"integers ≥ {minimum}"
+    return parse
+
+
+def _integer(minimum: int) -> Any:
+    several = _integers(minimum)
+
+    def parse(text: str) -> int:
+        values = several(text)
+        if len(values) != 1:
+            raise argparse.ArgumentTypeError(f"takes one integer ≥ {minimum}, got {text!r}")
+        return values[0]
+
+    parse.__name__ = f"integer ≥ {minimum}"
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .hlo_export import DEFAULT_METHODS
+    from .stability import SUITE_METHODS, SUITE_SETS
+
+    parser = _Parser(prog=PROG, description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    suite = commands.add_parser(
+        "stability",
+        help="leave each method running for thousands of steps over a grid; check the trace",
+    )
+    suite.add_argument(
+        "--data-dir",
+        default=os.environ.get(DATA_DIR_VARIABLE) or None,
+        help=f"folder of .npz datasets (default: ${DATA_DIR_VARIABLE}); the synthetic and tiny "
+        "sets need none",
+    )
+    suite.add_argument("--output", default="stability-results")
+    suite.add_argument("--sets", type=_names, default=list(SUITE_SETS))
+    suite.add_argument(
+        "--methods", type=_names, default=["lsm"], help=f"of {','.join(SUITE_METHODS)}"
+    )
+    suite.add_argument("--seeds", type=_integers(0), default=[0, 1, 2])
+    suite.add_argument("--batch-sizes", type=_integers(1), default=[200, 1000])
+    suite.add_argument("--num-inducing", type=_integers(1), default=[100, 200])
+    suite.add_argument("--iterations", type=_integer(10), default=5000)
+    suite.add_argument(
+        "--evaluations", type=_integer(10), default=100, help="regular trace points a run"
+    )
+    suite.add_argument("--resume", action="store_true", help="keep the cells already written")
+    suite.add_argument("--overwrite", action="store_true", help="replace an earlier suite's cells")
+    suite.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=False, help="a bar a cell"
+    )
+
+    scale = commands.add_parser("scale", help="step time against C, N, M and the precision")
+    scale.add_argument("--output", default="scale-results", help="folder for scale.json, scale.md")
+    scale.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+
+    export = commands.add_parser("export-hlo", help="each method's step as an XLA HLO module")
+    export.add_argument("output", help="folder for the modules and manifest.json")
+    export.add_argument(
+        "--sizes",
+        nargs="+",
+        type=_integers(1),
+        metavar="B,M,C,D",
+        default=None,
+        help="batch size, inducing points, classes and input dimension of each module "
+        "(default: hlo_export.DEFAULT_SIZES)",
+    )
+    export.add_argument("--methods", type=_names, default=list(DEFAULT_METHODS))
+    export.add_argument("--dtypes", type=_names, default=["float64", "float32"])
+    return parser
+
+
+def _run_stability(args: argparse.Namespace) -> int:
+    from .stability import SuiteOptions, check_sets, run_suite
+
+    check_method_names(args.methods)
+    check_sets(args.sets, args.data_dir)
+    output = prepare_output(
+        Path(args.output),
+        resume=args.resume,
+        overwrite=args.overwrite,
+        explicit=True,
+        names=("cells", "stability.md"),
+    )
+    options = SuiteOptions(
+        output,
+        None if args.data_dir is None else Path(args.data_dir),
+        sets=args.sets,
+        methods=args.methods,
+        seeds=args.seeds,
+        batch_sizes=args.batch_sizes,
+        num_inducing=args.num_inducing,
+        iterations=args.iterations,
+        evaluations=args.evaluations,
+        progress=args.progress,
+    )
+    try:
+        print(run_suite(options, resume=args.resume))
+    except BaseException as error:
+        if raised_by_interrupt(error):
+            print(f"{PROG}: interrupted; continue with --resume", file=sys.stderr)
+        raise
+    finally:
+        release_output(output)
+    print(f"written to {output}/ (cells/, stability.md)")
+    return 0
+
+
+def _export_hlo(args: argparse.Namespace) -> int:
+    from .hlo_export import DEFAULT_SIZES, export_steps
+
+    sizes: Tuple[Tuple[int, ...], ...] = DEFAULT_SIZES
+    if args.sizes is not None:
+        sizes = tuple(tuple(size) for size in args.sizes)
+        if any(len(size) != 4 for size in sizes):
+            raise ValueError(
+                "--sizes takes B,M,C,D groups of four positive integers, got "
+                + " ".join(",".join(map(str, size)) for size in sizes)
+            )
+    # Minibatch methods for C classes: a full GP's step holds its training set, not a batch.
+    exportable = [name for name in MULTICLASS_METHODS if name not in FULL_GP_METHODS]
+    check_method_names(args.methods, exportable)
+    if not args.dtypes or any(dtype not in ("float64", "float32") for dtype in args.dtypes):
+        raise ValueError(f"--dtypes takes float64 and/or float32, got {','.join(args.dtypes)}")
+    manifest = export_steps(args.output, sizes, args.methods, args.dtypes)
+    failed = {key: entry["error"] for key, entry in manifest.items() if "error" in entry}
+    for key, error in failed.items():
+        print(f"{PROG}: {key} not exported: {error.splitlines()[0]}", file=sys.stderr)
+    print(f"written to {args.output}/: {len(manifest) - len(failed)} modules in manifest.json")
+    return 1 if failed else 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, or a bad option already reported in one line
+        return int(stop.code or 0)
+    try:
+        if args.command == "stability":
+            return _run_stability(args)
+        if args.command == "export-hlo":
+            return _export_hlo(args)
+        from .scaling import run_scaling, scaling_report
+
+        print(scaling_report(run_scaling(args.output, quick=args.quick)))
+        print(f"written to {args.output}/ (scale.json, scale.md)")
+        return 0
+    except (FileNotFoundError, ValueError) as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
