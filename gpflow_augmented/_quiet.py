@@ -54,7 +54,7 @@ def quiet_start_up() -> Iterator[None]:
 
 #: What TensorFlow's CPU kernel logs for every matrix it cannot factorise. The step tests positive
 #: definiteness by factorising (the backoff, the trust region) and reports a failure itself.
-CHOLESKY_WARNING = b"Cholesky decomposition was not successful"
+_CHOLESKY_WARNING = b"Cholesky decomposition was not successful"
 
 
 class _NativeLog:
@@ -88,7 +88,7 @@ def without_cholesky_warnings() -> Iterator[List[int]]:
         os.close(saved)
         scratch.seek(0)
         lines = scratch.read().splitlines(keepends=True)
-        kept = [line for line in lines if CHOLESKY_WARNING not in line]
+        kept = [line for line in lines if _CHOLESKY_WARNING not in line]
         dropped.append(len(lines) - len(kept))
         if kept:
             os.write(2, b"".join(kept))

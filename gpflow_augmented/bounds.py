@@ -75,7 +75,7 @@ class Bound:
     #: The smallest class subset whose step estimates this bound.
     min_class_subset_size: int = 1
     #: Whether each step is line-searched on its batch's own bound
-    #: (:data:`~gpflow_augmented.cavi.MAX_LINE_SEARCH_HALVINGS`): a bound whose sites are its own
+    #: (:func:`~gpflow_augmented.line_search.halving_search`): a bound whose sites are its own
     #: derivatives takes Newton steps on itself, which overshoot where it is far from quadratic.
     line_searched: bool = False
     #: Whether a site's quadratic coefficient θ can be negative, so that a minibatch step needs

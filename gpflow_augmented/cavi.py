@@ -12,8 +12,7 @@ natural parameters. The step is built once as a ``tf.function`` (optionally XLA-
 device: on bad data or a numerical failure it assigns nothing and the Python wrapper raises.
 """
 
-import contextlib
-from typing import Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -36,30 +35,31 @@ from .distributed import (
     replica_sum,
     replicated_by_first,
 )
+from .kernel_variance import updated_variances, variance_step
+from .line_search import Proposal, all_finite, halving_search
 from .models import AugmentedSVGP
-from .projection import BatchGeometry, marginals, whitened_q
+from .projection import BatchGeometry, geometry_at
 from .schedules import ConstantStepSize, StepSizeSchedule
 from .updates import (
     batch_size,
+    class_weight_step,
     minibatch_scale,
     natural_step,
-    variance_parameters,
-    variance_step,
 )
 from .validation import (
     NUM_STATUS_CODES,
     InvalidDataError,
     NUMERICAL_FAILURE,
     OK,
-    NumericalError,
     check_data,
     check_integer,
     data_status,
+    numerical_errors,
     raise_for_status,
     step_size_status,
 )
 
-__all__ = ["CAVI", "CAVIUpdate", "MAX_LINE_SEARCH_HALVINGS"]
+__all__ = ["CAVI", "CAVIUpdate"]
 
 
 class _Sites(NamedTuple):
@@ -86,11 +86,6 @@ class CAVIUpdate(NamedTuple):
     gradients: List[tf.Tensor]
 
 
-#: On the full batch, a step of a model on the exact bound halves ρ up to this many times until
-#: it does not lower the ELBO, and else keeps q(u) as it was.
-MAX_LINE_SEARCH_HALVINGS = 10
-
-
 class CAVI(tf.Module):
     """Coordinate-ascent / stochastic variational inference for a conjugate :class:`AugmentedSVGP`.
 
@@ -110,11 +105,11 @@ class CAVI(tf.Module):
         (:data:`~gpflow_augmented.EXACT_WARM_START` on the exact bound, else 0), as for
         :class:`~gpflow_augmented.Trainer` and :func:`~gpflow_augmented.fit`.
     :param update_variance: also move the kernel variance σ² with q(u), in closed form
-        (:func:`~gpflow_augmented.updates.variance_update`), at every step. ``False`` (default,
-        as GPflow's ``NaturalGradient`` updates only q(u)) leaves σ² alone; ``True`` requires it;
-        ``None`` applies it wherever it can: a stationary kernel whose variance is trainable and
-        has no prior, without class subsets (the default of :class:`~gpflow_augmented.Trainer` and
-        :func:`~gpflow_augmented.fit`).
+        (:func:`~gpflow_augmented.kernel_variance.variance_update`), at every step. ``False``
+        (default, as GPflow's ``NaturalGradient`` updates only q(u)) leaves σ² alone; ``True``
+        requires it; ``None`` applies it wherever it can: a stationary kernel whose variance is
+        trainable and has no prior, without class subsets (the default of
+        :class:`~gpflow_augmented.Trainer` and :func:`~gpflow_augmented.fit`).
     :param compile: wrap the step in ``tf.function``.
     :param jit_compile: compile the step with XLA.
 
@@ -162,33 +157,13 @@ class CAVI(tf.Module):
                 0, dtype=tf.int64, trainable=False, name="shortened_steps"
             )
             self.kept_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="kept_steps")
-        self.class_sampler = None
-        self.class_weight_exposure: Optional[tf.Variable] = None
-        if model.learns_class_weights:
-            if class_subset_size is not None:
-                raise ValueError(
-                    "class weights are updated from every class's statistics; they "
-                    "cannot be learned with class_subset_size"
-                )
-            # SVI state of the class weights: the running exposure (0 until the first step).
-            self.class_weight_exposure = tf.Variable(
-                tf.zeros([model.num_classes], default_float()),
-                trainable=False,
-                name="class_weight_exposure",
-            )
-        if class_subset_size is not None:
-            if model.num_latent_gps < 2:
-                raise ValueError("class subsets need a multi-class model (one latent GP per class)")
-            self.class_sampler = ClassSubsetSampler(model.num_latent_gps, class_subset_size, seed)
-            if self.class_sampler.subset_size < model.bound.min_class_subset_size:
-                raise ValueError(
-                    f"class_subset_size must be at least {model.bound.min_class_subset_size} on "
-                    f"the {type(model.bound).__name__}: its estimate needs a class besides each "
-                    f"point's own"
-                )
-        self.variances = self._updated_variances(update_variance)
-        # The variance update's statistics averaged over the steps (updates.variance_step); all
-        # zeros until the first step on the model's own sites.
+        self.class_weight_exposure = self._class_weight_exposure(class_subset_size)
+        self.class_sampler = self._class_sampler(class_subset_size, seed)
+        self.variances = updated_variances(
+            model.kernel, update_variance, self.class_sampler is not None
+        )
+        # The variance update's statistics averaged over the steps (variance_step); all zeros
+        # until the first step on the model's own sites.
         self.variance_statistics: Optional[tf.Variable] = None
         if self.variances:
             with replicated_by_first():
@@ -204,31 +179,39 @@ class CAVI(tf.Module):
             # about a quarter of the tracing time.
             self._step_fn = tf.function(self.update, jit_compile=jit_compile, autograph=False)
 
-    def _updated_variances(self, update_variance: Optional[bool]) -> list:
-        variances = variance_parameters(self.model.kernel)
-        if update_variance is None:
-            return (
-                variances
-                if variances is not None
-                and self.class_sampler is None
-                and all(v.trainable for v in variances)
-                else []
-            )
-        if not update_variance:
-            return []
-        if variances is None:
+    def _class_weight_exposure(self, class_subset_size: Optional[int]) -> Optional[tf.Variable]:
+        """The class weights' SVI state, their running exposure (0 until the first step), where
+        the model learns them; ``None`` otherwise."""
+        if not self.model.learns_class_weights:
+            return None
+        if class_subset_size is not None:
             raise ValueError(
-                "update_variance=True needs a kernel K = σ² K̃ whose variance σ² has no prior: a "
-                "gpflow.kernels.Stationary kernel, shared or one per class (SeparateIndependent); "
-                f"got {type(self.model.kernel).__name__}. Leave update_variance=None to let Adam "
-                "train the variance"
+                "class weights are updated from every class's statistics; they "
+                "cannot be learned with class_subset_size"
             )
-        if self.class_sampler is not None:
+        return tf.Variable(
+            tf.zeros([self.model.num_classes], default_float()),
+            trainable=False,
+            name="class_weight_exposure",
+        )
+
+    def _class_sampler(
+        self, class_subset_size: Optional[int], seed: int
+    ) -> Optional[ClassSubsetSampler]:
+        """The sampler of each step's class subset, or ``None`` when every class is updated."""
+        if class_subset_size is None:
+            return None
+        model = self.model
+        if model.num_latent_gps < 2:
+            raise ValueError("class subsets need a multi-class model (one latent GP per class)")
+        sampler = ClassSubsetSampler(model.num_latent_gps, class_subset_size, seed)
+        if sampler.subset_size < model.bound.min_class_subset_size:
             raise ValueError(
-                "update_variance=True cannot be combined with class_subset_size: the "
-                "variance's update needs every class's q(u)"
+                f"class_subset_size must be at least {model.bound.min_class_subset_size} on "
+                f"the {type(model.bound).__name__}: its estimate needs a class besides each "
+                f"point's own"
             )
-        return variances
+        return sampler
 
     @property
     def owned_variables(self) -> Tuple[tf.Variable, ...]:
@@ -350,8 +333,8 @@ class CAVI(tf.Module):
         """The proposal from the batch's sites, nothing assigned: (q_mu, q_sqrt as stored, the
         variances' state (:meth:`_variance_state`) or ``None``, the batch ELBO before the step, ρ
         as taken): the natural step (:meth:`_natural_step`) and the kernel variances'
-        (:func:`~gpflow_augmented.updates.variance_step`), line-searched on the batch's own bound
-        where :meth:`_searches_line`."""
+        (:func:`~gpflow_augmented.kernel_variance.variance_step`), line-searched on the batch's
+        own bound where :meth:`_searches_line`."""
         model = self.model
         mean = None
         if self._is_full_batch(geometry) is not True:
@@ -458,58 +441,35 @@ class CAVI(tf.Module):
         elbo: tf.Tensor,
     ) -> Tuple[Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]], tf.Tensor]:
         """(the proposal, ρ taken) from ``proposal``, the :meth:`_joint_proposal` of size ``rho``
-        from ``sites``: that step with ρ halved until the batch's bound at it is not below the
-        bound before (``elbo``, up to round-off), at most :data:`MAX_LINE_SEARCH_HALVINGS`
-        times, and else q(u) and the variances unchanged with ρ = 0 (or, if no proposal was
-        finite, the last one, for :meth:`_accept` to refuse).
-
-        The exact bound's sites are the expected log-likelihood's derivatives at the current
-        q(f), so its step is a Newton step on the batch's bound, damped by ρ. Where E_q log p(y |
-        f) is far from quadratic (large latents on separable classes) it overshoots: on the full
-        batch the ELBO swings by orders of magnitude instead of rising, and on a minibatch, whose
-        sites weigh N / B times, one step can send q(u) and the kernel variance far off (a rare
-        class's point on kddcup). For a small enough ρ the step ascends the batch's bound (its
-        direction is that bound's natural gradient), so the search always has a step to take, and
-        it never moves a fixed point of the step, where the proposal is the current q(u)."""
-        new_mu, new_sqrt, new_state = proposal
-        dtype = elbo.dtype
-        tolerance = 1e3 * float(np.finfo(dtype.as_numpy_dtype).eps) * tf.abs(elbo)
+        from ``sites``, by :func:`~gpflow_augmented.line_search.halving_search` on the batch's
+        bound (:meth:`_bound_at`); not in the warm start."""
         search = tf.constant(True)
         warm = self._in_warm_start()
         if warm is not None:
             search &= ~warm
-        with_variance = new_state is not None
-
-        def worse(mu: tf.Tensor, sqrt: tf.Tensor, state: tf.Tensor) -> tf.Tensor:
-            # A proposal that is not finite is worse. Its bound is evaluated all the same (NaN
-            # compares false), and the loop's predicate is a select, not a tf.cond: XLA on a GPU
-            # reads each conditional's predicate on the host.
-            finite = _all_finite(mu, sqrt, state) & tf.reduce_all(state[0] > 0.0)
-            trial = self._bound_at(geometry, Y, scale, mu, sqrt, state[0])
-            return ~finite | ~(trial >= elbo - tolerance)
-
-        def searching(halvings, rho, mu, sqrt, state):  # type: ignore[no-untyped-def]
-            return search & (halvings <= MAX_LINE_SEARCH_HALVINGS) & worse(mu, sqrt, state)
-
-        def halve(halvings, rho, mu, sqrt, state):  # type: ignore[no-untyped-def]
-            rho = rho / 2.0
-            (mu, sqrt, trial_state), _ = self._joint_proposal(
-                geometry, sites, scale, rho, scheduled
-            )
-            return halvings + 1, rho, mu, sqrt, trial_state if with_variance else state
-
-        scheduled = rho
+        with_variance = proposal[2] is not None
         # Without variances a dummy state travels through the loop: σ² = 1, never read.
-        old_state = self._variance_state() if with_variance else tf.ones([4, 1], dtype)
-        start = (tf.constant(0), rho, new_mu, new_sqrt, new_state if with_variance else old_state)
-        halvings, rho, mu, sqrt, state = tf.while_loop(searching, halve, start)
-        # No halving raised the bound: keep q(u), unless no proposal was even finite, which
-        # :meth:`_accept` then refuses as a numerical failure (not a silent step of size 0).
-        keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & _all_finite(mu, sqrt, state)
-        mu = tf.where(keep, tf.convert_to_tensor(self.model.q_mu), mu)
-        sqrt = tf.where(keep, tf.convert_to_tensor(self.model.q_sqrt), sqrt)
-        state = tf.where(keep, old_state, state) if with_variance else None
-        return (mu, sqrt, state), tf.where(keep, tf.zeros_like(rho), rho)
+        old_state = self._variance_state() if with_variance else tf.ones([4, 1], elbo.dtype)
+        scheduled = rho
+
+        def propose(rho: tf.Tensor) -> Proposal:
+            (mu, sqrt, state), _ = self._joint_proposal(geometry, sites, scale, rho, scheduled)
+            return mu, sqrt, state if with_variance else old_state
+
+        (mu, sqrt, state), rho = halving_search(
+            propose,
+            lambda mu, sqrt, variance: self._bound_at(geometry, Y, scale, mu, sqrt, variance),
+            (*proposal[:2], proposal[2] if with_variance else old_state),
+            (
+                tf.convert_to_tensor(self.model.q_mu),
+                tf.convert_to_tensor(self.model.q_sqrt),
+                old_state,
+            ),
+            rho,
+            elbo,
+            search,
+        )
+        return (mu, sqrt, state if with_variance else None), rho
 
     def _count_search(self, scheduled: tf.Tensor, taken: tf.Tensor, accepted: tf.Tensor) -> None:
         """Count a step the line search shortened (0 < ρ taken < ρ scheduled) or kept (ρ taken =
@@ -530,35 +490,11 @@ class CAVI(tf.Module):
         variance: tf.Tensor,
     ) -> tf.Tensor:
         """The batch's bound at a proposed q(u) (as stored) and kernel variances, from the
-        step's geometry: K = σ² K̃ scales L and A by σ_new / σ_old and the residual by its square,
-        so no new M³ work."""
+        step's geometry (:func:`~gpflow_augmented.projection.geometry_at`: no new M³ work)."""
         model = self.model
-        if self.variances:
-            old = self._current_variances()
-            ratio = tf.sqrt(variance / old)[:, None, None]
-            geometry = geometry._replace(
-                L=geometry.L * ratio,
-                A=geometry.A * ratio,
-                residual=geometry.residual * tf.square(ratio[:, 0, 0]),
-            )
-        q_mu, q_sqrt = whitened_q(geometry.L, mu, sqrt, model.whiten)
-        Fmu, Fvar = marginals(geometry.A, geometry.residual, q_mu, q_sqrt, geometry.prior_mean)
-        proposed = geometry._replace(
-            q_mu=q_mu,
-            q_sqrt=q_sqrt,
-            marginals=geometry.marginals._replace(mean=Fmu, variance=Fvar),
-        )
+        ratio = variance / self._current_variances() if self.variances else None
+        proposed = geometry_at(geometry, mu, sqrt, model.whiten, ratio)
         return model.bound.batch_bound(model.likelihood, proposed, Y, scale)[1]
-
-    def _sites(
-        self, geometry: BatchGeometry, Y: tf.Tensor
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(local ELBO [N], linear [N, K], quadratic [N, K]) of this step, of the geometry's class
-        subset: the likelihood's augmented coefficients, or on the exact bound its exact sites
-        (the augmented ones during the warm start); see
-        :meth:`~gpflow_augmented.bounds.Bound.sites`."""
-        model = self.model
-        return model.bound.sites(model.likelihood, geometry, Y, self._in_warm_start())
 
     def _batch_scale(self, X: tf.Tensor) -> tf.Tensor:
         """N / B, B the global batch size: the points in ``X``, summed over the replicas under a
@@ -591,22 +527,6 @@ class CAVI(tf.Module):
             mean_sites=mean_sites,
         )
 
-    def _proposal(
-        self,
-        X: tf.Tensor,
-        Y: tf.Tensor,
-        step_size: Union[float, tf.Tensor],
-        subset: Optional[ClassSubset] = None,
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(q_mu, q_sqrt) after one step of size ``step_size`` on the batch (of the
-        :class:`ClassSubset` given), and the batch ELBO before it, without validating or
-        assigning anything."""
-        X = tf.convert_to_tensor(X, dtype=default_float())
-        geometry = self.model.batch_geometry(X, as_class_subset(subset, self.model.num_classes), Y)
-        return self._natural_step(
-            geometry, *self._sites(geometry, Y), step_size, self._batch_scale(X)
-        )
-
     def _batch_status(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         """The batch's validation status, the same on every replica (they accept or refuse
         together, though their shards may differ in validity)."""
@@ -632,11 +552,11 @@ class CAVI(tf.Module):
         new_state: Optional[tf.Tensor] = None,
     ) -> tf.Tensor:
         """Assign a proposed q(u) (of the latent GPs of ``classes``, all if ``None``), and the
-        kernel variances of :func:`~gpflow_augmented.updates.variance_step` if given, if the batch
-        was valid and the proposal is finite and positive, else leave both as they were; count the
-        step if taken. Returns the final status."""
+        kernel variances of :func:`~gpflow_augmented.kernel_variance.variance_step` if given, if
+        the batch was valid and the proposal is finite and positive, else leave both as they were;
+        count the step if taken. Returns the final status."""
         model = self.model
-        finite = _all_finite(new_mu, new_sqrt)
+        finite = all_finite(new_mu, new_sqrt)
         if new_state is not None:
             finite &= tf.reduce_all(tf.math.is_finite(new_state) & (new_state[0] > 0.0))
         status = tf.where((status == OK) & ~finite, NUMERICAL_FAILURE, status)
@@ -678,34 +598,17 @@ class CAVI(tf.Module):
         step_size: tf.Tensor,
         accepted: tf.Tensor,
     ) -> None:
-        """The closed-form step on the class weights θ, from the batch's counts n and exposures e
-        (:meth:`LogisticSoftmax.class_weight_statistics`, at q(u) before the step).
-
-        With q(u) fixed, the ELBO's θ-part Σ_k n_k log θ_k - Σ_i log Σ_c θ_c σ_ic is minorised by
-        the Gamma augmentation 1/D = ∫ exp(-λD) dλ at its optimal q(λ), which is linear in θ: Σ_k
-        (n_k log θ_k - θ_k e_k). Its maximiser θ_k = n_k / e_k is the MM update (the ELBO cannot
-        decrease; θ is stationary exactly when Σ_i E p(y=k) = n_k). On minibatches the two sums are
-        SVI statistics averaged with step ρ, as q(u)'s natural parameters are:
-        b ← (1-ρ) b + ρ N/B e, a ← (1-ρ) θ b + ρ N/B n, θ ← a / b. Refused steps assign nothing."""
+        """The closed-form step on the class weights θ
+        (:func:`~gpflow_augmented.updates.class_weight_step`), from the batch's counts and
+        exposures at q(u) before the step; refused steps assign nothing."""
         weights = self.model.likelihood.class_weights
         # Only a likelihood that learns class weights gets here, and CAVI made their exposure.
         assert weights is not None and self.class_weight_exposure is not None
         counts, exposure = self.model.likelihood.class_weight_statistics(Y, log_weight_gradient)
-        rho = tf.cast(step_size, exposure.dtype)
-        old_exposure = self.class_weight_exposure
-        # The first step starts the running exposure at the batch's, so that it too mixes θ by ρ.
-        old_exposure = tf.where(tf.reduce_all(old_exposure == 0.0), scale * exposure, old_exposure)
-        new_exposure = (1.0 - rho) * old_exposure + rho * scale * exposure
-        new_weights = ((1.0 - rho) * weights * old_exposure + rho * scale * counts) / new_exposure
-        # A class absent from the data would drive its θ to 0 (log θ = -inf); 1e-8 of the largest
-        # is a class the model already treats as absent.
-        new_weights = tf.maximum(new_weights, 1e-8 * tf.reduce_max(new_weights))
-        valid = (
-            accepted
-            & tf.reduce_all(tf.math.is_finite(new_weights))
-            & tf.reduce_all(new_weights > 0.0)
-            & tf.reduce_all(new_exposure > 0.0)
+        new_weights, new_exposure, valid = class_weight_step(
+            weights, self.class_weight_exposure, counts, exposure, scale, step_size
         )
+        valid &= accepted
         weights.assign(tf.where(valid, new_weights, weights))
         self.class_weight_exposure.assign(tf.where(valid, new_exposure, self.class_weight_exposure))
 
@@ -748,25 +651,6 @@ class CAVI(tf.Module):
         return elbo
 
 
-def _all_finite(*tensors: tf.Tensor) -> tf.Tensor:
-    """Whether every entry of every tensor is finite (a scalar bool)."""
-    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
-
-
 def _refuse_strategy() -> None:
     if tf.distribute.has_strategy():
         raise ValueError("class weights are not supported under a tf.distribute strategy")
-
-
-@contextlib.contextmanager
-def numerical_errors(what: str) -> Iterator[None]:
-    """Turn TensorFlow's Cholesky failure into a :class:`NumericalError` naming ``what``."""
-    try:
-        yield
-    except tf.errors.InvalidArgumentError as error:
-        if "cholesky" not in error.message.lower():
-            raise
-        raise NumericalError(
-            f"{what} failed ({error.message.splitlines()[0]}); the parameters were left "
-            "unchanged. Increase gpflow.config jitter, or check the kernel hyperparameters"
-        ) from None

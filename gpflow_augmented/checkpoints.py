@@ -15,7 +15,11 @@ import tensorflow as tf
 
 from .validation import first_line
 
-__all__ = ["CheckpointError", "restore_checkpoint"]
+__all__ = [
+    "CheckpointError",
+    "restore_checkpoint",
+    "keep_values",
+]
 
 
 class CheckpointError(ValueError):

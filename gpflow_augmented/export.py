@@ -17,7 +17,12 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 
-__all__ = ["export_model", "load_model", "read_metadata"]
+__all__ = [
+    "export_model",
+    "load_model",
+    "read_metadata",
+    "METADATA",
+]
 
 METADATA = "gpflow_augmented.json"
 

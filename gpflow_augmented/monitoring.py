@@ -11,7 +11,7 @@ In a training loop of your own::
 The tasks work for any GPflow classifier with ``predict_y`` and ``predict_log_density`` (GPflow's
 SVGP baselines too); ``optimizer`` may be a :class:`~gpflow_augmented.Trainer`,
 :class:`~gpflow_augmented.CAVI`, a comparison
-:class:`~gpflow_augmented.comparison.baselines.Method`, or a callable returning the step size.
+:class:`~gpflow_augmented.comparison.methods.Method`, or a callable returning the step size.
 """
 
 from collections import defaultdict
@@ -298,12 +298,12 @@ def tensorboard_monitor(
     return Monitor(*groups)
 
 
-class EventFileContents(NamedTuple):
+class _EventFileContents(NamedTuple):
     scalars: Dict[str, Dict[int, float]]  # tag → step → value
     images: Dict[str, Dict[int, np.ndarray]]  # tag → step → [width, height, PNG bytes]
 
 
-def read_event_files(log_dir: Union[str, Path]) -> EventFileContents:
+def read_event_files(log_dir: Union[str, Path]) -> _EventFileContents:
     """What a run wrote to ``log_dir``, read back without TensorBoard (e.g. to plot it in a
     notebook). Scalars are float32, as ``tf.summary.scalar`` stores them."""
     scalars: Dict[str, Dict[int, float]] = defaultdict(dict)
@@ -316,4 +316,4 @@ def read_event_files(log_dir: Union[str, Path]) -> EventFileContents:
                     images[value.tag][event.step] = tensor
                 else:
                     scalars[value.tag][event.step] = float(tensor)
-    return EventFileContents(dict(scalars), dict(images))
+    return _EventFileContents(dict(scalars), dict(images))

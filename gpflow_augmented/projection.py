@@ -34,6 +34,7 @@ __all__ = [
     "unwhitened_q",
     "whitened_projection",
     "whitened_q",
+    "geometry_at",
 ]
 
 
@@ -195,6 +196,32 @@ def marginals(
     SA = tf.linalg.matmul(q_sqrt, A, transpose_a=True)  # [K, M, N]
     Fvar = residual + tf.transpose(tf.reduce_sum(tf.square(SA), axis=-2))
     return Fmu, Fvar
+
+
+def geometry_at(
+    geometry: BatchGeometry,
+    q_mu: tf.Tensor,
+    q_sqrt: tf.Tensor,
+    whiten: bool,
+    variance_ratio: Optional[tf.Tensor] = None,
+) -> BatchGeometry:
+    """The batch's ``geometry`` at another q(u) (``q_mu``, ``q_sqrt`` as stored) and, given
+    ``variance_ratio`` σ²_new / σ²_old [P], other kernel variances: K = σ² K̃ scales L and A by
+    σ_new / σ_old and the residual by its square, so no new M³ work."""
+    if variance_ratio is not None:
+        ratio = tf.sqrt(variance_ratio)[:, None, None]
+        geometry = geometry._replace(
+            L=geometry.L * ratio,
+            A=geometry.A * ratio,
+            residual=geometry.residual * tf.square(ratio[:, 0, 0]),
+        )
+    q_mu, q_sqrt = whitened_q(geometry.L, q_mu, q_sqrt, whiten)
+    Fmu, Fvar = marginals(geometry.A, geometry.residual, q_mu, q_sqrt, geometry.prior_mean)
+    return geometry._replace(
+        q_mu=q_mu,
+        q_sqrt=q_sqrt,
+        marginals=geometry.marginals._replace(mean=Fmu, variance=Fvar),
+    )
 
 
 @check_shapes(

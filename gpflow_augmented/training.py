@@ -18,7 +18,7 @@ from gpflow.config import default_float
 from gpflow.keras import tf_keras
 
 from ._quiet import without_cholesky_warnings
-from .cavi import CAVI, numerical_errors
+from .cavi import CAVI
 from .certificate import BoundCertificate, bound_certificate
 from .convergence import GlobalParameterConvergence
 from .class_subsets import ClassSubset, as_class_subset
@@ -33,6 +33,7 @@ from .validation import (
     check_integer,
     check_positive_number,
     is_soft,
+    numerical_errors,
     raise_for_status,
 )
 
@@ -44,6 +45,10 @@ __all__ = [
     "adam_step_if_finite",
     "fit",
     "minibatches",
+    "worst_fall",
+    "raised_by_interrupt",
+    "safeguard_counts",
+    "training_report",
 ]
 
 
@@ -53,13 +58,13 @@ def adam_step_if_finite(
     variables: Sequence[tf.Variable],
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """One Adam step that does not stand (every variable and Adam's state as they were) when the
-    loss or a gradient is not finite (:func:`apply_if_finite`). Traceable; returns (loss,
+    loss or a gradient is not finite (:func:`_apply_if_finite`). Traceable; returns (loss,
     applied)."""
     loss, gradients = loss_and_gradients(loss_fn, variables)
-    return loss, apply_if_finite(adam, loss, gradients, variables)
+    return loss, _apply_if_finite(adam, loss, gradients, variables)
 
 
-def apply_if_finite(
+def _apply_if_finite(
     adam: tf_keras.optimizers.Optimizer,
     loss: tf.Tensor,
     gradients: Sequence[tf.Tensor],
@@ -206,7 +211,7 @@ class Trainer(tf.Module):
         )
         if not variables:
             return elbo, status, tf.constant(True)
-        applied = apply_if_finite(self.adam, loss, gradients, variables, allowed=status == OK)
+        applied = _apply_if_finite(self.adam, loss, gradients, variables, allowed=status == OK)
         return elbo, status, applied
 
     def training_loss(
@@ -255,9 +260,9 @@ class TrainingReport(NamedTuple):
 
     @property
     def collapsed(self) -> bool:
-        """The batch ELBO's recent median fell more than :data:`BOUND_COLLAPSE` times the
+        """The batch ELBO's recent median fell more than :data:`_BOUND_COLLAPSE` times the
         earlier median's magnitude below it."""
-        return self.worst_bound_fall > BOUND_COLLAPSE
+        return self.worst_bound_fall > _BOUND_COLLAPSE
 
     @property
     def keeps_failing(self) -> bool:
@@ -290,7 +295,7 @@ class TrainingReport(NamedTuple):
 
 #: A batch ELBO whose recent median is this many times the earlier median's magnitude below it has
 #: collapsed (:func:`worst_fall`).
-BOUND_COLLAPSE = 10.0
+_BOUND_COLLAPSE = 10.0
 
 
 class TrainingWarning(UserWarning):

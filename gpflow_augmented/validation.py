@@ -10,9 +10,10 @@ the step assigns nothing unless the status is ``OK``, and its Python wrapper rai
 ``error_for_status``.
 """
 
+import contextlib
 import math
 import numbers
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -32,6 +33,18 @@ __all__ = [
     "data_status",
     "error_for_status",
     "raise_for_status",
+    "OK",
+    "EMPTY_BATCH",
+    "NONFINITE_INPUTS",
+    "BAD_LABELS",
+    "NUMERICAL_FAILURE",
+    "BAD_STEP_SIZE",
+    "OVERFLOWING_INPUTS",
+    "BAD_SOFT_LABELS",
+    "NUM_STATUS_CODES",
+    "first_line",
+    "numerical_errors",
+    "step_size_status",
 ]
 
 (
@@ -45,7 +58,7 @@ __all__ = [
     BAD_SOFT_LABELS,
 ) = range(8)
 NUM_STATUS_CODES = 8
-OVERFLOW_MESSAGE = (
+_OVERFLOW_MESSAGE = (
     "X has values whose square overflows (|x| above about 1e154 in float64, 1e19 in float32), "
     "so every kernel distance is infinite: standardise the features"
 )
@@ -64,6 +77,20 @@ def first_line(error: BaseException) -> str:
     name when it has none: what a message of ours quotes as the reason."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+@contextlib.contextmanager
+def numerical_errors(what: str) -> Iterator[None]:
+    """Turn TensorFlow's Cholesky failure into a :class:`NumericalError` naming ``what``."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as error:
+        if "cholesky" not in error.message.lower():
+            raise
+        raise NumericalError(
+            f"{what} failed ({error.message.splitlines()[0]}); the parameters were left "
+            "unchanged. Increase gpflow.config jitter, or check the kernel hyperparameters"
+        ) from None
 
 
 def check_integer(value: Any, name: str, minimum: int = 1) -> int:
@@ -103,8 +130,8 @@ def check_num_classes(num_classes: object) -> int:
     return check_integer(num_classes, "num_classes", minimum=2)
 
 
-SOFT_LABEL_TOLERANCE = 1e-6
-SOFT_LABEL_MESSAGE = "soft labels must be rows of C probabilities (≥ 0, each row summing to 1)"
+_SOFT_LABEL_TOLERANCE = 1e-6
+_SOFT_LABEL_MESSAGE = "soft labels must be rows of C probabilities (≥ 0, each row summing to 1)"
 
 
 def is_soft(Y: Any, num_classes: int) -> bool:
@@ -162,7 +189,7 @@ def check_inputs(
         )
     with np.errstate(over="ignore"):
         if check_overflow and not np.all(np.isfinite(np.square(np.asarray(X, dtype=np.float64)))):
-            raise InvalidDataError(prefix + OVERFLOW_MESSAGE)
+            raise InvalidDataError(prefix + _OVERFLOW_MESSAGE)
 
 
 def check_data(
@@ -179,7 +206,7 @@ def check_data(
     (the compiled step checks the values on the device, :func:`data_status`)."""
     if not _is_numeric_dtype(Y):
         raise InvalidDataError(
-            f"{label_error_message(num_classes)}, got dtype {_dtype_name(Y)}; map class names to "
+            f"{_label_error_message(num_classes)}, got dtype {_dtype_name(Y)}; map class names to "
             "0..C-1 first (gpflow_augmented.datasets.from_arrays maps class names)"
         )
     x_shape, y_shape = _shape(X), _shape(Y)
@@ -202,9 +229,9 @@ def check_data(
         if (
             not np.all(np.isfinite(Y))
             or np.any(Y < 0)
-            or np.any(np.abs(Y.sum(axis=1) - 1) > SOFT_LABEL_TOLERANCE)
+            or np.any(np.abs(Y.sum(axis=1) - 1) > _SOFT_LABEL_TOLERANCE)
         ):
-            raise InvalidDataError(SOFT_LABEL_MESSAGE)
+            raise InvalidDataError(_SOFT_LABEL_MESSAGE)
         return
     if np.issubdtype(Y.dtype, np.floating) and not np.all(np.isfinite(Y) & (Y == np.round(Y))):
         raise InvalidDataError("Y must hold integer class labels 0..C-1, found non-integer values")
@@ -215,7 +242,7 @@ def check_data(
         )
 
 
-def label_error_message(num_classes: int) -> str:
+def _label_error_message(num_classes: int) -> str:
     return f"labels must be integers in 0..{num_classes - 1} (num_classes={num_classes})"
 
 
@@ -253,17 +280,17 @@ def checked_labels(Y: tf.Tensor, num_classes: int) -> Tuple[tf.Tensor, tf.Tensor
     validate through a status instead, :func:`data_status`)."""
     Y = tf.convert_to_tensor(Y)
     if Y.dtype == tf.string or not (Y.dtype.is_integer or Y.dtype.is_floating):
-        raise InvalidDataError(f"{label_error_message(num_classes)}, got dtype {Y.dtype.name}")
+        raise InvalidDataError(f"{_label_error_message(num_classes)}, got dtype {Y.dtype.name}")
     if Y.shape.rank is not None and (Y.shape.rank == 0 or Y.shape[-1] not in (1, None)):
         # Rows of class probabilities are not class indices; reading their first column would be.
         raise InvalidDataError(
-            f"{label_error_message(num_classes)} in a column [N, 1], got shape {tuple(Y.shape)}"
+            f"{_label_error_message(num_classes)} in a column [N, 1], got shape {tuple(Y.shape)}"
         )
     values = Y[..., 0]
     valid = _class_indices_valid(values, num_classes)
     checks = _refuse_unless(
         valid,
-        label_error_message(num_classes),
+        _label_error_message(num_classes),
         lambda: f", found {values.numpy()[~valid.numpy()][0]:g}",
     )
     with tf.control_dependencies(checks):
@@ -280,8 +307,8 @@ def checked_label_rows(
     :class:`InvalidDataError`, an assertion in a graph, NaN under XLA)."""
     Y = tf.convert_to_tensor(Y)
     if allow_soft and is_soft(Y, num_classes):
-        valid = soft_labels_valid(Y)
-        with tf.control_dependencies(_refuse_unless(valid, SOFT_LABEL_MESSAGE)):
+        valid = _soft_labels_valid(Y)
+        with tf.control_dependencies(_refuse_unless(valid, _SOFT_LABEL_MESSAGE)):
             rows = tf.cast(Y, dtype)
     else:
         labels, valid = checked_labels(Y, num_classes)
@@ -304,11 +331,11 @@ def check_finite_inputs(X: tf.Tensor) -> tf.Tensor:
         return tf.identity(X)
 
 
-def soft_labels_valid(Y: tf.Tensor) -> tf.Tensor:
-    """Per row: finite, non-negative and summing to 1 (within SOFT_LABEL_TOLERANCE)."""
+def _soft_labels_valid(Y: tf.Tensor) -> tf.Tensor:
+    """Per row: finite, non-negative and summing to 1 (within _SOFT_LABEL_TOLERANCE)."""
     Y = tf.cast(Y, tf.float64)
     return tf.reduce_all(tf.math.is_finite(Y) & (Y >= 0), axis=-1) & (
-        tf.abs(tf.reduce_sum(Y, axis=-1) - 1) <= SOFT_LABEL_TOLERANCE
+        tf.abs(tf.reduce_sum(Y, axis=-1) - 1) <= _SOFT_LABEL_TOLERANCE
     )
 
 
@@ -316,7 +343,7 @@ def data_status(X: tf.Tensor, Y: tf.Tensor, num_classes: int) -> tf.Tensor:
     """The checks of :func:`check_data` on the values, as an int32 status computed on the device
     (labels of shape [N, C] are rows of class probabilities)."""
     if is_soft(Y, num_classes):
-        status = tf.where(tf.reduce_all(soft_labels_valid(Y)), OK, BAD_SOFT_LABELS)
+        status = tf.where(tf.reduce_all(_soft_labels_valid(Y)), OK, BAD_SOFT_LABELS)
     else:
         status = tf.where(tf.reduce_all(_class_indices_valid(Y, num_classes)), OK, BAD_LABELS)
     status = tf.where(tf.reduce_all(tf.math.is_finite(tf.square(X))), status, OVERFLOWING_INPUTS)
@@ -336,9 +363,9 @@ def error_for_status(status: int, num_classes: int) -> Exception:
     messages = {
         EMPTY_BATCH: (InvalidDataError, "the batch is empty (N = 0)"),
         NONFINITE_INPUTS: (InvalidDataError, "X contains NaN or inf"),
-        OVERFLOWING_INPUTS: (InvalidDataError, OVERFLOW_MESSAGE),
-        BAD_SOFT_LABELS: (InvalidDataError, SOFT_LABEL_MESSAGE),
-        BAD_LABELS: (InvalidDataError, label_error_message(num_classes)),
+        OVERFLOWING_INPUTS: (InvalidDataError, _OVERFLOW_MESSAGE),
+        BAD_SOFT_LABELS: (InvalidDataError, _SOFT_LABEL_MESSAGE),
+        BAD_LABELS: (InvalidDataError, _label_error_message(num_classes)),
         BAD_STEP_SIZE: (
             ValueError,
             "the step-size schedule gave a ρ outside (0, 1] (or not finite) at this iteration",

@@ -99,7 +99,8 @@ import tensorflow as tf
 
 from gpflow_augmented import metrics
 from gpflow_augmented.comparison import ci_utils, plots
-from gpflow_augmented.comparison.baselines import NaturalGradientMethod, build_method
+from gpflow_augmented.comparison.baselines import build_method
+from gpflow_augmented.comparison.methods import NaturalGradientMethod
 from gpflow_augmented.comparison.rmgpc import RobustMulticlassEP
 from gpflow_augmented.comparison.sep import ExpectationPropagation
 

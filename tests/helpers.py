@@ -182,3 +182,16 @@ def separable_problem(num_classes=5, num_data=100, num_inducing=10, seed=1, sche
     gpflow.set_trainable(kernel.lengthscales, False)
     model = ga.LogisticSoftmaxSVGP(kernel, Z, num_classes, num_data=num_data, scheme=scheme)
     return model, (X, y[:, None])
+
+
+def cavi_proposal(cavi, X, Y, step_size, subset=None):
+    """(q_mu, q_sqrt) after one step of ``cavi`` of size ``step_size`` on the batch (of the
+    ClassSubset given), and the batch ELBO before it, nothing validated or assigned: the natural
+    step on the model's bound's sites."""
+    from gpflow_augmented.class_subsets import as_class_subset
+
+    model = cavi.model
+    X = tf.convert_to_tensor(X, dtype=gpflow.default_float())
+    geometry = model.batch_geometry(X, as_class_subset(subset, model.num_classes), Y)
+    sites = model.bound.sites(model.likelihood, geometry, Y, cavi._in_warm_start())
+    return cavi._natural_step(geometry, *sites, step_size, cavi._batch_scale(X))

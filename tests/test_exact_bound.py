@@ -44,7 +44,7 @@ def test_expected_log_normaliser_matches_sobol_reference(num_classes):
 
 
 def test_small_eager_quadratures_skip_the_xla_compile_and_agree_with_it():
-    """An eager call below EAGER_UNFUSED_LIMIT (a certificate, an eager step) is evaluated op by op
+    """An eager call below _EAGER_UNFUSED_LIMIT (a certificate, an eager step) is evaluated op by op
     instead of compiling the fused quadrature for its shape; a larger one, and a call traced into a
     compiled step, compile it. Both evaluate the same sum, to round-off."""
     fused = expectation._fused_log_normaliser
@@ -63,7 +63,7 @@ def test_small_eager_quadratures_skip_the_xla_compile_and_agree_with_it():
     per_row = expectation._grid_size(
         tf.TensorShape([1, 5]), expectation.DEFAULT_NUM_HERMITE, expectation.S_STEP
     )
-    rows = expectation.EAGER_UNFUSED_LIMIT // per_row + 1
+    rows = expectation._EAGER_UNFUSED_LIMIT // per_row + 1
     large = tf.zeros((rows, 5), tf.float64)
     expectation.expected_log_normaliser(large, large + 1.0)
     assert fused.experimental_get_tracing_count() == traces + 2
@@ -300,9 +300,7 @@ def test_backoff_takes_a_shorter_step_and_refuses_a_hopeless_one(monkeypatch):
     before = [v.numpy().copy() for v in model.variables]
     geometry = model.batch_geometry(tf.constant(data[0]))
     q_mu, q_sqrt = geometry.q_mu, geometry.q_sqrt
-    _, linear, quadratic = ga.CAVI(model, warm_start_iterations=0)._sites(
-        geometry, tf.constant(data[1])
-    )
+    _, linear, quadratic = model.bound.sites(model.likelihood, geometry, tf.constant(data[1]), None)
     statistics = ga.updates.conjugate_statistics(geometry.A, linear, quadratic)
     scale = ga.updates.minibatch_scale(model.num_data, float(len(data[0])))
     eye = np.eye(8)[None] + scale.numpy() * statistics[0].numpy()

@@ -1,6 +1,7 @@
-"""The closed-form update of the kernel variance (gpflow_augmented.updates.variance_update): its
-fixed point is a stationary point of the ELBO, it reaches the variance of a full-batch L-BFGS fit
-in few steps where Adam and plain EM do not, and it owns the variance (Adam leaves it alone)."""
+"""The closed-form update of the kernel variance
+(gpflow_augmented.kernel_variance.variance_update): its fixed point is a stationary point of the
+ELBO, it reaches the variance of a full-batch L-BFGS fit in few steps where Adam and plain EM do
+not, and it owns the variance (Adam leaves it alone)."""
 
 import gpflow
 import numpy as np
@@ -8,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 import gpflow_augmented as ga
-import gpflow_augmented.updates as updates_module
-from gpflow_augmented.updates import variance_update
+import gpflow_augmented.kernel_variance as kernel_variance_module
+from gpflow_augmented.kernel_variance import variance_update
 
 from helpers import make_problem, separable_problem
 
@@ -89,7 +90,7 @@ def test_a_variance_update_without_the_residual_term_is_caught(monkeypatch):
     def without_residual(variance, moment, residual_precision, *rest):
         return variance_update(variance, moment, tf.zeros_like(residual_precision), *rest)
 
-    monkeypatch.setattr(updates_module, "variance_update", without_residual)
+    monkeypatch.setattr(kernel_variance_module, "variance_update", without_residual)
     model, data = make_problem(60, 3, num_inducing=10, seed=3, lengthscale=1.0, scheme="exact")
     optimizer = ga.CAVI(model, update_variance=True, warm_start_iterations=50)
     try:
@@ -156,7 +157,7 @@ def test_the_variance_reaches_the_lbfgs_optimum_in_few_steps_where_adam_and_em_d
     assert learned[299] > 0.93 * optimum, learned[299]
     assert abs(np.log(learned[-1] / optimum)) < np.log(1.02), learned[-1]
     assert learned_variances(500, update_variance=False)[-1] < 0.1 * optimum
-    monkeypatch.setattr(updates_module, "variance_update", no_scaling_step)
+    monkeypatch.setattr(kernel_variance_module, "variance_update", no_scaling_step)
     assert learned_variances(300)[-1] < 0.85 * optimum
 
 

@@ -1,9 +1,10 @@
 """The package's three layers and their one-way dependencies: the library (``gpflow_augmented``),
-``gpflow_augmented.sampling`` and ``gpflow_augmented.comparison``. The import graph is read from
-the source (every import statement, including those inside functions), checked for cycles and for
-imports that point up a layer; each check is also shown to catch a planted violation. Importing
-the library must not load the layers above it, polyagamma or matplotlib; the layers load on first
-use."""
+``gpflow_augmented.sampling`` and ``gpflow_augmented.comparison``; above them, outside the wheel,
+the benchmark studies (``benchmarks/``), which no module of the package imports. The import graph
+is read from the source (every import statement, including those inside functions), checked for
+cycles and for imports that point up a layer; each check is also shown to catch a planted
+violation. Importing the library must not load the layers above it, polyagamma or matplotlib;
+the layers load on first use."""
 
 import ast
 import json
@@ -100,6 +101,59 @@ def upward_imports(graph: Dict[str, Set[str]]) -> List[str]:
     )
 
 
+# Outside the wheel: the benchmark studies, the maintained tools and the HLO check's XLA client.
+OUTSIDE_THE_PACKAGE = ("benchmarks", "tools", "jax", "jaxlib")
+
+
+def imports_from_outside(root: Path) -> List[str]:
+    """``module -> name`` for each import, anywhere in the package at ``root``, of a top-level
+    name in :data:`OUTSIDE_THE_PACKAGE`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            for name in names:
+                if name.split(".")[0] in OUTSIDE_THE_PACKAGE:
+                    found.append(f"{module_name(path, root)} -> {name}")
+    return found
+
+
+def unlisted_public_names(root: Path) -> List[str]:
+    """``module.name`` for each name a module of the package at ``root`` defines at its top level
+    (a class, a function, an assignment) that is neither private (a leading underscore) nor in
+    the module's ``__all__``: the public API is what the ``__all__`` lists say, the rest is
+    private."""
+    unlisted = []
+    for path in sorted(root.rglob("*.py")):
+        listed, defined = [], []
+        for node in ast.parse(path.read_text()).body:
+            targets: List[ast.expr] = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.append(node.name)
+            elif isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AnnAssign):
+                targets = [node.target]
+            for target in targets:
+                names = target.elts if isinstance(target, ast.Tuple) else [target]
+                for name in names:
+                    if isinstance(name, ast.Name) and name.id == "__all__":
+                        listed = [element.value for element in node.value.elts]  # type: ignore
+                    elif isinstance(name, ast.Name):
+                        defined.append(name.id)
+        module = module_name(path, root)
+        unlisted += [
+            f"{module}.{name}"
+            for name in defined
+            if not name.startswith("_") and name not in listed
+        ]
+    return unlisted
+
+
 def test_the_package_has_no_import_cycle():
     graph = import_graph(PACKAGE_DIR)
     assert len(graph) > 30 and "gpflow_augmented.comparison.cli" in graph
@@ -108,6 +162,18 @@ def test_the_package_has_no_import_cycle():
 
 def test_no_layer_imports_one_above_it():
     assert upward_imports(import_graph(PACKAGE_DIR)) == []
+
+
+def test_the_package_imports_nothing_from_the_harness_outside_it():
+    assert imports_from_outside(PACKAGE_DIR) == []
+    benchmarks = PACKAGE_DIR.parent / "benchmarks"
+    assert (benchmarks / "hlo_export.py").exists() and not (
+        PACKAGE_DIR / "comparison" / "hlo_export.py"
+    ).exists()
+
+
+def test_every_name_outside_the_all_lists_is_private():
+    assert unlisted_public_names(PACKAGE_DIR) == []
 
 
 def _planted_package(tmp_path: Path, files: Dict[str, str]) -> Path:
@@ -137,6 +203,35 @@ def test_the_checks_catch_a_planted_cycle_and_an_upward_import(tmp_path):
     )
     assert upward_imports(graph) == [
         "gpflow_augmented.monitoring -> gpflow_augmented.comparison.protocol"
+    ]
+
+
+def test_the_check_catches_a_planted_public_name_missing_from_all(tmp_path):
+    root = _planted_package(
+        tmp_path,
+        {
+            "models.py": '__all__ = ["Model"]\nclass Model: ...\ndef helper(): ...\n'
+            "_CACHE = {}\nLIMIT: int = 3\nA, _B = 1, 2\n",
+        },
+    )
+    assert unlisted_public_names(root) == [
+        "gpflow_augmented.models.helper",
+        "gpflow_augmented.models.LIMIT",
+        "gpflow_augmented.models.A",
+    ]
+
+
+def test_the_check_catches_a_planted_import_of_the_harness(tmp_path):
+    root = _planted_package(
+        tmp_path,
+        {
+            "models.py": "def f():\n    from benchmarks.hlo_export import export_steps\n",
+            "comparison/__init__.py": "import jax.numpy\n",
+        },
+    )
+    assert imports_from_outside(root) == [
+        "gpflow_augmented.comparison -> jax.numpy",
+        "gpflow_augmented.models -> benchmarks.hlo_export",
     ]
 
 

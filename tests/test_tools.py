@@ -1,7 +1,7 @@
 """Every maintained script in ``tools/`` runs, at the smallest settings, and prints what it is for.
 
 The GPU chain (``gpu_step_check.sh``, ``gpu_summary.py``, ``step_parts.py``) needs a device's output
-and is exercised through ``tests/comparison/test_hlo_export.py``'s export and run on this CPU."""
+and is exercised through ``benchmarks/tests/test_hlo_export.py``'s export and run on this CPU."""
 
 import subprocess
 import sys
@@ -71,6 +71,10 @@ def test_the_fingerprint_saves_and_compares(tmp_path):
     run_tool("fingerprint.py", "--save", saved, "--cases", "binary")
     assert "largest difference 0" in run_tool(
         "fingerprint.py", "--compare", saved, "--cases", "binary"
+    )
+    # The same against a revision, built in a worktree of its own: HEAD, the checkout's base.
+    assert "largest difference 0" in run_tool(
+        "fingerprint.py", "--against", "HEAD", "--cases", "binary"
     )
 
 

@@ -1,6 +1,10 @@
 """Seeded training runs whose every parameter is saved, to prove that a refactor leaves behaviour
-unchanged: ``--save before.npz`` on the old code, ``--compare before.npz`` on the new one.
+unchanged: ``--against REV`` runs the cases on revision REV (a temporary git worktree, imported
+first through ``PYTHONPATH``) and on this checkout, on this machine, and compares them; nothing
+outside the repository is needed. ``--save before.npz`` on the old code and ``--compare
+before.npz`` on the new one do the same in two steps.
 
+    python tools/fingerprint.py --against main
     python tools/fingerprint.py --save /tmp/before.npz
     python tools/fingerprint.py --compare /tmp/before.npz
 
@@ -22,7 +26,10 @@ ELBO trace; ``--compare`` prints the largest absolute difference per case and ex
 
 import argparse
 import os
+import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -33,7 +40,7 @@ import gpflow
 import tensorflow as tf
 
 import gpflow_augmented as ga
-from gpflow_augmented.comparison import baselines
+from gpflow_augmented.comparison import baselines, methods
 from gpflow_augmented.datasets import load_dataset, one_vs_rest
 from gpflow_augmented.sampling import GibbsSampler
 
@@ -132,7 +139,7 @@ def _method(name: str, iterations: int = 20) -> Callable[[], Dict[str, np.ndarra
         if full_gp:
             X, Y = X[:200], Y[:200]
         tf.random.set_seed(0)  # softmax's expectation is Monte Carlo
-        with baselines.positive_parameters(baselines.method_positive_bijector(name)):
+        with methods.positive_parameters(baselines.method_positive_bijector(name)):
             method = baselines.build_method(
                 name,
                 ga.initial_kernel(X),
@@ -215,18 +222,58 @@ def main() -> int:
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--save")
     action.add_argument("--compare")
+    action.add_argument(
+        "--against", metavar="REV", help="a git revision to compare this checkout to"
+    )
     parser.add_argument("--tolerance", type=float, default=1e-12)
     parser.add_argument("--cases", default="", help="only the cases whose name contains this")
     args = parser.parse_args()
-    cases = {case: run for case, run in CASES.items() if args.cases in case}
+    if args.against:
+        with tempfile.TemporaryDirectory() as folder:
+            args.compare = str(Path(folder) / "before.npz")
+            _save_at_revision(args.against, args.compare, args.cases, Path(folder) / "tree")
+            return _compare(args)
+    return _compare(args) if args.compare else _save(args)
+
+
+def _save_at_revision(revision: str, path: str, cases: str, tree: Path) -> None:
+    """This script's cases run on ``revision``'s package (a worktree first on the import path)."""
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run(
+        ["git", "-C", str(root), "worktree", "add", "-q", "--detach", str(tree), revision],
+        check=True,
+    )
+    try:
+        subprocess.run(
+            [sys.executable, __file__, "--save", path, "--cases", cases],
+            env={**os.environ, "PYTHONPATH": str(tree)},
+            cwd=tree,
+            check=True,
+        )
+    finally:
+        subprocess.run(
+            ["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], check=True
+        )
+
+
+def _results(pattern: str) -> Tuple[List[str], Dict[str, np.ndarray]]:
+    cases = [case for case in CASES if pattern in case]
     results = {}
-    for case, run in cases.items():
-        for name, value in run().items():
+    for case in cases:
+        for name, value in CASES[case]().items():
             results[f"{case}/{name}"] = value
-    if args.save:
-        np.savez(args.save, **results)
-        print(f"saved {len(results)} arrays from {len(cases)} cases to {args.save}")
-        return 0
+    return cases, results
+
+
+def _save(args: argparse.Namespace) -> int:
+    cases, results = _results(args.cases)
+    np.savez(args.save, **results)
+    print(f"saved {len(results)} arrays from {len(cases)} cases to {args.save}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    cases, results = _results(args.cases)
     reference = dict(np.load(args.compare))
     worst = 0.0
     for case in cases:

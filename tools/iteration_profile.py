@@ -15,7 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 from gpflow_augmented.likelihoods import expectation
-from gpflow_augmented.comparison.baselines import EXACT_WARM_START, AdamMethod, build_method
+from gpflow_augmented.bounds import EXACT_WARM_START
+from gpflow_augmented.comparison.baselines import build_method
+from gpflow_augmented.comparison.methods import AdamMethod
 from gpflow_augmented.comparison.benchmark import interleaved_medians
 from gpflow_augmented.initialisation import initial_kernel
 from gpflow_augmented.distributed import loss_and_gradients

@@ -1,10 +1,11 @@
 """
 Side-by-side comparison with GPflow's own classifiers: the methods (:mod:`.baselines`), the fair
 protocol (:mod:`.protocol`: same data, kernel, inducing points, minibatches and clock), tuning on a
-validation split (:mod:`.tuning`), the benchmark table (:mod:`.benchmark`), step-time scaling
-(:mod:`.scaling`), figures (:mod:`.plots`) and the ``gpflow-augmented`` command (:mod:`.cli`).
+validation split (:mod:`.tuning`), the benchmark table (:mod:`.benchmark`), figures
+(:mod:`.plots`) and the ``gpflow-augmented`` command (:mod:`.cli`).
 
-This layer uses the library and :mod:`gpflow_augmented.sampling`, never the reverse.
+This layer uses the library and :mod:`gpflow_augmented.sampling`, never the reverse; the benchmark
+studies outside the package (the repository's ``benchmarks/``) use this layer.
 """
 
 from .protocol import (

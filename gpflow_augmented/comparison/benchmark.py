@@ -32,7 +32,7 @@ __all__ = [
 DEFAULT_DATASETS = ("shuttle", "satimage", "segment", "letter", "vehicle", "waveform", "pendigits")
 # ../shared/data has no binary dataset: one class against the rest, "name:class".
 BINARY_TASKS = ("shuttle:0", "satimage:0", "waveform:0")
-STEP_TIME_SIZES = ((200, 100, 3), (200, 100, 10), (200, 200, 10), (200, 100, 26))
+_STEP_TIME_SIZES = ((200, 100, 3), (200, 100, 10), (200, 200, 10), (200, 100, 26))
 
 
 def step_times(
@@ -45,7 +45,8 @@ def step_times(
 ) -> Dict[str, float]:
     """Median seconds of compiled steps at (B, M, C) on random data: ``cavi`` and ``natgrad``
     alone, and ``cavi+adam`` (this package's iteration) and ``natgrad+adam`` (RM's)."""
-    from .baselines import AugmentedMethod, NaturalGradientMethod, build_method
+    from .baselines import build_method
+    from .methods import AugmentedMethod, NaturalGradientMethod
     from ..initialisation import initial_kernel
 
     rng = np.random.default_rng(seed)
@@ -142,25 +143,25 @@ def _speedups(name: str, methods: List[Dict[str, Any]]) -> str:
 
 # The models a user would otherwise pick: SVGP with GPflow's likelihoods, or with ours but trained
 # by Adam (no augmentation, no closed-form step), and the published peers (Dirichlet, SEP).
-PEERS = ("rm", "softmax", "lsm-vi", "dirichlet", "sep")
+_PEERS = ("rm", "softmax", "lsm-vi", "dirichlet", "sep")
 # The method the package recommends, fixed in advance (never picked per dataset from test results).
-PACKAGE_METHOD = "lsm"
+_PACKAGE_METHOD = "lsm"
 # A peer's final NLL relaxed by this factor is the common target both must reach.
-TARGET_SLACK = 1.02
+_TARGET_SLACK = 1.02
 
 
 def _against_best_peer(
-    name: str, methods: List[Dict[str, Any]], package_method: str = PACKAGE_METHOD
+    name: str, methods: List[Dict[str, Any]], package_method: str = _PACKAGE_METHOD
 ) -> str:
     """The package's method against the best peer (lowest final test NLL): its final
     differences, and how much sooner it reached the common target, the best peer's final NLL
-    × :data:`TARGET_SLACK`, than each peer did (t(peer) / t(ours)). Times and the target are read
+    × :data:`_TARGET_SLACK`, than each peer did (t(peer) / t(ours)). Times and the target are read
     from the traces, which every method evaluated on the same test points."""
     from .protocol import time_to_reach
 
     by_name = {m["name"]: m for m in methods}
     # A diverged run's NLL is stored as None; it cannot be the best peer.
-    peers = [by_name[p] for p in PEERS if p in by_name and by_name[p]["final"]["nll"] is not None]
+    peers = [by_name[p] for p in _PEERS if p in by_name and by_name[p]["final"]["nll"] is not None]
     if package_method not in by_name or not peers:
         return ""
     ours = by_name[package_method]
@@ -169,7 +170,7 @@ def _against_best_peer(
     d_error = "–" if ours_error is None else f"{ours_error - best['final']['error']:+.4f}"
     d_nll = "–" if ours_nll is None else f"{100 * (ours_nll / best['final']['nll'] - 1):+.1f} %"
     last_traced = best["trace"][-1]["nll"]
-    target = TARGET_SLACK * (best["final"]["nll"] if last_traced is None else last_traced)
+    target = _TARGET_SLACK * (best["final"]["nll"] if last_traced is None else last_traced)
     t_ours = time_to_reach(ours["trace"], target)
     speedups = []
     for peer in peers:
@@ -272,20 +273,43 @@ def run_benchmark(options: RunOptions) -> Tuple[str, List[Tuple[str, str]]]:
     """Run (or, with ``options.report_only``, re-read) every dataset's comparison and the step-time
     measurements, and write ``benchmark.md``; returns it and the datasets that could not be run,
     with the reason."""
-    import json
-
-    from ..datasets import load_dataset
-    from .runs import read_json
-
     output = _benchmark_output(options, _datasets(options))
     started = time.perf_counter()
-    rows: List[str] = []
-    speedups: List[str] = []
-    targets: List[str] = []
+    ran, failed = _run_datasets(options, output)
+    payloads = [payload for _, payload in ran]
+    step_rows = _step_time_rows(options, output)
+    lines = [
+        _measured(options, started, payloads),
+        _settings_line(options, payloads),
+        "",
+        "| dataset | method | settings | error | NLL | ECE | cw-ECE | Brier | t(NLL) s | steps | "
+        "ms/step | failed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *[row for name, payload in ran for row in _dataset_rows(name, payload["methods"])],
+        "",
+        *_against_peers_lines(ran),
+        "Isolated compiled steps (median ms over 30, interleaved; random data, D=10):",
+        "",
+        "| B | M | C | CAVI | NatGrad | NatGrad/CAVI | CAVI+Adam | NatGrad+Adam | ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *step_rows,
+        "",
+        *_not_run(failed),
+    ]
+    return _write_report(output / "benchmark.md", lines), failed
+
+
+def _run_datasets(
+    options: RunOptions, output: Path
+) -> Tuple[List[Tuple[str, Dict[str, Any]]], List[Tuple[str, str]]]:
+    """Each dataset's comparison (run, resumed or re-read): (name, results) of those that ran, and
+    the datasets that could not be run, with the reason."""
+    from ..datasets import load_dataset
+
     failed: List[Tuple[str, str]] = []
-    payloads: List[Dict[str, Any]] = []
+    ran: List[Tuple[str, Dict[str, Any]]] = []
     for name in _datasets(options):
-        ran = _run_dataset(
+        result = _run_dataset(
             functools.partial(
                 load_dataset,
                 name,
@@ -302,13 +326,16 @@ def run_benchmark(options: RunOptions) -> Tuple[str, List[Tuple[str, str]]]:
             name,
             failed,
         )
-        if ran is None:
-            continue
-        payloads.append(ran[1])
-        methods = ran[1]["methods"]
-        rows += _dataset_rows(name, methods)
-        speedups.append(_speedups(name, methods))
-        targets.append(_against_best_peer(name, methods))
+        if result is not None:
+            ran.append((name, result[1]))
+    return ran, failed
+
+
+def _step_time_rows(options: RunOptions, output: Path) -> List[str]:
+    """The isolated compiled steps' table rows, measured now or, with ``report_only``, re-read."""
+    import json
+
+    from .runs import read_json
 
     step_file = output / "step_times.json"
     if options.report_only and step_file.exists():
@@ -316,7 +343,7 @@ def run_benchmark(options: RunOptions) -> Tuple[str, List[Tuple[str, str]]]:
     else:
         measured = [
             {"size": [B, M, C], "seconds": step_times(B, M, C, seed=options.seed)}
-            for B, M, C in STEP_TIME_SIZES
+            for B, M, C in _STEP_TIME_SIZES
         ]
         output.mkdir(parents=True, exist_ok=True)
         step_file.write_text(json.dumps(measured, indent=1))
@@ -328,12 +355,11 @@ def run_benchmark(options: RunOptions) -> Tuple[str, List[Tuple[str, str]]]:
             f"{t['natgrad'] / t['cavi']:.2f} | {1e3 * t['cavi+adam']:.2f} | "
             f"{1e3 * t['natgrad+adam']:.2f} | {t['natgrad+adam'] / t['cavi+adam']:.2f} |"
         )
+    return step_rows
 
-    peers_run = [
-        p for p in PEERS if any(m["name"] == p for payload in payloads for m in payload["methods"])
-    ]
-    lines = [
-        _measured(options, started, payloads),
+
+def _settings_line(options: RunOptions, payloads: List[Dict[str, Any]]) -> str:
+    return (
         f"Settings: M={options.num_inducing}, B={options.batch_size}, {_budget(options)} of "
         f"training per method, "
         + (
@@ -347,50 +373,41 @@ def run_benchmark(options: RunOptions) -> Tuple[str, List[Tuple[str, str]]]:
             )
         )
         + f", inducing points {'trained' if options.train_inducing_points else 'fixed'}, "
-        f"seed {options.seed}.",
-        "",
-        "| dataset | method | settings | error | NLL | ECE | cw-ECE | Brier | t(NLL) s | steps | "
-        "ms/step | failed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        *rows,
-        "",
-        *(
-            [
-                "Speed-up over RM, t(RM)/t(LSM): to come within 0.01 nats of each one's own best "
-                "test NLL, and to reach a common NLL (the worse of the two bests + "
-                "0.01); then final differences LSM − RM (negative: LSM better):",
-                "",
-                *[s for s in speedups if s],
-                "",
-            ]
-            if any(speedups)
-            else []
-        ),
-        *(
-            [
-                f"{PACKAGE_METHOD} against the best peer ({', '.join(peers_run)}; lowest final "
-                "test NLL): final differences (ours − peer; NLL in %), and the time to reach the "
-                f"common target, the best peer's final trace NLL × {TARGET_SLACK:g}, with each "
-                "peer's time divided by ours (∞: the peer never reached it; –: ours did not):",
-                "",
-                "| dataset | best peer | Δerror | ΔNLL | target NLL | ours reached it at | "
-                "sooner than |",
-                "|---|---|---|---|---|---|---|",
-                *[t for t in targets if t],
-                "",
-            ]
-            if any(targets)
-            else []
-        ),
-        "Isolated compiled steps (median ms over 30, interleaved; random data, D=10):",
-        "",
-        "| B | M | C | CAVI | NatGrad | NatGrad/CAVI | CAVI+Adam | NatGrad+Adam | ratio |",
-        "|---|---|---|---|---|---|---|---|---|",
-        *step_rows,
-        "",
-        *_not_run(failed),
+        f"seed {options.seed}."
+    )
+
+
+def _against_peers_lines(ran: List[Tuple[str, Dict[str, Any]]]) -> List[str]:
+    """The speed-ups over RM and the package's method against the best peer, where measured."""
+    speedups = [_speedups(name, payload["methods"]) for name, payload in ran]
+    targets = [_against_best_peer(name, payload["methods"]) for name, payload in ran]
+    peers_run = [
+        p for p in _PEERS if any(m["name"] == p for _, payload in ran for m in payload["methods"])
     ]
-    return _write_report(output / "benchmark.md", lines), failed
+    lines: List[str] = []
+    if any(speedups):
+        lines += [
+            "Speed-up over RM, t(RM)/t(LSM): to come within 0.01 nats of each one's own best "
+            "test NLL, and to reach a common NLL (the worse of the two bests + "
+            "0.01); then final differences LSM − RM (negative: LSM better):",
+            "",
+            *[s for s in speedups if s],
+            "",
+        ]
+    if any(targets):
+        lines += [
+            f"{_PACKAGE_METHOD} against the best peer ({', '.join(peers_run)}; lowest final "
+            "test NLL): final differences (ours − peer; NLL in %), and the time to reach the "
+            f"common target, the best peer's final trace NLL × {_TARGET_SLACK:g}, with each "
+            "peer's time divided by ours (∞: the peer never reached it; –: ours did not):",
+            "",
+            "| dataset | best peer | Δerror | ΔNLL | target NLL | ours reached it at | "
+            "sooner than |",
+            "|---|---|---|---|---|---|---|",
+            *[t for t in targets if t],
+            "",
+        ]
+    return lines
 
 
 def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:

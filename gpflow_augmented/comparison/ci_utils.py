@@ -25,14 +25,14 @@ __all__ = [
 
 FAST_MODE_VARIABLE = "GPFLOW_AUGMENTED_FAST"
 DATA_DIR_VARIABLE = "GPFLOW_AUGMENTED_DATA"
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 def is_fast_mode() -> bool:
     return os.environ.get(FAST_MODE_VARIABLE, "") not in ("", "0", "false", "False")
 
 
-def reduce_in_fast_mode(full: T, fast: T) -> T:
+def reduce_in_fast_mode(full: _T, fast: _T) -> _T:
     """``fast`` in fast mode, else ``full``: the size of a loop, a list of settings, a budget."""
     return fast if is_fast_mode() else full
 

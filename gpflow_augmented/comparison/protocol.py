@@ -35,16 +35,14 @@ from ..metrics import Evaluator
 from .baselines import (
     FULL_GP_METHODS,
     METHODS,
-    Method,
     build_method,
     check_full_gp_method,
     check_method_names,
     check_method_options,
     default_methods,
-    hyperparameter_snapshot,
     method_positive_bijector,
-    positive_parameters,
 )
+from .methods import Method, hyperparameter_snapshot, positive_parameters
 from ..datasets import Dataset
 from ..initialisation import inducing_points as kmeans_inducing_points
 from ..initialisation import initial_kernel
@@ -58,6 +56,7 @@ __all__ = [
     "best_nll",
     "time_to_converge",
     "time_to_reach",
+    "time_to_common_nll",
 ]
 
 
@@ -105,7 +104,7 @@ class MethodResult(NamedTuple):
     method: Optional[Method]  # None for a result read back from disk (a resumed run)
     probabilities: np.ndarray  # the final predicted probabilities of the whole test set
     options: Optional[Dict[str, Any]] = None  # the learning rate and ρ schedule it was given
-    # what the steps' safeguards did (:func:`stability_record`)
+    # what the steps' safeguards did (:func:`_stability_record`)
     stability: Optional[Dict[str, Any]] = None
 
     def final(self) -> Dict[str, float]:
@@ -225,7 +224,7 @@ def _evaluation_iterations(growth: float = 1.25, every: Optional[int] = None):
 
 
 #: The options ``method_options`` may give a method (:func:`compare`).
-METHOD_OPTIONS = (
+_METHOD_OPTIONS = (
     "learning_rate",
     "positive_bijector",
     "step_size",
@@ -409,11 +408,11 @@ def check_methods(
         for name in methods
     }
     for name, chosen in options.items():
-        unknown_options = set(chosen) - set(METHOD_OPTIONS)
+        unknown_options = set(chosen) - set(_METHOD_OPTIONS)
         if unknown_options:
             raise ValueError(
                 f"unknown option {sorted(unknown_options)[0]!r} for method {name!r} "
-                f"({', '.join(METHOD_OPTIONS)})"
+                f"({', '.join(_METHOD_OPTIONS)})"
             )
         chosen["learning_rate"] = check_method_options(name, **chosen)
         if chosen["positive_bijector"] is None:
@@ -515,7 +514,7 @@ def _run(
         method,
         cast(np.ndarray, final_evaluator.latest_probabilities),
         None,
-        stability_record(method, counts_before, np.array(elbos)),
+        _stability_record(method, counts_before, np.array(elbos)),
     )
 
 
@@ -531,7 +530,7 @@ def _safeguard_counts(method: Method) -> Optional[Tuple[int, int]]:
     return None if trainer is None else safeguard_counts(trainer)
 
 
-def stability_record(
+def _stability_record(
     method: Method, counts_before: Optional[Tuple[int, int]], elbos: np.ndarray
 ) -> Dict[str, Any]:
     """What a method's steps' safeguards did during its run, for ``results.json``: the worst

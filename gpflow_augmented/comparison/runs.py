@@ -19,6 +19,20 @@ from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .options import RunOptions
 
+__all__ = [
+    "PROG",
+    "LOCK_FILE",
+    "machine",
+    "write_atomically",
+    "write_json",
+    "read_json",
+    "prepare_output",
+    "release_output",
+    "check_run",
+    "run_comparison",
+    "summary_table",
+]
+
 PROG = "gpflow-augmented"
 
 
@@ -66,7 +80,7 @@ def write_json(path: Path, payload: Dict[str, Any]) -> None:
 
 
 # What a run writes into its output folder; an earlier run's are replaced only when asked.
-RUN_FILES = ("results.json", "run.json", "tuning.json", "methods", "figures", "tensorboard")
+_RUN_FILES = ("results.json", "run.json", "tuning.json", "methods", "figures", "tensorboard")
 
 
 # Held in an output folder by the process writing a run into it: its process id.
@@ -125,7 +139,12 @@ def release_output(output: Path) -> None:
 
 
 def prepare_output(
-    output: Path, *, resume: bool, overwrite: bool, explicit: bool, names: Sequence[str] = RUN_FILES
+    output: Path,
+    *,
+    resume: bool,
+    overwrite: bool,
+    explicit: bool,
+    names: Sequence[str] = _RUN_FILES,
 ) -> Path:
     """Check, before any training, that results can be written to ``output``, and claim it; return
     the folder to use, which the caller gives up with :func:`release_output`. An earlier run's

@@ -119,7 +119,7 @@ def log_one_minus_sigma_tilde(m: tf.Tensor, v: tf.Tensor) -> tf.Tensor:
     return log_numerator - tf.math.softplus(-c)
 
 
-def classes_and_subset_scale(
+def _classes_and_subset_scale(
     per_class: tf.Tensor, num_classes: Optional[int]
 ) -> Tuple[tf.Tensor, tf.Tensor]:
     """(C, C/|K|) for a last axis holding |K| of ``num_classes`` classes (all of them if ``None``):
@@ -143,7 +143,7 @@ def log_sum_complement(
 ) -> tf.Tensor:
     """log Σ_c θ_c (1 - σ̃_c) (= log(C (1 - S)) for θ = 1) over all classes, estimated from the
     subset given."""
-    _, weight = classes_and_subset_scale(m, num_classes)
+    _, weight = _classes_and_subset_scale(m, num_classes)
     log_terms = log_one_minus_sigma_tilde(m, v)
     if log_weights is not None:
         log_terms += log_weights
@@ -217,7 +217,7 @@ def gamma_poisson_local_parameters(
 
     On a class subset (``num_classes`` > the last axis) S is the subset mean and α is eq. (17).
     """
-    num_classes, weight = classes_and_subset_scale(Fmu, num_classes)
+    num_classes, weight = _classes_and_subset_scale(Fmu, num_classes)
     c = tilt(Fmu, Fvar)
     log_st = log_sigma_tilde(Fmu, c)  # [N, K]
     S = tf.reduce_mean(tf.exp(log_st), axis=-1)  # [N]
@@ -262,7 +262,7 @@ def polya_gamma_terms(
         + (Y_onehot - local.gamma) * Fmu / 2
         - local.theta * (second_moment - tf.square(local.c)) / 2
     )
-    return classes_and_subset_scale(Fmu, num_classes)[1] * tf.reduce_sum(per_class, axis=-1)
+    return _classes_and_subset_scale(Fmu, num_classes)[1] * tf.reduce_sum(per_class, axis=-1)
 
 
 @check_shapes("local.gamma: [N, C]", "local.alpha: [N]", "return: [N]")
@@ -271,7 +271,7 @@ def gamma_poisson_count_terms(
 ) -> tf.Tensor:
     """E[log p(n|λ) - log q(n)] - E[Σ_c λ] + H[q(λ)] for q(n) = Po(γ), q(λ) = Ga(α, C)."""
     gamma, alpha = local.gamma, local.alpha
-    num_classes, weight = classes_and_subset_scale(gamma, num_classes)
+    num_classes, weight = _classes_and_subset_scale(gamma, num_classes)
     log_C = tf.math.log(num_classes)
     e_log_lambda = tf.math.digamma(alpha) - log_C  # [N]
     # xlogy keeps γ = 0 (underflow at extreme latent means) finite.
@@ -307,7 +307,7 @@ def negative_multinomial_local_elbo(
     the subset, and log Σ_c (1 - σ̃_c) is :func:`log_sum_complement`'s estimate. The gradient with
     respect to a class's marginals is then that of the full bound with S replaced by its estimate.
     """
-    _, weight = classes_and_subset_scale(Fmu, num_classes)
+    _, weight = _classes_and_subset_scale(Fmu, num_classes)
     if soft_labels:
         # Σ_c y_c (m_c/2 - log 2 - log cosh(c_c/2)): each class's Jaakkola–Jordan term, weighted.
         observed = tf.reduce_sum(

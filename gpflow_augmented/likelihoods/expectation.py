@@ -54,6 +54,9 @@ __all__ = [
     "log_logistic_softmax",
     "sites_from_derivatives",
     "subset_site_weights",
+    "S_MIN",
+    "S_MAX",
+    "S_STEP",
 ]
 
 
@@ -116,7 +119,7 @@ def expected_log_normaliser(
     (:func:`expected_log_logistic_softmax`)."""
     if (
         tf.executing_eagerly()
-        and _grid_size(Fmu.shape, num_hermite, grid_step) <= EAGER_UNFUSED_LIMIT
+        and _grid_size(Fmu.shape, num_hermite, grid_step) <= _EAGER_UNFUSED_LIMIT
     ):
         return _log_normaliser(Fmu, Fvar, column_weights, num_hermite, grid_step, log_weights)
     return _fused_log_normaliser(Fmu, Fvar, column_weights, num_hermite, grid_step, log_weights)
@@ -127,7 +130,7 @@ def expected_log_normaliser(
 # on a small training set, an eager CAVI step, one prediction) is evaluated unfused: even ten calls
 # at one shape cost less than the compile they avoid. Larger ones, and every call inside a
 # compiled step, go through XLA.
-EAGER_UNFUSED_LIMIT = 2**21
+_EAGER_UNFUSED_LIMIT = 2**21
 
 
 def _s_grid(grid_step: float) -> np.ndarray:

@@ -58,6 +58,8 @@ __all__ = [
     "numpy_sigmoid",
     "quasi_normal_samples",
     "sobol_uniforms",
+    "DEFAULT_NUM_PREDICTIVE_SAMPLES",
+    "quasi_latent_samples",
 ]
 
 DEFAULT_NUM_PREDICTIVE_SAMPLES = 1000

@@ -35,6 +35,7 @@ __all__ = [
     "LatentSampler",
     "PosteriorSamples",
     "monte_carlo_standard_error",
+    "check_counts",
 ]
 
 # Elements of the [chains, draws, N, inner points, C] tensor of one predictive chunk: ~80 MB.

@@ -14,11 +14,13 @@ from gpflow_augmented.comparison.baselines import (
     FULL_GP_METHODS,
     METHOD_SPECS,
     MULTICLASS_METHODS,
+    build_method,
+    method_learning_rate,
+)
+from gpflow_augmented.comparison.methods import (
     Method,
     NaturalGradientWarmUp,
-    build_method,
     hyperparameter_snapshot,
-    method_learning_rate,
 )
 from gpflow_augmented.comparison import MinibatchStream, compare, time_to_converge
 from gpflow_augmented.comparison.protocol import check_methods

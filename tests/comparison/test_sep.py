@@ -13,7 +13,8 @@ import tensorflow as tf
 from gpflow.config import Config, as_context
 from scipy.stats import norm
 
-from gpflow_augmented.comparison.baselines import ExpectationPropagationMethod, build_method
+from gpflow_augmented.comparison.baselines import build_method
+from gpflow_augmented.comparison.methods import ExpectationPropagationMethod
 from gpflow_augmented.comparison.heaviside import HeavisideLikelihood, pairwise_probit_sites
 from gpflow_augmented.comparison.sep import ExpectationPropagation, HeavisideEP, HeavisideSEP
 from gpflow_augmented.schedules import RobbinsMonro

@@ -24,6 +24,7 @@ from gpflow_augmented.likelihoods import (
     MeanFieldGammaPoisson,
     NegativeMultinomial,
 )
+from helpers import cavi_proposal
 
 
 def _problem(num_data=40, num_classes=3, num_inducing=8, seed=0):
@@ -169,4 +170,4 @@ def test_class_indices_given_directly_are_refused_by_name():
     with pytest.raises(TypeError, match=r"ClassSubset\(classes, num_classes\)"):
         model.elbo((X, Y), tf.constant([2, 0], tf.int32))
     with pytest.raises(TypeError, match="ClassSubset"):
-        cavi._proposal(X, Y, 0.7, [2, 0])
+        cavi_proposal(cavi, X, Y, 0.7, [2, 0])

@@ -9,7 +9,7 @@ import tensorflow as tf
 from sklearn.cluster import kmeans_plusplus
 
 from gpflow_augmented.comparison import plots
-from gpflow_augmented.comparison.baselines import ExpectationPropagationMethod
+from gpflow_augmented.comparison.methods import ExpectationPropagationMethod
 from gpflow_augmented.comparison.sep import HeavisideSEP
 from gpflow_augmented.sampling.ground_truth import compare_with_gibbs
 from gpflow_augmented.sampling.gibbs import GibbsSampler

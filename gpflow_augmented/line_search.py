@@ -1,0 +1,73 @@
+"""The line search of a q(u) step on its own batch's bound (:meth:`gpflow_augmented.CAVI.update`
+runs it on a model on the exact bound).
+
+The exact bound's sites are the expected log-likelihood's derivatives at the current q(f), so its
+step is a Newton step on the batch's bound, damped by ρ. Where E_q log p(y | f) is far from
+quadratic (large latents on separable classes) it overshoots: on the full batch the ELBO swings by
+orders of magnitude instead of rising, and on a minibatch, whose sites weigh N / B times, one step
+can send q(u) and the kernel variance far off (a rare class's point on kddcup). For a small enough
+ρ the step ascends the batch's bound (its direction is that bound's natural gradient), so the
+search always has a step to take, and it never moves a fixed point of the step, where the proposal
+is the current q(u).
+"""
+
+from typing import Callable, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["MAX_LINE_SEARCH_HALVINGS", "Proposal", "all_finite", "halving_search"]
+
+#: A step halves ρ up to this many times until it does not lower its batch's bound, and else keeps
+#: q(u) as it was.
+MAX_LINE_SEARCH_HALVINGS = 10
+
+#: A proposed state: q(u)'s mean and square root as stored, and the kernel variances over their
+#: running statistics [4, P] (a dummy [4, 1] of ones where no variance moves).
+Proposal = Tuple[tf.Tensor, tf.Tensor, tf.Tensor]
+
+
+def all_finite(*tensors: tf.Tensor) -> tf.Tensor:
+    """Whether every entry of every tensor is finite (a scalar bool)."""
+    return tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in tensors])
+
+
+def halving_search(
+    propose: Callable[[tf.Tensor], Proposal],
+    bound_at: Callable[[tf.Tensor, tf.Tensor, tf.Tensor], tf.Tensor],
+    proposal: Proposal,
+    current: Proposal,
+    rho: tf.Tensor,
+    elbo: tf.Tensor,
+    search: tf.Tensor,
+) -> Tuple[Proposal, tf.Tensor]:
+    """(the proposal, ρ taken): ``proposal``, the step of size ``rho``, with ρ halved
+    (``propose(ρ)``) until the batch's bound at it (``bound_at(mu, sqrt, variances)``) is not below
+    ``elbo``, the bound before the step (up to round-off), at most
+    :data:`MAX_LINE_SEARCH_HALVINGS` times; else ``current`` with ρ = 0 (or, if no proposal was
+    finite, the last one, for the step's check to refuse). Nothing is searched where ``search``
+    is false (the warm start)."""
+    tolerance = 1e3 * float(np.finfo(elbo.dtype.as_numpy_dtype).eps) * tf.abs(elbo)
+
+    def worse(mu: tf.Tensor, sqrt: tf.Tensor, state: tf.Tensor) -> tf.Tensor:
+        # A proposal that is not finite is worse. Its bound is evaluated all the same (NaN
+        # compares false), and the loop's predicate is a select, not a tf.cond: XLA on a GPU
+        # reads each conditional's predicate on the host.
+        finite = all_finite(mu, sqrt, state) & tf.reduce_all(state[0] > 0.0)
+        trial = bound_at(mu, sqrt, state[0])
+        return ~finite | ~(trial >= elbo - tolerance)
+
+    def searching(halvings, rho, mu, sqrt, state):  # type: ignore[no-untyped-def]
+        return search & (halvings <= MAX_LINE_SEARCH_HALVINGS) & worse(mu, sqrt, state)
+
+    def halve(halvings, rho, mu, sqrt, state):  # type: ignore[no-untyped-def]
+        rho = rho / 2.0
+        return (halvings + 1, rho, *propose(rho))
+
+    start = (tf.constant(0), rho, *proposal)
+    halvings, rho, mu, sqrt, state = tf.while_loop(searching, halve, start)
+    # No halving raised the bound: keep q(u), unless no proposal was even finite, which the
+    # step's check then refuses as a numerical failure (not a silent step of size 0).
+    keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & all_finite(mu, sqrt, state)
+    kept = tuple(tf.where(keep, old, new) for old, new in zip(current, (mu, sqrt, state)))
+    return kept, tf.where(keep, tf.zeros_like(rho), rho)  # type: ignore[return-value]
