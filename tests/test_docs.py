@@ -12,6 +12,7 @@ PAGES = [
     ROOT / "CHANGELOG.md",
     ROOT / "GLOSSARY.md",
     *sorted(ROOT.glob("docs/*.md")),
+    *sorted(ROOT.glob("benchmarks/*.md")),
 ]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 

@@ -102,6 +102,41 @@ def _read_table(
     header: see :func:`_decide_header`. ``label_column``: a header name, or an index (negative
     from the end); default the column named ``default_label_name`` if the header has one, else
     the last column, or none at all if not ``has_labels``."""
+    rows = _rows(path, has_labels)
+    width = len(rows[0])
+    has_header, header_rule = _decide_header(path, rows, header)
+    names = None
+    if has_header:
+        names, rows = [cell.strip() for cell in rows[0]], rows[1:]
+        if not rows:
+            raise InvalidDataError(f"{path}: has a header and no data rows")
+    if label_column is None and names is not None and default_label_name in names:
+        label_column = default_label_name
+    column = _label_column_index(path, label_column, names, width, has_labels)
+    num_features = width - (column < width)
+    if num_features < 1:
+        raise InvalidDataError(f"{path}: needs at least one feature column")
+    features = np.empty((len(rows), num_features))
+    first_row = 2 if names is not None else 1
+    for i, row in enumerate(rows):
+        cells = row[:column] + row[column + 1 :]
+        for j, cell in enumerate(cells):
+            try:
+                features[i, j] = float(cell)
+            except ValueError:
+                feature = j if j < column else j + 1
+                raise InvalidDataError(
+                    f"{path}: row {i + first_row}, column {feature + 1}: {cell!r} is not a number"
+                ) from None
+    labels = [row[column].strip() for row in rows] if column < width else []
+    feature_names = None if names is None else names[:column] + names[column + 1 :]
+    label_name = None if names is None or column == width else names[column]
+    return _Table(features, labels, feature_names, label_name, header_rule)
+
+
+def _rows(path: Path, has_labels: bool) -> List[List[str]]:
+    """The non-empty rows of a CSV (``.csv``) or TSV (other suffixes) file, each as wide as the
+    first; a file whose one column holds another separator is refused by name."""
     delimiter = "," if path.suffix.lower() == ".csv" else "\t"
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
@@ -131,17 +166,21 @@ def _read_table(
             raise InvalidDataError(
                 f"{path}: row {number} has {len(row)} columns, row 1 has {width}"
             )
-    has_header, header_rule = _decide_header(path, rows, header)
-    names = None
-    if has_header:
-        names, rows = [cell.strip() for cell in rows[0]], rows[1:]
-        if not rows:
-            raise InvalidDataError(f"{path}: has a header and no data rows")
-    if label_column is None and names is not None and default_label_name in names:
-        label_column = default_label_name
+    return rows
+
+
+def _label_column_index(
+    path: Path,
+    label_column: Union[int, str, None],
+    names: Optional[List[str]],
+    width: int,
+    has_labels: bool,
+) -> int:
+    """The index of the labels' column: by header name, by index (negative from the end), the
+    last by default, or ``width`` (no column) for a table without labels."""
     if label_column is None:
-        column = width - 1 if has_labels else width  # width: no column is the labels
-    elif isinstance(label_column, str) and not label_column.lstrip("-").isdigit():
+        return width - 1 if has_labels else width
+    if isinstance(label_column, str) and not label_column.lstrip("-").isdigit():
         if names is None or label_column not in names:
             found = "no header row" if names is None else f"columns {', '.join(names)}"
             raise InvalidDataError(f"{path}: no column named {label_column!r} ({found})")
@@ -151,33 +190,13 @@ def _read_table(
                 f"{path}: the header names {label_column!r} "
                 f"{len(where)} times (columns {', '.join(map(str, where))})"
             )
-        column = names.index(label_column)
-    else:
-        column = int(label_column)
-        if not -width <= column < width:
-            raise InvalidDataError(
-                f"{path}: label column {column} is outside the file's {width} columns"
-            )
-        column %= width
-    num_features = width - (column < width)
-    if num_features < 1:
-        raise InvalidDataError(f"{path}: needs at least one feature column")
-    features = np.empty((len(rows), num_features))
-    first_row = 2 if names is not None else 1
-    for i, row in enumerate(rows):
-        cells = row[:column] + row[column + 1 :]
-        for j, cell in enumerate(cells):
-            try:
-                features[i, j] = float(cell)
-            except ValueError:
-                feature = j if j < column else j + 1
-                raise InvalidDataError(
-                    f"{path}: row {i + first_row}, column {feature + 1}: {cell!r} is not a number"
-                ) from None
-    labels = [row[column].strip() for row in rows] if column < width else []
-    feature_names = None if names is None else names[:column] + names[column + 1 :]
-    label_name = None if names is None or column == width else names[column]
-    return _Table(features, labels, feature_names, label_name, header_rule)
+        return names.index(label_column)
+    column = int(label_column)
+    if not -width <= column < width:
+        raise InvalidDataError(
+            f"{path}: label column {column} is outside the file's {width} columns"
+        )
+    return column % width
 
 
 def _match_test_columns(path: Path, train: _Table, test_path: Path, test: _Table) -> np.ndarray:

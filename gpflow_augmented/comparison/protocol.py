@@ -316,15 +316,7 @@ def compare(
     stream = MinibatchStream(len(X), batch_size, seed)
     num_inducing = min(num_inducing, len(X))
     Z = kmeans_inducing_points(X, num_inducing, seed=seed)
-    evaluator = Evaluator(dataset.X_test, dataset.Y_test)
-    trace_evaluator = evaluator
-    if trace_test_points is not None and len(dataset.X_test) > trace_test_points:
-        subset = np.sort(
-            np.random.default_rng(seed).choice(
-                len(dataset.X_test), trace_test_points, replace=False
-            )
-        )
-        trace_evaluator = Evaluator(dataset.X_test[subset], dataset.Y_test[subset])
+    evaluator, trace_evaluator = _evaluators(dataset, trace_test_points, seed)
     X_device, Y_device = tf.constant(X), tf.constant(Y)
     settings = {
         "num_train": len(X),
@@ -348,19 +340,9 @@ def compare(
         if completed is not None and name in completed:
             results.append(completed[name])
             continue
-        chosen = dict(options[name])
-        with positive_parameters(chosen.pop("positive_bijector")):
-            method = build_method(
-                name,
-                initial_kernel(X),
-                Z,
-                dataset.num_classes,
-                len(X),
-                train_inducing_points=train_inducing_points,
-                full_batch=stream.full_batch,
-                data=(X, Y) if name in FULL_GP_METHODS else None,
-                **chosen,
-            )
+        method = _built(
+            name, options[name], (X, Y), Z, dataset.num_classes, stream, train_inducing_points
+        )
         result = _run(
             method,
             stream,
@@ -379,6 +361,47 @@ def compare(
         if on_method_done is not None:
             on_method_done(results[-1])
     return ComparisonResult(dataset.name, settings, results)
+
+
+def _evaluators(
+    dataset: Dataset, trace_test_points: Optional[int], seed: int
+) -> Tuple[Evaluator, Evaluator]:
+    """The final metrics' evaluator, on every test point, and the trace's, on a seeded subset of at
+    most ``trace_test_points`` of them (the same evaluator where the test set is no larger)."""
+    evaluator = Evaluator(dataset.X_test, dataset.Y_test)
+    if trace_test_points is None or len(dataset.X_test) <= trace_test_points:
+        return evaluator, evaluator
+    subset = np.sort(
+        np.random.default_rng(seed).choice(len(dataset.X_test), trace_test_points, replace=False)
+    )
+    return evaluator, Evaluator(dataset.X_test[subset], dataset.Y_test[subset])
+
+
+def _built(
+    name: str,
+    options: Mapping[str, Any],
+    data: Tuple[np.ndarray, np.ndarray],
+    Z: np.ndarray,
+    num_classes: int,
+    stream: "MinibatchStream",
+    train_inducing_points: bool,
+) -> Method:
+    """Method ``name`` built with its chosen ``options`` (its positive bijector among them), from
+    the kernel every method starts from on the training inputs."""
+    chosen = dict(options)
+    X = data[0]
+    with positive_parameters(chosen.pop("positive_bijector")):
+        return build_method(
+            name,
+            initial_kernel(X),
+            Z,
+            num_classes,
+            len(X),
+            train_inducing_points=train_inducing_points,
+            full_batch=stream.full_batch,
+            data=data if name in FULL_GP_METHODS else None,
+            **chosen,
+        )
 
 
 def check_methods(
@@ -435,6 +458,12 @@ def _warm_up(method: Method, X: tf.Tensor, Y: tf.Tensor, indices: np.ndarray) ->
     return seconds
 
 
+def _progress_bar(name: str, total: Optional[int]) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=name, leave=False, unit="it")
+
+
 def _run(
     method: Method,
     stream: MinibatchStream,
@@ -466,11 +495,7 @@ def _run(
             callback(method, entry, evaluator)
 
     evaluate(0, 0.0, float("nan"))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=max_iterations, desc=method.name, leave=False, unit="it")
+    bar = _progress_bar(method.name, max_iterations) if progress else None
     schedule = _evaluation_iterations(evaluation_growth, evaluation_every)
     next_evaluation = next(schedule)
     seconds, iteration, elbo = 0.0, 0, tf.constant(np.nan)
@@ -478,9 +503,9 @@ def _run(
     counts_before = _safeguard_counts(method)
     elbos: List[float] = []
     while True:
-        if max_iterations is not None and iteration >= max_iterations:
-            break
-        if time_budget is not None and seconds >= time_budget:
+        if (max_iterations is not None and iteration >= max_iterations) or (
+            time_budget is not None and seconds >= time_budget
+        ):
             break
         indices = stream.indices(iteration)
         digest.update(indices.astype(np.int64).tobytes())

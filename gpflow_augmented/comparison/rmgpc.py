@@ -19,7 +19,7 @@ probability with 1/C by the posterior mean of ρ.
 What limits its scale: the full GP's O(C N³) per EP sweep and O(C N²) memory.
 """
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -272,22 +272,11 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
             + tf.reduce_sum(softplus(outlier_odds))
             + _log_beta(a, b)
             - _log_beta(*(tf.constant(v, default_float()) for v in self.outlier_prior))
-            + tf.reduce_sum(
-                sites.log_normaliser
-                + others
-                * (
-                    label_cavity[2]
-                    + other_cavity[2]
-                    + softplus(factor_cavity_odds)
-                    - softplus(outlier_odds)[:, None]
-                )
+            + _likelihood_factors_log_z(
+                sites, others, label_cavity, other_cavity, factor_cavity_odds, outlier_odds
             )
-            + tf.reduce_sum(
-                tf.math.log(prior_z)
-                + softplus(prior_cavity_odds)
-                - softplus(outlier_odds)
-                + _log_beta(cavity_a, cavity_b)
-                - _log_beta(a, b)
+            + _prior_factors_log_z(
+                prior_z, prior_cavity_odds, outlier_odds, cavity_a, cavity_b, a, b
             )
         )
         targets = (
@@ -308,3 +297,47 @@ class RobustMulticlassEP(ExpectationPropagationModel, InternalDataTrainingLossMi
 
     def maximum_log_likelihood_objective(self) -> tf.Tensor:  # type: ignore[override]
         return self.log_marginal_likelihood()
+
+
+def _likelihood_factors_log_z(
+    sites: Any,
+    others: tf.Tensor,
+    label_cavity: Tuple[tf.Tensor, ...],
+    other_cavity: Tuple[tf.Tensor, ...],
+    factor_cavity_odds: tf.Tensor,
+    outlier_odds: tf.Tensor,
+) -> tf.Tensor:
+    """The likelihood factors' part of log Z_EP: each factor's log Z plus the change of the
+    Gaussian and Bernoulli normalisers its cavity makes."""
+    softplus = tf.nn.softplus
+    return tf.reduce_sum(
+        sites.log_normaliser
+        + others
+        * (
+            label_cavity[2]
+            + other_cavity[2]
+            + softplus(factor_cavity_odds)
+            - softplus(outlier_odds)[:, None]
+        )
+    )
+
+
+def _prior_factors_log_z(
+    prior_z: tf.Tensor,
+    prior_cavity_odds: tf.Tensor,
+    outlier_odds: tf.Tensor,
+    cavity_a: tf.Tensor,
+    cavity_b: tf.Tensor,
+    a: tf.Tensor,
+    b: tf.Tensor,
+) -> tf.Tensor:
+    """The outlier prior factors' part of log Z_EP: each one's log Z plus the change of the
+    Bernoulli and Beta normalisers its cavity makes."""
+    softplus = tf.nn.softplus
+    return tf.reduce_sum(
+        tf.math.log(prior_z)
+        + softplus(prior_cavity_odds)
+        - softplus(outlier_odds)
+        + _log_beta(cavity_a, cavity_b)
+        - _log_beta(a, b)
+    )

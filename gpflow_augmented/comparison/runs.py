@@ -410,9 +410,6 @@ def run_comparison(
 
     from .baselines import default_methods
     from .protocol import compare
-    from ..monitoring import tensorboard_tasks
-    from .plots import calibration_figure, save_figure, traces_figure
-    from gpflow.monitor import Monitor, MonitorTaskGroup
 
     methods = options.methods or default_methods(dataset.num_classes)
     options = dataclasses.replace(options, methods=methods)
@@ -424,6 +421,45 @@ def run_comparison(
         if name not in finished and (output / "tensorboard" / name).exists():
             shutil.rmtree(output / "tensorboard" / name)
     write_json(output / "run.json", settings)
+    log, monitors = _tensorboard_logger(output, dataset)
+    progress = sys.stderr.isatty() if options.progress is None else options.progress
+    shared: Dict[str, Any] = dict(
+        num_inducing=options.num_inducing,
+        batch_size=options.batch_size,
+        time_budget=options.time_budget,
+        max_iterations=options.max_iterations,
+        train_inducing_points=options.train_inducing_points,
+        seed=options.seed,
+        trace_test_points=options.trace_test_points,
+        progress=progress,
+    )
+    fixed_options = _fixed_options(options)
+    tuning = _tuning(dataset, options, output, fixed_options, shared) if options.tune else None
+    result = compare(
+        dataset,
+        methods,
+        learning_rate=options.learning_rate,
+        positive_bijector=options.positive_bijector,
+        method_options=fixed_options if tuning is None else tuning["chosen"],
+        callback=log if tensorboard else None,
+        completed=finished,
+        on_method_done=lambda method_result: _save_method(output, method_result),
+        **shared,
+    )
+    if tensorboard:  # the final reliability diagram, whatever evaluation it fell on
+        for m in result.methods:
+            if m.name in monitors:
+                monitors[m.name][1](m.iterations)
+    _write_results(output, dataset, result, tuning)
+    return result
+
+
+def _tensorboard_logger(output: Path, dataset: Any) -> Tuple[Callable[..., None], Dict[str, Any]]:
+    """The comparison's callback that logs each evaluation to ``output``/tensorboard/<method>
+    (the scalars every time, the reliability diagram every 8th), and its monitors by method."""
+    from gpflow.monitor import Monitor, MonitorTaskGroup
+
+    from ..monitoring import tensorboard_tasks
 
     monitors: Dict[str, Tuple[Monitor, Monitor, List[int]]] = {}
     image_every = 8  # evaluations; matplotlib is slow next to a training step
@@ -456,46 +492,37 @@ def run_comparison(
             image(step)
         count[0] += 1
 
-    progress = sys.stderr.isatty() if options.progress is None else options.progress
-    shared: Dict[str, Any] = dict(
-        num_inducing=options.num_inducing,
-        batch_size=options.batch_size,
-        time_budget=options.time_budget,
-        max_iterations=options.max_iterations,
-        train_inducing_points=options.train_inducing_points,
-        seed=options.seed,
-        trace_test_points=options.trace_test_points,
-        progress=progress,
-    )
-    fixed_options = _fixed_options(options)
-    tuning = None
-    if options.tune:
-        from .tuning import settings_text, tune
+    return log, monitors
 
-        tuning_file = output / "tuning.json"
-        if options.resume and tuning_file.exists():
-            tuning = read_json(tuning_file)
-        else:
-            tuning = tune(dataset, methods, method_options=fixed_options, **shared).to_json()
-            write_json(tuning_file, tuning)
-        print(
-            "  chosen on the validation split: "
-            + "; ".join(
-                f"{name} {settings_text(chosen)}" for name, chosen in tuning["chosen"].items()
-            ),
-            flush=True,
-        )
-    result = compare(
-        dataset,
-        methods,
-        learning_rate=options.learning_rate,
-        positive_bijector=options.positive_bijector,
-        method_options=fixed_options if tuning is None else tuning["chosen"],
-        callback=log if tensorboard else None,
-        completed=finished,
-        on_method_done=lambda method_result: _save_method(output, method_result),
-        **shared,
+
+def _tuning(
+    dataset: Any,
+    options: RunOptions,
+    output: Path,
+    fixed_options: Dict[str, Dict[str, Any]],
+    shared: Dict[str, Any],
+) -> Dict[str, Any]:
+    """The settings chosen on the validation split (``tuning.json``, re-read on a resume)."""
+    from .tuning import settings_text, tune
+
+    tuning_file = output / "tuning.json"
+    if options.resume and tuning_file.exists():
+        tuning = read_json(tuning_file)
+    else:
+        tuning = tune(dataset, options.methods, method_options=fixed_options, **shared).to_json()
+        write_json(tuning_file, tuning)
+    print(
+        "  chosen on the validation split: "
+        + "; ".join(f"{name} {settings_text(chosen)}" for name, chosen in tuning["chosen"].items()),
+        flush=True,
     )
+    return tuning
+
+
+def _write_results(output: Path, dataset: Any, result: Any, tuning: Optional[Dict]) -> None:
+    """results.json and the figures of the traces and of the calibration."""
+    from .plots import calibration_figure, save_figure, traces_figure
+
     payload = {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": [PROG, *sys.argv[1:]],
@@ -503,10 +530,6 @@ def run_comparison(
         **result.to_json(),
         "tuning": tuning,
     }
-    if tensorboard:  # the final reliability diagram, whatever evaluation it fell on
-        for m in result.methods:
-            if m.name in monitors:
-                monitors[m.name][1](m.iterations)
     write_json(output / "results.json", payload)
     traces = {m.name: m.trace for m in result.methods}
     save_figure(
@@ -517,4 +540,3 @@ def run_comparison(
         calibration_figure({m.name: m.probabilities for m in result.methods}, dataset.Y_test),
         output / "figures" / "calibration.png",
     )
-    return result

@@ -318,32 +318,9 @@ class HeavisideSEP(ExpectationPropagationModel, ExternalDataTrainingLossMixin):
         )
 
         # log Z_q = Σ_c [g(q_c) − g(prior_c)] + Σ_c n_c [g(cavity_c) − g(q_c)] + Σ_ik log Z_ik.
-        # The second term is written through the removed site δ = (Λ̃, η̃)/n_c, so that n_c times
-        # a difference of O(1/n_c) is not a difference of two large numbers:
-        # g(cavity) − g(q) = ½[μᵀδΛμ − 2δηᵀμ + eᵀΛ\⁻¹e] − ½ log|I − R⁻¹δΛR⁻ᵀ|, e = δΛμ − δη.
-        mean = tf.linalg.cholesky_solve(chol, tf.transpose(site_shift)[:, :, None])  # [C, M, 1]
-        delta_shift = tf.transpose(removed_shift)[:, :, None]
-        residual_shift = tf.linalg.matmul(removed_precision, mean) - delta_shift
-        quadratic = (
-            tf.linalg.matmul(mean, tf.linalg.matmul(removed_precision, mean), transpose_a=True)
-            - 2.0 * tf.linalg.matmul(delta_shift, mean, transpose_a=True)
-            + tf.linalg.matmul(
-                residual_shift,
-                tf.linalg.cholesky_solve(cavity_chol, residual_shift),
-                transpose_a=True,
-            )
-        )[:, 0, 0]
-        whitened_removed = tf.linalg.triangular_solve(
-            chol,
-            tf.linalg.matrix_transpose(
-                tf.linalg.triangular_solve(chol, removed_precision, lower=True)
-            ),
-            lower=True,
+        cavity_terms = _cavity_terms(
+            chol, cavity_chol, eye, site_shift, removed_precision, removed_shift, num_factors
         )
-        log_det_ratio = 2.0 * tf.reduce_sum(
-            tf.math.log(tf.linalg.diag_part(tf.linalg.cholesky(eye - whitened_removed))), axis=-1
-        )
-        cavity_terms = num_factors * (0.5 * quadratic - 0.5 * log_det_ratio)
         log_marginal = (
             tf.reduce_sum(log_normaliser_change(site_shift, chol))
             + tf.reduce_sum(cavity_terms)
@@ -526,3 +503,41 @@ class ExpectationPropagation(tf.Module):
 
         applied = tf.cond(finite, assign, lambda: tf.constant(False))
         return state.log_marginal_likelihood, applied
+
+
+def _cavity_terms(
+    chol: tf.Tensor,
+    cavity_chol: tf.Tensor,
+    eye: tf.Tensor,
+    site_shift: tf.Tensor,
+    removed_precision: tf.Tensor,
+    removed_shift: tf.Tensor,
+    num_factors: tf.Tensor,
+) -> tf.Tensor:
+    """n_c [g(cavity_c) − g(q_c)] [C], the change of the normaliser g that each class's factors'
+    cavities make, n_c of them."""
+    # Written through the removed site δ = (Λ̃, η̃)/n_c, so that n_c times
+    # a difference of O(1/n_c) is not a difference of two large numbers:
+    # g(cavity) − g(q) = ½[μᵀδΛμ − 2δηᵀμ + eᵀΛ\⁻¹e] − ½ log|I − R⁻¹δΛR⁻ᵀ|, e = δΛμ − δη.
+    mean = tf.linalg.cholesky_solve(chol, tf.transpose(site_shift)[:, :, None])  # [C, M, 1]
+    delta_shift = tf.transpose(removed_shift)[:, :, None]
+    residual_shift = tf.linalg.matmul(removed_precision, mean) - delta_shift
+    quadratic = (
+        tf.linalg.matmul(mean, tf.linalg.matmul(removed_precision, mean), transpose_a=True)
+        - 2.0 * tf.linalg.matmul(delta_shift, mean, transpose_a=True)
+        + tf.linalg.matmul(
+            residual_shift,
+            tf.linalg.cholesky_solve(cavity_chol, residual_shift),
+            transpose_a=True,
+        )
+    )[:, 0, 0]
+    whitened_removed = tf.linalg.triangular_solve(
+        chol,
+        tf.linalg.matrix_transpose(tf.linalg.triangular_solve(chol, removed_precision, lower=True)),
+        lower=True,
+    )
+    log_det_ratio = 2.0 * tf.reduce_sum(
+        tf.math.log(tf.linalg.diag_part(tf.linalg.cholesky(eye - whitened_removed))), axis=-1
+    )
+    cavity_terms = num_factors * (0.5 * quadratic - 0.5 * log_det_ratio)
+    return cavity_terms
