@@ -297,6 +297,8 @@ def compare(
     ``on_method_done(result)`` is called as each method finishes (e.g. to save it at once), and
     ``completed`` holds the results of methods an interrupted run already finished, which are
     not run again: the methods are independent, so a resumed run equals an uninterrupted one.
+    TensorFlow's global seed is set to ``seed`` before each method is built, so that a method's
+    random draws (``softmax``'s Monte Carlo samples) repeat from run to run.
     """
     if methods is None:
         methods = default_methods(dataset.num_classes)
@@ -340,6 +342,10 @@ def compare(
         if completed is not None and name in completed:
             results.append(completed[name])
             continue
+        # Each method's own random draws (softmax's Monte Carlo samples, in training and in its
+        # predictions) start from the run's seed: a method's result does not depend on the
+        # methods before it, so a resumed run equals an uninterrupted one and a run repeats.
+        tf.random.set_seed(seed)
         method = _built(
             name, options[name], (X, Y), Z, dataset.num_classes, stream, train_inducing_points
         )

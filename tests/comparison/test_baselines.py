@@ -612,3 +612,18 @@ def test_update_variance_is_an_option_of_the_package_methods_only(tiny):
         build("lsm", update_variance="no")
     with pytest.raises(ValueError, match="unknown option 'update_varience'"):
         compare(tiny, ["lsm"], max_iterations=1, method_options={"lsm": {"update_varience": False}})
+
+
+def test_a_monte_carlo_method_repeats_and_does_not_depend_on_the_methods_before_it(tiny):
+    """softmax draws Monte Carlo samples in its step and its predictions: seeded from the run's
+    seed for each method, its result repeats, and equals the one it has after another method
+    (a resumed run, which skips the methods already done, equals an uninterrupted one)."""
+
+    def softmax_nll(methods):
+        tf.random.set_seed(None)  # as in a fresh process, where no global seed is set
+        result = compare(tiny, methods, time_budget=None, max_iterations=3, seed=4)
+        return result.methods[-1].final_metrics["nll"]
+
+    alone = softmax_nll(["softmax"])
+    assert softmax_nll(["softmax"]) == alone
+    assert softmax_nll(["lsm-vi", "softmax"]) == alone
