@@ -14,7 +14,6 @@ device: on bad data or a numerical failure it assigns nothing and the Python wra
 
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 
@@ -42,7 +41,8 @@ from .projection import BatchGeometry, geometry_at
 from .schedules import ConstantStepSize, StepSizeSchedule
 from .updates import (
     batch_size,
-    class_weight_step,
+    is_full_batch,
+    update_class_weights,
     minibatch_scale,
     natural_step,
 )
@@ -201,17 +201,9 @@ class CAVI(tf.Module):
         """The sampler of each step's class subset, or ``None`` when every class is updated."""
         if class_subset_size is None:
             return None
-        model = self.model
-        if model.num_latent_gps < 2:
-            raise ValueError("class subsets need a multi-class model (one latent GP per class)")
-        sampler = ClassSubsetSampler(model.num_latent_gps, class_subset_size, seed)
-        if sampler.subset_size < model.bound.min_class_subset_size:
-            raise ValueError(
-                f"class_subset_size must be at least {model.bound.min_class_subset_size} on "
-                f"the {type(model.bound).__name__}: its estimate needs a class besides each "
-                f"point's own"
-            )
-        return sampler
+        bound = self.model.bound
+        minimum = (bound.min_class_subset_size, type(bound).__name__)
+        return ClassSubsetSampler(self.model.num_latent_gps, class_subset_size, seed, minimum)
 
     @property
     def owned_variables(self) -> Tuple[tf.Variable, ...]:
@@ -303,22 +295,38 @@ class CAVI(tf.Module):
         self._count_search(scheduled, step_size, status == OK)
         if log_weights:
             assert evaluation.log_weight_gradient is not None
-            accepted = status == OK
-            self._update_class_weights(
-                Y, evaluation.log_weight_gradient, scale, step_size, accepted
+            assert self.class_weight_exposure is not None  # made where weights are learned
+            update_class_weights(
+                model.likelihood,
+                self.class_weight_exposure,
+                (Y, evaluation.log_weight_gradient, scale, step_size),
+                status == OK,
             )
         if not hyperparameters:
             return CAVIUpdate(elbo, status, None, [])
         if evaluation.loss is not None:
             loss, gradients = replica_sum((evaluation.loss, evaluation.gradients))
             return CAVIUpdate(elbo, status, loss, gradients)
+        return CAVIUpdate(
+            elbo, status, *self._loss_after_step(X, Y, subset, bound, hyperparameters)
+        )
+
+    def _loss_after_step(
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        subset: Optional[ClassSubset],
+        bound: Bound,
+        hyperparameters: List[tf.Variable],
+    ) -> Tuple[tf.Tensor, List[tf.Tensor]]:
+        """The training loss on ``bound`` at q(u) after the step, and its gradient with respect to
+        ``hyperparameters``, both summed over the replicas."""
         # The step's status has refused bad labels with a clear error, which a compiled assertion
         # in the loss would pre-empt: the loss is not validated again.
-        loss, gradients = loss_and_gradients(
-            lambda: self._training_loss(X, Y, bound, model.batch_geometry(X, subset, Y))[1],
+        return loss_and_gradients(
+            lambda: self._training_loss(X, Y, bound, self.model.batch_geometry(X, subset, Y))[1],
             hyperparameters,
         )
-        return CAVIUpdate(elbo, status, loss, gradients)
 
     def _step_from_sites(
         self,
@@ -360,10 +368,9 @@ class CAVI(tf.Module):
         from the sites' ``mean`` where they have one
         (:meth:`~gpflow_augmented.bounds.Bound.mean_sites`), its covariance from their own. The
         state is the kernel variances and their running statistics (:meth:`_variance_state`). The
-        variance
-        moves only on the model's own sites (not in the warm start: its fixed point is the exact
-        ELBO's stationary point) and by the fraction ρ / ``scheduled`` of its update in log space,
-        so that a halved step moves both less."""
+        variance moves only on the model's own sites (not in the warm start: its fixed point is the
+        exact ELBO's stationary point) and by the fraction ρ / ``scheduled`` of its update in log
+        space, so that a halved step moves both less."""
         new_mu, new_sqrt, elbo = self._natural_step(geometry, *sites[:3], rho, scale, sites.mean)
         if not self.variances:
             return (new_mu, new_sqrt, None), elbo
@@ -410,16 +417,7 @@ class CAVI(tf.Module):
         )
 
     def _is_full_batch(self, geometry: BatchGeometry) -> Optional[bool]:
-        """Whether the batch is the full data, N / B = 1, as known at trace time: ``None`` where
-        its static size is unknown; without ``num_data`` every batch is."""
-        points, num_data = geometry.marginals.mean.shape[0], self.model.num_data
-        if num_data is None:
-            return True
-        if points is None:
-            return None
-        dtype = default_float()
-        # The run-time test's own arithmetic: N and B cast to the float type, then divided.
-        return bool(np.asarray(num_data, dtype) / np.asarray(points, dtype) == 1)
+        return is_full_batch(self.model.num_data, geometry.marginals.mean.shape[0])
 
     def _may_need_trust_region(self, geometry: BatchGeometry) -> bool:
         """Whether the minibatch trust region of :func:`~gpflow_augmented.updates.natural_step`
@@ -589,28 +587,6 @@ class CAVI(tf.Module):
             model.likelihood, geometry, Y, minibatch_scale(model.num_data, batch_size(X))
         )
         return local, -replica_share(X) * (elbo + model.log_prior_density())
-
-    def _update_class_weights(
-        self,
-        Y: tf.Tensor,
-        log_weight_gradient: tf.Tensor,
-        scale: tf.Tensor,
-        step_size: tf.Tensor,
-        accepted: tf.Tensor,
-    ) -> None:
-        """The closed-form step on the class weights θ
-        (:func:`~gpflow_augmented.updates.class_weight_step`), from the batch's counts and
-        exposures at q(u) before the step; refused steps assign nothing."""
-        weights = self.model.likelihood.class_weights
-        # Only a likelihood that learns class weights gets here, and CAVI made their exposure.
-        assert weights is not None and self.class_weight_exposure is not None
-        counts, exposure = self.model.likelihood.class_weight_statistics(Y, log_weight_gradient)
-        new_weights, new_exposure, valid = class_weight_step(
-            weights, self.class_weight_exposure, counts, exposure, scale, step_size
-        )
-        valid &= accepted
-        weights.assign(tf.where(valid, new_weights, weights))
-        self.class_weight_exposure.assign(tf.where(valid, new_exposure, self.class_weight_exposure))
 
     def step(
         self, data: Tuple[tf.Tensor, tf.Tensor], subset: Optional[ClassSubset] = None

@@ -63,13 +63,28 @@ class ClassSubsetSampler:
     (XLA's random bits differ from the CPU kernels', so a compiled and an uncompiled run draw
     different subsets from the same seed.)"""
 
-    def __init__(self, num_classes: int, subset_size: int, seed: int = 0) -> None:
+    def __init__(
+        self,
+        num_classes: int,
+        subset_size: int,
+        seed: int = 0,
+        minimum: Tuple[int, str] = (1, "model"),
+    ) -> None:
+        """``minimum``: the smallest subset the model's bound can estimate from, and the bound's
+        name for the message."""
+        if num_classes < 2:
+            raise ValueError("class subsets need a multi-class model (one latent GP per class)")
         if isinstance(subset_size, bool) or int(subset_size) != subset_size:
             raise ValueError(f"class_subset_size must be an integer, got {subset_size!r}")
         if not 1 <= subset_size <= num_classes:
             raise ValueError(
                 f"class_subset_size must be in 1..{num_classes} (the number of classes), "
                 f"got {subset_size}"
+            )
+        if subset_size < minimum[0]:
+            raise ValueError(
+                f"class_subset_size must be at least {minimum[0]} on the {minimum[1]}: its "
+                "estimate needs a class besides each point's own"
             )
         self.num_classes = int(num_classes)
         self.subset_size = int(subset_size)

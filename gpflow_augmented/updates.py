@@ -29,8 +29,9 @@ cannot run away (Λ̂ ⪰ I, so Λ_new ⪰ (1 - ρ) Λ) and are not tested; the 
 search; Λ_new = Λ at a fixed point, so the fixed points are again unchanged.
 """
 
-from typing import NamedTuple, Optional, Tuple, Union
+from typing import Any, NamedTuple, Optional, Tuple, Union
 
+import numpy as np
 import tensorflow as tf
 from check_shapes import check_shapes
 from gpflow.config import default_float
@@ -51,6 +52,8 @@ __all__ = [
     "natural_step",
     "MIN_PRECISION_RATIO",
     "class_weight_step",
+    "is_full_batch",
+    "update_class_weights",
 ]
 
 _MAX_BACKOFFS = 12
@@ -276,6 +279,19 @@ def minibatch_scale(num_data: Optional[int], batch_size: tf.Tensor) -> tf.Tensor
     return tf.cast(num_data, default_float()) / batch_size
 
 
+def is_full_batch(num_data: Optional[int], points: Optional[int]) -> Optional[bool]:
+    """Whether a batch of ``points`` is the full data, N / B = 1, as known at trace time (the
+    static twin of :func:`minibatch_scale`): ``None`` where the batch's size is unknown; without
+    ``num_data`` every batch is."""
+    if num_data is None:
+        return True
+    if points is None:
+        return None
+    dtype = default_float()
+    # The run-time test's own arithmetic: N and B cast to the float type, then divided.
+    return bool(np.asarray(num_data, dtype) / np.asarray(points, dtype) == 1)
+
+
 def batch_elbo(geometry: BatchGeometry, local_sum: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
     """The ELBO from a batch's summed local terms: ``local_sum`` times ``scale`` (N / B), minus
     the KL (C/|K| times on the geometry's class subset)."""
@@ -386,3 +402,24 @@ def class_weight_step(
         & tf.reduce_all(new_exposure > 0.0)
     )
     return new_weights, new_exposure, valid
+
+
+def update_class_weights(
+    likelihood: Any,
+    running_exposure: tf.Variable,
+    batch: Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor],
+    accepted: tf.Tensor,
+) -> None:
+    """Assign the likelihood's class weights θ and their ``running_exposure`` after the step of
+    :func:`class_weight_step` from ``batch`` = (labels Y, the gradient of the batch's local ELBO
+    with respect to log θ at q(u) before the step, N / B, ρ); a refused step (not ``accepted``)
+    or an invalid result assigns nothing."""
+    Y, log_weight_gradient, scale, step_size = batch
+    weights = likelihood.class_weights
+    counts, exposure = likelihood.class_weight_statistics(Y, log_weight_gradient)
+    new_weights, new_exposure, valid = class_weight_step(
+        weights, running_exposure, counts, exposure, scale, step_size
+    )
+    valid &= accepted
+    weights.assign(tf.where(valid, new_weights, weights))
+    running_exposure.assign(tf.where(valid, new_exposure, running_exposure))
