@@ -10,6 +10,7 @@ take raw rows.
 """
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
@@ -63,8 +64,12 @@ def export_model(
     in the model's float type; outputs ``mean`` and ``variance``).
 
     ``feature_mean``/``feature_scale`` [D]: the standardisation the model was trained under,
-    applied inside the exported functions; ``class_names``: stored for the ``predict`` command's
-    column headers."""
+    applied inside the exported functions; ``class_names``: a list of one name per class, stored
+    for the ``predict`` command's column headers.
+
+    Everything is checked before anything is written, and the folder is written whole or not at
+    all: an earlier export at ``path`` is replaced only once the new one is complete, and a failed
+    export leaves it as it was. A folder that holds anything but an earlier export is refused."""
     from .projection import inducing_inputs
 
     input_dim = int(inducing_inputs(model.inducing_variable).shape[-1])
@@ -77,30 +82,73 @@ def export_model(
         )
     if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale)) and np.all(scale > 0)):
         raise ValueError("feature_mean must be finite and feature_scale finite and > 0")
-    path = Path(path)
+    path = _export_folder(path)
     predictor = _Predictor(model, mean, scale)
-    tf.saved_model.save(
-        predictor,
-        str(path),
-        signatures={
-            "predict_f": predictor.predict_f.get_concrete_function(),
-            "predict_y": predictor.predict_y.get_concrete_function(),
-        },
-    )
     num_outputs = int(
         predictor.predict_y(tf.zeros([1, input_dim], default_float()))["mean"].shape[-1]
     )
-    names = list(class_names) if class_names is not None else None
-    if names is not None and len(names) != max(num_outputs, 2):
-        raise ValueError(
-            f"class_names has {len(names)} names, the model predicts {max(num_outputs, 2)} classes"
+    names = _checked_class_names(class_names, max(num_outputs, 2))
+    metadata = {"input_dim": input_dim, "class_names": names, "model": type(model).__name__}
+    partial = path.with_name(f".{path.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        tf.saved_model.save(
+            predictor,
+            str(partial),
+            signatures={
+                "predict_f": predictor.predict_f.get_concrete_function(),
+                "predict_y": predictor.predict_y.get_concrete_function(),
+            },
         )
-    (path / METADATA).write_text(
-        json.dumps(
-            {"input_dim": input_dim, "class_names": names, "model": type(model).__name__}, indent=1
-        )
-    )
+        (partial / METADATA).write_text(json.dumps(metadata, indent=1))
+        _replace_folder(partial, path)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return path
+
+
+def _export_folder(path: Union[str, Path]) -> Path:
+    """``path`` as a folder an export may be written to: absent, empty, or an earlier export."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} is a file; export_model writes a folder")
+    if path.is_dir() and any(path.iterdir()) and not (path / METADATA).is_file():
+        raise ValueError(
+            f"{path} holds files that are not an export (no {METADATA}); choose an empty or new "
+            "folder, or an earlier export to replace"
+        )
+    return path
+
+
+def _checked_class_names(class_names: Optional[Sequence[str]], num_classes: int) -> Optional[list]:
+    if class_names is None:
+        return None
+    if isinstance(class_names, (str, bytes)):
+        raise TypeError(
+            f"class_names must be a list of {num_classes} names, not one string ({class_names!r})"
+        )
+    names = [str(name) for name in class_names]
+    if len(names) != num_classes:
+        raise ValueError(
+            f"class_names has {len(names)} names, the model predicts {num_classes} classes"
+        )
+    return names
+
+
+def _replace_folder(new: Path, path: Path) -> None:
+    """Move the complete folder ``new`` to ``path``; an earlier folder there is removed only after
+    the new one is in place (a rename each, on one filesystem)."""
+    old = path.with_name(f".{path.name}.replaced")
+    shutil.rmtree(old, ignore_errors=True)
+    if path.exists():
+        path.rename(old)
+    try:
+        new.rename(path)
+    except BaseException:
+        if old.exists() and not path.exists():
+            old.rename(path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def read_metadata(path: Union[str, Path]) -> dict:

@@ -6,10 +6,12 @@ import os
 import subprocess
 import sys
 
+import gpflow
 import numpy as np
 import pytest
 
 import gpflow_augmented as ga
+from gpflow_augmented.export import read_metadata
 from gpflow_augmented.comparison.cli import main
 
 
@@ -134,3 +136,43 @@ def test_predict_refuses_a_folder_whose_metadata_does_not_fit_its_model(trained,
     assert "gpflow_augmented.json names 2 classes, the saved model predicts 3" in (
         capsys.readouterr().err
     )
+
+
+def test_a_failed_export_leaves_the_earlier_export_and_no_partial_folder(trained, tmp_path):
+    """The class names were checked after the saved model was written: a failed export over a
+    working one left a model and metadata that no longer belonged together, and a failed export
+    into a new folder left a saved model without metadata."""
+    model, d, raw, _ = trained
+    good = ga.export_model(model, tmp_path / "m", class_names=["a", "b", "c"])
+    files = sorted(p.relative_to(good) for p in good.rglob("*"))
+    metadata = (good / "gpflow_augmented.json").read_text()
+    other = ga.LogisticSoftmaxSVGP(
+        gpflow.kernels.SquaredExponential(lengthscales=np.ones(4)), np.eye(4), 3
+    )
+    with pytest.raises(ValueError, match="class_names has 2 names, the model predicts 3"):
+        ga.export_model(other, good, class_names=["x", "y"])
+    assert sorted(p.relative_to(good) for p in good.rglob("*")) == files
+    assert (good / "gpflow_augmented.json").read_text() == metadata
+    assert read_metadata(good)["input_dim"] == 13
+    with pytest.raises(ValueError, match="class_names has 2 names"):
+        ga.export_model(other, tmp_path / "new", class_names=["x", "y"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+    # A later export that succeeds replaces the earlier one whole.
+    ga.export_model(other, good)
+    assert read_metadata(good)["input_dim"] == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_export_refuses_a_bare_string_of_names_and_a_folder_of_other_files(trained, tmp_path):
+    model = trained[0]
+    with pytest.raises(TypeError, match="class_names must be a list of 3 names, not one string"):
+        ga.export_model(model, tmp_path / "m", class_names="abc")
+    assert not (tmp_path / "m").exists()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="holds files that are not an export"):
+        ga.export_model(model, tmp_path / "notes")
+    assert (tmp_path / "notes" / "todo.txt").read_text() == "keep me"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="is a file; export_model writes a folder"):
+        ga.export_model(model, tmp_path / "file")
