@@ -156,9 +156,10 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.methods is not None:
         check_method_names(args.methods)
     if args.class_subset_size is not None:
-        if args.methods is not None and "lsm-subsets" not in args.methods:
+        if args.methods is None or "lsm-subsets" not in args.methods:
             raise ValueError(
                 "--class-subset-size is an option of lsm-subsets, which --methods does not name"
+                + ("" if args.methods is not None else " (the default methods do not include it)")
             )
     if getattr(args, "alpha_epsilon", None) is not None:
         if args.methods is None or "dirichlet" not in args.methods:

@@ -312,6 +312,12 @@ def test_error_messages_name_the_problem(tmp_path, capsys):
     assert "unknown method 'gibbs'" in capsys.readouterr().err
     main(["vehicle", "--methods", "rm", "--class-subset-size", "2"])
     assert "--class-subset-size is an option of lsm-subsets" in capsys.readouterr().err
+    # Without --methods the option was ignored, while run.json recorded it (issue 57, item 3).
+    assert main(["vehicle", "--class-subset-size", "2", "--output", str(tmp_path / "o")]) == 2
+    assert "which --methods does not name (the default methods do not include it)" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "o").exists()
     main(
         [
             "vehicle",
