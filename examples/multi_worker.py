@@ -30,16 +30,33 @@ import sys
 import time
 
 
+def at_least(minimum):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer ≥ {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
 def parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, default=2, help="processes to start (default 2)")
+    parser.add_argument(
+        "--workers", type=at_least(1), default=2, help="processes to start (default 2)"
+    )
     parser.add_argument("--worker", action="store_true", help="run as one worker of TF_CONFIG")
     parser.add_argument("--dataset", default="vehicle", help="a bundled dataset (default vehicle)")
-    parser.add_argument("--iterations", type=int, default=100)
-    parser.add_argument("--batch-size", type=int, default=200, help="the global batch")
-    parser.add_argument("--num-inducing", type=int, default=50)
+    parser.add_argument("--iterations", type=at_least(1), default=100)
+    parser.add_argument("--batch-size", type=at_least(1), default=200, help="the global batch")
+    parser.add_argument("--num-inducing", type=at_least(1), default=50)
     parser.add_argument("--checkpoint-dir", help="save here, and resume from here on a restart")
-    parser.add_argument("--checkpoint-every", type=int, default=50, help="steps (default 50)")
+    parser.add_argument(
+        "--checkpoint-every", type=at_least(1), default=50, help="steps (default 50)"
+    )
     parser.add_argument("--save-parameters", help="the chief writes the final parameters (.npz)")
     return parser.parse_args(argv)
 

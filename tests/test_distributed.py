@@ -219,3 +219,19 @@ def test_a_worker_killed_mid_run_loses_nothing_before_the_last_checkpoint(tmp_pa
     assert int(result["iteration"]) == 200
     for name in expected.files:
         np.testing.assert_array_equal(result[name], expected[name], err_msg=name)
+
+
+@pytest.mark.integration
+def test_the_example_refuses_a_worker_count_below_one_in_one_line():
+    """--workers 0 or -1 ended in ``max() arg is an empty sequence`` (issue 57, item 6)."""
+    script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
+    for workers in ("0", "-1", "two"):
+        completed = subprocess.run(
+            [sys.executable, str(script), "--workers", workers],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert completed.returncode == 2
+        assert f"argument --workers: must be an integer ≥ 1, got '{workers}'" in completed.stderr
+        assert "Traceback" not in completed.stderr
