@@ -587,3 +587,19 @@ def test_the_certificate_of_soft_rows_is_the_mix_of_the_hard_labellings_certific
     assert mixed.quadrature_error <= (
         0.7 * first.quadrature_error + 0.3 * second.quadrature_error + 1e-12
     )
+
+
+def test_an_index_list_as_is_test_is_named_as_such():
+    """An .npz whose is_test listed the test rows' indices got "is_test must mark some, not all,
+    of the 60 rows" (issue 57, item 22)."""
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    y = np.arange(60) % 3
+    with pytest.raises(ga.InvalidDataError, match=r"one entry per row \(60\), got an array of 3 "):
+        ga.datasets.from_arrays("d", X, y, np.array([4, 17, 42]))
+    with pytest.raises(ga.InvalidDataError, match="an index list"):
+        ga.datasets.from_arrays("d", X, y, np.array([4, 17, 42]))
+    with pytest.raises(ga.InvalidDataError, match="got an array of 59 bool entries"):
+        ga.datasets.from_arrays("d", X, y, np.arange(59) < 10)
+    # A mask of 0s and 1s is a mask.
+    ones = (np.arange(60) < 12).astype(int)
+    assert len(ga.datasets.from_arrays("d", X, y, ones).X_test) == 12

@@ -122,8 +122,8 @@ def from_arrays(
                 f"{'no training' if is_test.all() else 'no test'} point; choose a fraction "
                 f"between {1 / len(y):.3g} and {1 - 1 / len(y):.3g}"
             )
-    is_test = np.asarray(is_test, dtype=bool).reshape(-1)
-    if len(is_test) != len(y) or is_test.all() or not is_test.any():
+    is_test = _test_mask(name, is_test, len(y))
+    if is_test.all() or not is_test.any():
         raise InvalidDataError(f"{name}: is_test must mark some, not all, of the {len(y)} rows")
     untrained = np.setdiff1d(np.arange(num_classes), y[~is_test])
     if untrained.size:
@@ -138,6 +138,25 @@ def from_arrays(
     X = _standardised(np.asarray(X, dtype=np.float64), ~is_test, name)
     return Dataset(
         name, X[~is_test], y[~is_test, None], X[is_test], y[is_test, None], num_classes, class_names
+    )
+
+
+def _test_mask(name: str, is_test: np.ndarray, num_rows: int) -> np.ndarray:
+    """``is_test`` as a boolean mask [num_rows]: a mask of booleans, or of 0s and 1s, one entry
+    per row; anything else (an index list, a mask of another length) is refused by name."""
+    mask = np.asarray(is_test).reshape(-1)
+    is_mask = mask.dtype == bool or (
+        np.issubdtype(mask.dtype, np.number) and bool(np.isin(mask, (0, 1)).all())
+    )
+    if is_mask and len(mask) == num_rows:
+        return mask.astype(bool)
+    kind = f"an array of {len(mask)} {mask.dtype} entries"
+    hint = ""
+    if np.issubdtype(mask.dtype, np.integer) and not is_mask:
+        hint = "; an index list? make it a mask: mask = np.zeros(N, bool); mask[indices] = True"
+    raise InvalidDataError(
+        f"{name}: is_test must be a boolean mask with one entry per row ({num_rows}), got "
+        f"{kind}{hint}"
     )
 
 
