@@ -105,6 +105,8 @@ def _read_table(
     rows = _rows(path, has_labels)
     width = len(rows[0])
     has_header, header_rule = _decide_header(path, rows, header)
+    if header is None and len(rows) == 1 and not all(_is_number(cell) for cell in rows[0]):
+        has_header = True  # one row of names and nothing below it: a header, not a data row
     names = None
     if has_header:
         names, rows = [cell.strip() for cell in rows[0]], rows[1:]
@@ -149,7 +151,9 @@ def _rows(path: Path, has_labels: bool) -> List[List[str]]:
         raise InvalidDataError(
             f"{path}: not a readable {path.suffix[1:].upper()} file ({error})"
         ) from None
-    if not rows or len(rows) < 2 and has_labels:
+    if not rows:
+        raise InvalidDataError(f"{path}: is empty (no rows)")
+    if len(rows) < 2 and has_labels:
         raise InvalidDataError(f"{path}: needs a row per point and at least two rows")
     width = len(rows[0])
     if width == 1:

@@ -208,3 +208,16 @@ def test_a_test_fraction_too_small_for_the_data_is_named(tmp_path):
         r"test point; choose a fraction between",
     ):
         load_file(_table(tmp_path / "t.csv", _rows(X, y)), test_fraction=0.0001)
+
+
+def test_predicts_input_of_no_rows_or_a_header_alone_is_named(tmp_path):
+    """predict reads one row as well as many: an empty file said "at least two rows", and a header
+    with no data rows "'a' is not a number" (issue 57, items 24 and 25)."""
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(ga.InvalidDataError, match="empty.csv: is empty"):
+        read_features(empty)
+    header_only = _table(tmp_path / "header.csv", [["a", "b"]])
+    with pytest.raises(ga.InvalidDataError, match="has a header and no data rows"):
+        read_features(header_only)
+    np.testing.assert_array_equal(read_features(_table(tmp_path / "one.csv", [[1, 2]])), [[1, 2]])
