@@ -206,7 +206,13 @@ def _benchmark_output(options: RunOptions, names: Sequence[str]) -> Path:
     from .runs import prepare_output
 
     if options.report_only:
-        return _output_folder(options)
+        output = _output_folder(options)
+        if not any(output.glob("*/results.json")):
+            raise ValueError(
+                f"--report-only: {output} holds no benchmark results (no <dataset>/results.json); "
+                "run the benchmark into it first"
+            )
+        return output
     return prepare_output(
         _output_folder(options),
         resume=options.resume,

@@ -762,6 +762,12 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, m
     rewritten = (tmp_path / "bench" / "benchmark.md").read_text()
     assert rewritten.splitlines()[0].startswith("Measured 2025-01-02 on the-measuring-machine, ")
     assert rewritten.splitlines()[1:] == report.splitlines()[1:]
+    # On a folder with no results it says so, measuring nothing (issue 57, item 27).
+    empty = [*options[:-3], "--output", str(tmp_path / "nothing"), "--no-progress"]
+    (tmp_path / "nothing").mkdir()
+    assert main(["benchmark", *empty, "--report-only"]) == 2
+    assert "holds no benchmark results (no <dataset>/results.json)" in capsys.readouterr().err
+    assert list((tmp_path / "nothing").iterdir()) == []
 
 
 def test_start_up_is_quiet_unless_verbose():
