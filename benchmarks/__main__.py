@@ -156,7 +156,7 @@ def _run_stability(args: argparse.Namespace) -> int:
 
 
 def _export_hlo(args: argparse.Namespace) -> int:
-    from .hlo_export import DEFAULT_SIZES, export_steps
+    from .hlo_export import DEFAULT_SIZES, export_steps, module_key
 
     sizes: Tuple[Tuple[int, ...], ...] = DEFAULT_SIZES
     if args.sizes is not None:
@@ -171,11 +171,18 @@ def _export_hlo(args: argparse.Namespace) -> int:
     check_method_names(args.methods, exportable)
     if not args.dtypes or any(dtype not in ("float64", "float32") for dtype in args.dtypes):
         raise ValueError(f"--dtypes takes float64 and/or float32, got {','.join(args.dtypes)}")
+    if Path(args.output).exists() and not Path(args.output).is_dir():
+        raise ValueError(f"{args.output} is a file; export-hlo writes a folder")
     manifest = export_steps(args.output, sizes, args.methods, args.dtypes)
-    failed = {key: entry["error"] for key, entry in manifest.items() if "error" in entry}
+    # The manifest keeps an earlier run's entries of other keys: report this run's only.
+    keys = [module_key(m, size, d) for size in sizes for d in args.dtypes for m in args.methods]
+    failed = {key: manifest[key]["error"] for key in keys if "error" in manifest[key]}
     for key, error in failed.items():
         print(f"{PROG}: {key} not exported: {error.splitlines()[0]}", file=sys.stderr)
-    print(f"written to {args.output}/: {len(manifest) - len(failed)} modules in manifest.json")
+    print(
+        f"written to {args.output}/: {len(keys) - len(failed)} modules "
+        f"({len(manifest)} in manifest.json)"
+    )
     return 1 if failed else 0
 
 

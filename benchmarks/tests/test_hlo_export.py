@@ -165,6 +165,21 @@ def test_export_command_refuses_bad_options_in_one_line(tmp_path, capsys):
     assert main(["export-hlo", str(tmp_path), "--dtypes", "float16"]) == 2
     assert "--dtypes takes float64 and/or float32" in capsys.readouterr().err
     assert not (tmp_path / "manifest.json").exists()
+    # An existing file is not a folder (it was a FileExistsError traceback; issue 57, item 15).
+    (tmp_path / "file").write_text("")
+    assert main(["export-hlo", str(tmp_path / "file")]) == 2
+    assert "is a file; export-hlo writes a folder" in capsys.readouterr().err
+
+
+def test_export_reports_this_runs_modules_only(tmp_path, capsys):
+    """An earlier run's failure in the folder's manifest was printed again, with exit status 1
+    (issue 57, item 28)."""
+    stale = {"lsm_B9_M9_C9_D9_float64": {"key": "lsm_B9_M9_C9_D9_float64", "error": "old"}}
+    (tmp_path / "manifest.json").write_text(json.dumps(stale))
+    argv = ["export-hlo", str(tmp_path), "--sizes", "24,6,3,2", "--methods", "lsm"]
+    assert main([*argv, "--dtypes", "float64"]) == 0
+    out, err = capsys.readouterr()
+    assert "lsm_B9" not in err and "1 modules (2 in manifest.json)" in out
 
 
 def _python_with_jaxlib():
