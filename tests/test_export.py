@@ -176,3 +176,39 @@ def test_export_refuses_a_bare_string_of_names_and_a_folder_of_other_files(train
     (tmp_path / "file").write_text("")
     with pytest.raises(ValueError, match="is a file; export_model writes a folder"):
         ga.export_model(model, tmp_path / "file")
+
+
+@pytest.mark.integration
+def test_predict_cannot_write_its_output_in_one_line_and_leaves_no_partial_file(
+    trained, tmp_path, capsys, monkeypatch
+):
+    """predict --output onto a folder, a read-only file system or a full disk ended in a raw
+    OSError with a .partial file left (issue 57, items 11-13; compare's results.json, item 10,
+    is written the same way)."""
+    import errno
+
+    from gpflow_augmented.comparison import runs
+
+    _, _, raw, path = trained
+    rows = tmp_path / "rows.csv"
+    rows.write_text("\n".join(",".join(map(str, row)) for row in raw[:3]) + "\n")
+    (tmp_path / "folder").mkdir()
+    assert main(["predict", str(path), str(rows), "--output", str(tmp_path / "folder")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"gpflow-augmented: error: {tmp_path / 'folder'}: a folder is in the way"
+
+    def read_only(source, target):
+        raise OSError(errno.EROFS, "Read-only file system", str(target))
+
+    monkeypatch.setattr(runs.os, "replace", read_only)
+    assert main(["predict", str(path), str(rows), "--output", str(tmp_path / "p.csv")]) == 2
+    assert capsys.readouterr().err.strip().endswith("p.csv: Read-only file system")
+    monkeypatch.undo()
+
+    def full_disk(handle):
+        handle.write("mean")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        runs.write_atomically(tmp_path / "q.csv", full_disk)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "rows.csv"]

@@ -253,6 +253,10 @@ def _run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, InvalidDataError, ValueError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # a full disk, a read-only file system, a folder in the way
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"{PROG}: error: {where}{error.strerror or error}", file=sys.stderr)
+        return 2
     print(summary_table(result))
     print(
         f"t(NLL): training seconds until the test NLL is within 0.01 nats of the method's best; "

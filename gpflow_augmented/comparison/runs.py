@@ -6,6 +6,7 @@ the TensorBoard logs. Shared by the ``compare`` and ``benchmark`` commands (:mod
 """
 
 import contextlib
+import errno
 import dataclasses
 import datetime
 import json
@@ -65,12 +66,19 @@ def machine() -> Dict[str, Any]:
 
 def write_atomically(path: Path, write: Callable[[IO], Any], mode: str = "w") -> None:
     """Write ``path`` through ``write(handle)`` atomically: a reader, or a run interrupted
-    mid-write, sees the old file or the new one, never half of one."""
+    mid-write, sees the old file or the new one, never half of one. A write that fails (a full
+    disk, a read-only file system, a folder in the way) leaves no partial file behind."""
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a folder is in the way", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.partial")
-    with open(temporary, mode) as handle:
-        write(handle)
-    os.replace(temporary, path)
+    try:
+        with open(temporary, mode) as handle:
+            write(handle)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def write_json(path: Path, payload: Dict[str, Any]) -> None:
