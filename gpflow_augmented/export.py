@@ -1,8 +1,9 @@
 """
 A trained model as a ``tf.saved_model``, GPflow's documented way to keep a model: compiled
 ``predict_f`` and ``predict_y`` with a fixed input signature, loadable without this package's
-Python code (``tf.saved_model.load(path).predict_y(X)``), and the ``gpflow-augmented predict``
-command.
+Python code (``loaded = tf.saved_model.load(path)``, then ``loaded.predict_y(X)``: the loaded
+object must be held while its functions run, which :func:`load_model`'s :class:`LoadedModel` does),
+and the ``gpflow-augmented predict`` command.
 
 The features a model was trained on are usually standardised; pass the training mean and scale
 (e.g. from :func:`~gpflow_augmented.datasets.from_arrays`' statistics) and the exported functions
@@ -23,6 +24,7 @@ __all__ = [
     "load_model",
     "read_metadata",
     "METADATA",
+    "LoadedModel",
 ]
 
 METADATA = "gpflow_augmented.json"
@@ -182,28 +184,62 @@ def read_metadata(path: Union[str, Path]) -> dict:
     return metadata
 
 
-def load_model(path: Union[str, Path]) -> Any:
-    """The exported model: ``load_model(path).predict_y(X)["mean"]``. Needs TensorFlow only. When
-    the folder holds export_model's metadata, it must describe this model."""
+class LoadedModel:
+    """An exported model, loaded by :func:`load_model`: ``predict_f(X)`` and ``predict_y(X)``
+    return ``{"mean", "variance"}`` for raw rows ``X`` [N, D]. It holds the loaded object, whose
+    variables a saved function needs (``tf.saved_model.load(path).predict_y(X)`` in one
+    expression loses them), and checks the number of features first."""
+
+    def __init__(self, loaded: Any, path: Union[str, Path]) -> None:
+        #: what ``tf.saved_model.load`` returned, with its ``signatures``
+        self.loaded = loaded
+        self.path = Path(path)
+        spec = loaded.signatures["predict_y"].structured_input_signature[1]["X"]
+        #: the number of features a row must have
+        self.input_dim = int(spec.shape[-1])
+        self._dtype = spec.dtype
+
+    def predict_f(self, X: Any) -> dict:
+        """The latent functions' mean and variance [N, P] at the rows ``X``."""
+        return self.loaded.predict_f(self._rows(X))
+
+    def predict_y(self, X: Any) -> dict:
+        """The class probabilities' mean (and variance) [N, C] at the rows ``X``."""
+        return self.loaded.predict_y(self._rows(X))
+
+    def _rows(self, X: Any) -> tf.Tensor:
+        X = np.asarray(X, dtype=self._dtype.as_numpy_dtype)
+        if X.ndim != 2 or X.shape[1] != self.input_dim:
+            raise ValueError(
+                f"{self.path}: the model expects rows of {self.input_dim} features, got an array "
+                f"of shape {X.shape}"
+            )
+        return tf.constant(X)
+
+
+def load_model(path: Union[str, Path]) -> LoadedModel:
+    """The exported model, ready to predict: ``load_model(path).predict_y(X)["mean"]``. Needs
+    TensorFlow only. When the folder holds export_model's metadata, it must describe this
+    model."""
     from .validation import InvalidDataError, first_line
 
     try:
         model = tf.saved_model.load(str(path))
     except (OSError, tf.errors.NotFoundError, ValueError) as error:
         raise InvalidDataError(f"{path}: not an exported model ({first_line(error)})") from None
+    try:
+        loaded = LoadedModel(model, path)
+    except (KeyError, AttributeError, IndexError, TypeError):
+        raise InvalidDataError(
+            f"{path}: the saved model has no predict_y(X) signature (not written by export_model)"
+        ) from None
     if (Path(path) / METADATA).is_file():
         metadata = read_metadata(path)
-        try:
-            takes = model.signatures["predict_y"].structured_input_signature[1]["X"].shape[-1]
-        except (KeyError, AttributeError, IndexError, TypeError):
-            raise InvalidDataError(
-                f"{path}: the saved model has no predict_y(X) signature, "
-                f"though {METADATA} says export_model wrote it"
-            ) from None
+        takes = loaded.input_dim
         if takes != metadata["input_dim"]:
             raise InvalidDataError(
                 f"{path}: {METADATA} says input_dim {metadata['input_dim']}, but the saved model "
                 f"takes {takes} features; the folder's files do not belong together (export the "
                 "model again)"
             )
-    return model
+    return loaded

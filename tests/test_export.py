@@ -212,3 +212,22 @@ def test_predict_cannot_write_its_output_in_one_line_and_leaves_no_partial_file(
     with pytest.raises(OSError, match="No space left"):
         runs.write_atomically(tmp_path / "q.csv", full_disk)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "rows.csv"]
+
+
+def test_the_documented_one_liner_predicts_and_a_wrong_width_is_named(trained, tmp_path):
+    """``ga.load_model(path).predict_y(X)`` raised "Called a function referencing variables which
+    have been deleted", and a row of the wrong width TensorFlow's binding error with the array
+    dumped (issue 57, items 14 and 26)."""
+    import gc
+
+    model, d, raw, path = trained
+    expected = model.predict_y(d.X_test)[0].numpy()
+    gc.collect()
+    probabilities = ga.load_model(path).predict_y(raw)["mean"].numpy()
+    np.testing.assert_allclose(probabilities, expected, rtol=1e-12, atol=1e-12)
+    mean = ga.load_model(path).predict_f(raw[:2])["mean"]
+    assert mean.shape == (2, 3)
+    with pytest.raises(
+        ValueError, match=r"expects rows of 13 features, got an array of shape \(4, 12\)"
+    ):
+        ga.load_model(path).predict_y(raw[:4, :12])
