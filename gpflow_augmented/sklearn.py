@@ -35,6 +35,26 @@ from .training import TrainingReport, fit
 __all__ = ["GPClassifier"]
 
 
+def _check_label_types(y: Any) -> None:
+    """Labels that mix text and numbers ([1, "1", 2.0, "b"]) would be read as text, merging 1 and
+    "1", or refused by scikit-learn as of an "unknown" type: name the mix instead."""
+    if isinstance(y, np.ndarray) and y.dtype != object:
+        return
+    values = np.asarray(y, dtype=object).ravel()
+    texts = [v for v in values if isinstance(v, (str, bytes))]
+    numbers = [
+        v for v in values if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+    ]
+    if texts and numbers:
+        raise ValueError(
+            "the labels mix types: text ("
+            + ", ".join(repr(v) for v in texts[:3])
+            + ") and numbers ("
+            + ", ".join(repr(v) for v in numbers[:3])
+            + "); give every label as text or every label as a number"
+        )
+
+
 class GPClassifier(ClassifierMixin, BaseEstimator):
     """Sparse GP classification with the logistic-softmax likelihood, trained by closed-form
     natural-gradient steps on q(u) and Adam on the kernel's other hyperparameters.
@@ -112,6 +132,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
 
     def _fit(self, X: Any, y: Any) -> "GPClassifier":
         continuing = self.warm_start and hasattr(self, "model_")
+        _check_label_types(y)
         X, y = validate_data(self, X, y, dtype=default_float(), reset=not continuing)
         check_classification_targets(y)
         classes, labels = np.unique(y, return_inverse=True)

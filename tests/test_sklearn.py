@@ -147,3 +147,14 @@ def test_a_warm_start_continues_and_a_failed_fit_keeps_what_was_fitted():
         classifier.fit(np.hstack([X, X]), y)
     assert classifier.n_features_in_ == 2
     np.testing.assert_array_equal(classifier.predict_proba(X), second)
+
+
+def test_labels_that_mix_text_and_numbers_are_named():
+    """[1, "1", 2.0, "b"] was read as the text "1", "1", "2.0", "b" (1 and "1" one class), or as an
+    object array refused as an "Unknown label type" (issue 57, item 16)."""
+    X = np.random.default_rng(0).normal(size=(4, 2))
+    for y in ([1, "1", 2.0, "b"], np.array([1, "1", 2.0, "b"], dtype=object)):
+        with pytest.raises(
+            ValueError, match=r"the labels mix types: text \('1', 'b'\) and numbers"
+        ):
+            GPClassifier(num_inducing=2, iterations=1, progress=False).fit(X, y)
