@@ -90,6 +90,30 @@ def _checked_inducing_inputs(Z: object) -> np.ndarray:
     return Z
 
 
+def _check_lengthscales(kernel: Kernel, input_dim: Optional[int]) -> None:
+    """An ARD kernel's lengthscales [L] must be one per input dimension: L ≠ D would end in
+    TensorFlow's "Dimensions must be equal" at the first prediction."""
+    if input_dim is None:
+        return
+    kernels = [kernel]
+    while kernels:
+        current = kernels.pop()
+        kernels += list(getattr(current, "kernels", None) or [])
+        inner = getattr(current, "kernel", None)
+        if isinstance(inner, Kernel):
+            kernels.append(inner)
+        lengthscales = getattr(current, "lengthscales", None)
+        shape = getattr(lengthscales, "shape", None)
+        active = getattr(current, "active_dims", slice(None))
+        features = len(range(input_dim)[active]) if isinstance(active, slice) else len(active)
+        if shape is not None and shape.rank == 1 and shape[0] not in (1, features):
+            raise ValueError(
+                f"the {type(current).__name__} kernel has {shape[0]} lengthscales, but the "
+                f"inputs have {features} features: give one lengthscale per feature (or one "
+                "for all)"
+            )
+
+
 class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
     r"""A sparse variational GP classifier whose q(u) :class:`~gpflow_augmented.CAVI` updates in
     closed form, shaped like GPflow's ``SVGP(kernel, likelihood, inducing_variable)``.
@@ -149,6 +173,7 @@ class AugmentedSVGP(GPModel, ExternalDataTrainingLossMixin):
         kernel, inducing_variable = canonical_kernel_and_inducing(
             kernel, inducingpoint_wrapper(inducing_variable), num_latent_gps
         )
+        _check_lengthscales(kernel, inducing_inputs(inducing_variable).shape[-1])
         super().__init__(kernel, likelihood, mean_function, num_latent_gps=num_latent_gps)
         self.num_classes = likelihood.num_classes
         self.bound = bound

@@ -603,3 +603,21 @@ def test_an_index_list_as_is_test_is_named_as_such():
     # A mask of 0s and 1s is a mask.
     ones = (np.arange(60) < 12).astype(int)
     assert len(ga.datasets.from_arrays("d", X, y, ones).X_test) == 12
+
+
+def test_lengthscales_that_do_not_match_the_features_are_named():
+    """A kernel with 3 lengthscales on 2 features ended in TensorFlow's "Dimensions must be equal
+    … RealDiv" at the first step (issue 57, item 17)."""
+    Z = np.zeros((4, 2))
+    kernel = gpflow.kernels.SquaredExponential(lengthscales=np.ones(3))
+    with pytest.raises(
+        ValueError, match="SquaredExponential kernel has 3 lengthscales, but the inputs have 2"
+    ):
+        ga.LogisticSoftmaxSVGP(kernel, Z, 3)
+    shared = gpflow.kernels.SharedIndependent(gpflow.kernels.Matern32(lengthscales=np.ones(5)), 3)
+    with pytest.raises(ValueError, match="Matern32 kernel has 5 lengthscales"):
+        ga.LogisticSoftmaxSVGP(shared, Z, 3)
+    # One lengthscale for all, one per feature, and one per active dimension are fine.
+    for lengthscales, active in ((1.0, None), (np.ones(2), None), (np.ones(1), [1])):
+        kernel = gpflow.kernels.SquaredExponential(lengthscales=lengthscales, active_dims=active)
+        ga.LogisticSoftmaxSVGP(kernel, Z, 3)
