@@ -61,14 +61,15 @@ def parse(argv):
     return parser.parse_args(argv)
 
 
-def train(args):
+def train(args, distributed):
+    """One worker of TF_CONFIG's cluster (``distributed``; refused without a TF_CONFIG), or the
+    same training in this one process."""
     import gpflow
     import numpy as np
     import tensorflow as tf
 
     import gpflow_augmented as ga
 
-    distributed = "TF_CONFIG" in os.environ
     strategy = ga.distributed.multi_worker_strategy() if distributed else None
     index = json.loads(os.environ["TF_CONFIG"])["task"]["index"] if distributed else 0
     chief = index == 0
@@ -168,7 +169,8 @@ def launch(args):
         if getattr(args, option) is not None:
             command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
     if args.workers == 1:
-        return subprocess.call(command)
+        train(args, distributed=False)
+        return 0
     from gpflow_augmented.distributed import free_local_ports
 
     ports = free_local_ports(args.workers)
@@ -184,7 +186,8 @@ def launch(args):
 
 if __name__ == "__main__":
     args = parse(sys.argv[1:])
-    if args.worker:
-        train(args)
-    else:
-        sys.exit(launch(args))
+    try:
+        sys.exit(train(args, distributed=True) if args.worker else launch(args))
+    except ValueError as error:  # a TF_CONFIG that is missing or wrong, in one line
+        print(f"{sys.argv[0]}: error: {error}", file=sys.stderr)
+        sys.exit(2)

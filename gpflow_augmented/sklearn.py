@@ -31,8 +31,13 @@ from .initialisation import inducing_points, initial_kernel
 from .projection import inducing_inputs
 from .models import LogisticSoftmaxSVGP
 from .training import TrainingReport, fit
+from .validation import check_positive_number
 
 __all__ = ["GPClassifier"]
+
+
+# What builds the model: a warm start after set_params changed one of them fits anew.
+_STRUCTURAL_PARAMETERS = ("num_inducing", "kernel", "scheme", "seed")
 
 
 def _check_label_types(y: Any) -> None:
@@ -131,7 +136,20 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             raise
 
     def _fit(self, X: Any, y: Any) -> "GPClassifier":
-        continuing = self.warm_start and hasattr(self, "model_")
+        # A warm start continues only the model its structural parameters built; after
+        # set_params changed one, the fit starts again, as scikit-learn's warm starts do.
+        structure = {name: getattr(self, name) for name in _STRUCTURAL_PARAMETERS}
+        fitted_structure = getattr(self, "_fitted_structure", None)
+        continuing = (
+            self.warm_start
+            and hasattr(self, "model_")
+            and fitted_structure is not None
+            and all(
+                structure[k] is fitted_structure[k]
+                or (k != "kernel" and structure[k] == fitted_structure[k])
+                for k in _STRUCTURAL_PARAMETERS
+            )
+        )
         _check_label_types(y)
         X, y = validate_data(self, X, y, dtype=default_float(), reset=not continuing)
         check_classification_targets(y)
@@ -157,8 +175,12 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 )
         else:
             model = self._new_model(X, len(classes))
-        # Continuing, the Trainer's Adam moments and step-size schedule go on where they were.
+        # Continuing, the Trainer's Adam moments and step-size schedule go on where they were, at
+        # the learning rate asked for now.
         trainer = getattr(self, "trainer_", None) if continuing else None
+        if trainer is not None and trainer.adam is not None:
+            rate = model.bound.learning_rate if self.learning_rate is None else self.learning_rate
+            trainer.adam.learning_rate.assign(check_positive_number(rate, "learning_rate"))
         result = fit(
             model,
             (X, labels[:, None].astype(np.int64)),
@@ -170,6 +192,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             trainer=trainer,
         )
         self.classes_, self.model_, self.trainer_ = classes, model, result.trainer
+        self._fitted_structure = structure
         assert result.report is not None  # fit always reports
         self.report_ = result.report
         return self

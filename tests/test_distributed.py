@@ -235,3 +235,20 @@ def test_the_example_refuses_a_worker_count_below_one_in_one_line():
         assert completed.returncode == 2
         assert f"argument --workers: must be an integer ≥ 1, got '{workers}'" in completed.stderr
         assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.integration
+def test_a_worker_without_tf_config_is_refused_not_trained_alone():
+    """``--worker`` with TF_CONFIG unset trained alone and printed a result (issue 57, item 2)."""
+    script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    completed = subprocess.run(
+        [sys.executable, str(script), "--worker", "--iterations", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**environment, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert completed.returncode == 2
+    assert "error: TF_CONFIG is not set" in completed.stderr
+    assert "Traceback" not in completed.stderr and "steps" not in completed.stdout

@@ -158,3 +158,24 @@ def test_labels_that_mix_text_and_numbers_are_named():
             ValueError, match=r"the labels mix types: text \('1', 'b'\) and numbers"
         ):
             GPClassifier(num_inducing=2, iterations=1, progress=False).fit(X, y)
+
+
+def test_a_warm_start_uses_what_set_params_changed():
+    """set_params between warm-started fits was ignored: the model kept its inducing points,
+    scheme and kernel, and Adam its learning rate (issue 57, item 1). A changed learning rate or
+    iteration count continues the fit; a changed structural parameter fits anew."""
+    import gpflow
+
+    X, y = _blobs()
+    classifier = GPClassifier(num_inducing=10, iterations=5, batch_size=40, warm_start=True)
+    classifier.fit(X, y)
+    classifier.set_params(learning_rate=0.001, iterations=3).fit(X, y)
+    assert int(classifier.trainer_.iteration.numpy()) == 8  # continued
+    assert float(classifier.trainer_.adam.learning_rate.numpy()) == pytest.approx(0.001)
+    classifier.set_params(num_inducing=5).fit(X, y)
+    assert classifier.model_.inducing_variable.num_inducing == 5
+    assert int(classifier.trainer_.iteration.numpy()) == 3  # started again
+    classifier.set_params(scheme="gamma-poisson").fit(X, y)
+    assert classifier.model_.likelihood.augmentation.name == "gamma-poisson"
+    classifier.set_params(kernel=gpflow.kernels.Matern12()).fit(X, y)
+    assert isinstance(classifier.model_.kernel, gpflow.kernels.Matern12)
