@@ -95,13 +95,14 @@ def _read_table(
     label_column: Union[int, str, None],
     has_labels: bool = True,
     header: Optional[bool] = None,
-    default_label_name: Optional[str] = None,
+    label_name: Optional[str] = None,
 ) -> _Table:
     """Features and label strings of a CSV (``.csv``) or TSV (other suffixes) file, read by the
     standard library's csv module (a UTF-8 byte-order mark is dropped). Whether the first row is a
     header: see :func:`_decide_header`. ``label_column``: a header name, or an index (negative
-    from the end); default the column named ``default_label_name`` if the header has one, else
-    the last column, or none at all if not ``has_labels``."""
+    from the end), default the last column, or none at all if not ``has_labels``; but the column
+    named ``label_name`` (the training file's label column, for a test file) wherever the
+    header has one, so that a test file's columns are matched by name, the labels' too."""
     rows = _rows(path, has_labels)
     width = len(rows[0])
     has_header, header_rule = _decide_header(path, rows, header)
@@ -112,8 +113,8 @@ def _read_table(
         names, rows = [cell.strip() for cell in rows[0]], rows[1:]
         if not rows:
             raise InvalidDataError(f"{path}: has a header and no data rows")
-    if label_column is None and names is not None and default_label_name in names:
-        label_column = default_label_name
+    if names is not None and label_name in names:
+        label_column = label_name
     column = _label_column_index(path, label_column, names, width, has_labels)
     num_features = width - (column < width)
     if num_features < 1:
@@ -289,9 +290,7 @@ def load_file(
         read = [f"{path.name}: {train.header_rule}"]
         if test_path is not None:
             test_path = Path(test_path)
-            test = _read_table(
-                test_path, label_column, header=header, default_label_name=train.label_name
-            )
+            test = _read_table(test_path, label_column, header=header, label_name=train.label_name)
             read.append(
                 f"{test_path.name}: {test.header_rule}"
                 + (

@@ -221,3 +221,32 @@ def test_predicts_input_of_no_rows_or_a_header_alone_is_named(tmp_path):
     with pytest.raises(ga.InvalidDataError, match="has a header and no data rows"):
         read_features(header_only)
     np.testing.assert_array_equal(read_features(_table(tmp_path / "one.csv", [[1, 2]])), [[1, 2]])
+
+
+def test_an_index_label_column_is_matched_by_name_in_a_test_file_with_a_header(tmp_path):
+    """--label-column 0 was applied by position to a test file whose header put another column
+    first: "'cat' is not a number" (issue 57, item 23)."""
+    X, y = _points(60)
+    names = np.array(["cat", "dog", "emu"])[y]
+    train = _table(
+        tmp_path / "train.csv",
+        [["label", "a", "b"], *[[n, f"{p:.6f}", f"{q:.6f}"] for (p, q), n in zip(X[:40], names)]],
+    )
+    test = _table(
+        tmp_path / "test.csv",
+        [
+            ["b", "label", "a"],
+            *[[f"{q:.6f}", n, f"{p:.6f}"] for (p, q), n in zip(X[40:], names[40:])],
+        ],
+    )
+    dataset = load_file(train, test, label_column=0)
+    in_order = _table(
+        tmp_path / "ordered.csv",
+        [
+            ["label", "a", "b"],
+            *[[n, f"{p:.6f}", f"{q:.6f}"] for (p, q), n in zip(X[40:], names[40:])],
+        ],
+    )
+    expected = load_file(train, in_order, label_column=0)
+    np.testing.assert_allclose(dataset.X_test, expected.X_test, atol=1e-12)
+    np.testing.assert_array_equal(dataset.Y_test, expected.Y_test)
