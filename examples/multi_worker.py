@@ -93,6 +93,14 @@ def train(args, distributed):
         folder = args.checkpoint_dir if chief else os.path.join(args.checkpoint_dir, f".{index}")
         manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=2)
     done = int(trainer.iteration.numpy())
+    if done >= args.iterations:  # every worker restored the same step: all stop here
+        if chief:
+            print(
+                f"the job in {args.checkpoint_dir} is finished: {done} steps done, --iterations "
+                f"{args.iterations}; give more --iterations to train on",
+                flush=True,
+            )
+        return
     if done and chief:
         print(f"resumed at step {done}", flush=True)
     reduced = count_all_reduced_bytes() if distributed else []

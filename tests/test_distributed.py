@@ -252,3 +252,23 @@ def test_a_worker_without_tf_config_is_refused_not_trained_alone():
     assert completed.returncode == 2
     assert "error: TF_CONFIG is not set" in completed.stderr
     assert "Traceback" not in completed.stderr and "steps" not in completed.stdout
+
+
+@pytest.mark.integration
+def test_a_finished_job_says_so_when_started_again(tmp_path):
+    """Starting a checkpointed job again with --iterations at or below the steps done said
+    "iterations must be an integer ≥ 1, got -2" (issue 57, item 20)."""
+    script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
+
+    def run(iterations):
+        argv = [sys.executable, str(script), "--workers", "1", "--iterations", str(iterations)]
+        argv += ["--num-inducing", "10", "--checkpoint-dir", str(tmp_path / "job")]
+        argv += ["--checkpoint-every", "2"]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
+    assert run(4).returncode == 0
+    for iterations in (4, 2):
+        completed = run(iterations)
+        assert completed.returncode == 0, completed.stderr[-2000:]
+        assert "is finished: 4 steps done" in completed.stdout
+        assert "Traceback" not in completed.stderr
