@@ -88,7 +88,9 @@ def train(args, distributed):
     if args.checkpoint_dir:
         # Every worker saves (the variables are mirrored), the chief into the folder itself and the
         # others into their own scratch folders; a restart reads the chief's latest.
-        if tf.train.latest_checkpoint(args.checkpoint_dir):
+        # ga.latest_checkpoint, not TensorFlow's: a damaged state file is not "no checkpoint"
+        # (it warns, and resumes from the newest complete checkpoint).
+        if ga.latest_checkpoint(args.checkpoint_dir):
             ga.restore_checkpoint(args.checkpoint_dir, model=model, trainer=trainer)
         folder = args.checkpoint_dir if chief else os.path.join(args.checkpoint_dir, f".{index}")
         manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=2)

@@ -21,7 +21,7 @@ with quiet_start_up():
 from . import datasets, metrics, monitoring
 from .cavi import CAVI
 from .certificate import BoundCertificate, bound_certificate
-from .checkpoints import CheckpointError, restore_checkpoint
+from .checkpoints import CheckpointError, CheckpointWarning, latest_checkpoint, restore_checkpoint
 from .convergence import GlobalParameterConvergence
 from .export import export_model, load_model
 from .initialisation import inducing_points, initial_kernel, median_lengthscale
@@ -42,6 +42,7 @@ __all__ = [
     "BoundCertificate",
     "CAVI",
     "CheckpointError",
+    "CheckpointWarning",
     "ConstantStepSize",
     "EXACT_LEARNING_RATE",
     "EXACT_WARM_START",
@@ -64,6 +65,7 @@ __all__ = [
     "fit",
     "inducing_points",
     "initial_kernel",
+    "latest_checkpoint",
     "load_model",
     "median_lengthscale",
     "metrics",

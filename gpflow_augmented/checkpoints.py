@@ -8,7 +8,10 @@ truncated file fails half-way with an ``IndexError``. :func:`restore_checkpoint`
 values of every variable it may touch and puts them back if anything fails.
 """
 
-from typing import Any, Callable, List
+import re
+import warnings
+from pathlib import Path
+from typing import Any, Callable, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -17,6 +20,8 @@ from .validation import first_line
 
 __all__ = [
     "CheckpointError",
+    "CheckpointWarning",
+    "latest_checkpoint",
     "restore_checkpoint",
     "keep_values",
 ]
@@ -24,6 +29,46 @@ __all__ = [
 
 class CheckpointError(ValueError):
     """A checkpoint could not be restored into the objects given; nothing was changed."""
+
+
+class CheckpointWarning(UserWarning):
+    """A folder's checkpoint state file is missing or unreadable, and its newest complete
+    checkpoint is used instead."""
+
+
+def latest_checkpoint(folder: str) -> Optional[str]:
+    """The prefix of ``folder``'s latest checkpoint: the one its state file (``checkpoint``, as
+    ``tf.train.CheckpointManager`` and ``Checkpoint.save`` write it) names, or, where that file is
+    missing, unreadable or names a checkpoint that is not there, the complete ``<prefix>-N`` (its
+    ``.index`` file present) with the largest N, with a :class:`CheckpointWarning`. ``None`` when
+    the folder holds none. Unlike ``tf.train.latest_checkpoint``, a damaged state file is not
+    read as "no checkpoint"."""
+    root = Path(folder)
+    state = root / "checkpoint"
+    named = None
+    if state.is_file():
+        try:
+            found = re.search(r'^model_checkpoint_path:\s*"(.*)"\s*$', state.read_text(), re.M)
+        except (OSError, UnicodeDecodeError):
+            found = None
+        named = None if found is None else str(root / found.group(1))
+        if named is not None and Path(named + ".index").is_file():
+            return named
+    numbered = []
+    for index in root.glob("*-*.index"):
+        match = re.fullmatch(r"(.*)-(\d+)\.index", index.name)
+        if match:
+            numbered.append((int(match.group(2)), str(root / index.name[: -len(".index")])))
+    if not numbered:
+        return None
+    newest = max(numbered)[1]
+    why = "is missing" if not state.is_file() else "cannot be read or names no checkpoint there"
+    warnings.warn(
+        f"{state} {why}; using {Path(newest).name}, the newest complete checkpoint in the folder",
+        CheckpointWarning,
+        stacklevel=2,
+    )
+    return newest
 
 
 def _variables(checkpoint: tf.train.Checkpoint) -> List[tf.Variable]:
@@ -60,7 +105,7 @@ def restore_checkpoint(path: str, **objects: Any) -> Any:
     :class:`CheckpointError` names the problem and every variable holds the value it had before
     the call. Returns the load status."""
     if tf.io.gfile.isdir(str(path)):
-        latest = tf.train.latest_checkpoint(str(path))
+        latest = latest_checkpoint(str(path))
         if latest is None:
             raise CheckpointError(f"{path}: no checkpoint in this folder")
         path = latest

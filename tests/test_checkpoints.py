@@ -138,3 +138,27 @@ def test_a_truncated_checkpoint_is_one_clear_error(tmp_path):
         r"checkpoint there",
     ):
         ga.restore_checkpoint(str(tmp_path / "nothing-here"), model=fresh)
+
+
+def test_a_damaged_state_file_resumes_from_the_newest_complete_checkpoint(tmp_path):
+    """A corrupt ``checkpoint`` state file beside intact ``ckpt-*`` files made TensorFlow's
+    latest_checkpoint say there was none: a job started over from step 0 without a word (issue 57,
+    item 21)."""
+    variable = tf.Variable(1.0)
+    checkpoint = tf.train.Checkpoint(v=variable)
+    manager = tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=3)
+    for value in (2.0, 3.0):
+        variable.assign(value)
+        manager.save()
+    assert ga.latest_checkpoint(str(tmp_path)).endswith("ckpt-2")
+    (tmp_path / "checkpoint").write_bytes(b"\x00\xffnot a state file")
+    variable.assign(0.0)
+    with pytest.warns(ga.CheckpointWarning, match="using ckpt-2, the newest complete checkpoint"):
+        ga.restore_checkpoint(str(tmp_path), v=variable)
+    assert float(variable.numpy()) == 3.0
+    (tmp_path / "checkpoint").unlink()
+    with pytest.warns(ga.CheckpointWarning, match="is missing"):
+        assert ga.latest_checkpoint(str(tmp_path)).endswith("ckpt-2")
+    for file in tmp_path.glob("ckpt-*"):
+        file.unlink()
+    assert ga.latest_checkpoint(str(tmp_path)) is None
