@@ -6,7 +6,7 @@ On one machine, start N workers on 127.0.0.1 (free ports) and wait for them:
 
 On several machines, give each machine its ``TF_CONFIG`` (the same cluster list, its own task index;
 see ``gpflow_augmented.distributed.check_tf_config``) and start the same program there with
-``--worker``; the chief (worker 0) prints the result:
+``--worker``; the chief (the ``chief`` job's task, else worker 0) prints the result:
 
     TF_CONFIG='{"cluster": {"worker": ["hostA:2222", "hostB:2222"]},
                 "task": {"type": "worker", "index": 0}}' python examples/multi_worker.py --worker
@@ -71,8 +71,10 @@ def train(args, distributed):
     import gpflow_augmented as ga
 
     strategy = ga.distributed.multi_worker_strategy() if distributed else None
-    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"] if distributed else 0
-    chief = index == 0
+    config = ga.distributed.check_tf_config(os.environ.get("TF_CONFIG")) if distributed else None
+    # The chief job's task where the cluster has one, else worker 0: exactly one process.
+    chief = ga.distributed.is_chief(config) if config else True
+    task = f"{config['task']['type']}-{config['task']['index']}" if config else "worker-0"
     data = ga.datasets.load_dataset(args.dataset)
     X, Y = data.X_train, data.Y_train
     with strategy.scope() if strategy else tf.distribute.get_strategy().scope():
@@ -92,7 +94,7 @@ def train(args, distributed):
         # (it warns, and resumes from the newest complete checkpoint).
         if ga.latest_checkpoint(args.checkpoint_dir):
             ga.restore_checkpoint(args.checkpoint_dir, model=model, trainer=trainer)
-        folder = args.checkpoint_dir if chief else os.path.join(args.checkpoint_dir, f".{index}")
+        folder = args.checkpoint_dir if chief else os.path.join(args.checkpoint_dir, f".{task}")
         manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=2)
     done = int(trainer.iteration.numpy())
     if done >= args.iterations:  # every worker restored the same step: all stop here

@@ -39,6 +39,7 @@ __all__ = [
     "replica_max_code",
     "replicated_by_first",
     "set_trainable",
+    "is_chief",
 ]
 
 
@@ -161,6 +162,16 @@ def check_tf_config(text: Optional[str]) -> dict:
             f"{task['type']!r} job has {size}), got {index!r}"
         )
     return config
+
+
+def is_chief(config: dict) -> bool:
+    """Whether the task of a checked ``TF_CONFIG`` (:func:`check_tf_config`) is the cluster's
+    chief, the one process that writes checkpoints and results: the ``chief`` job's task where the
+    cluster has one, else worker 0."""
+    task = config["task"]
+    if "chief" in config["cluster"]:
+        return bool(task["type"] == "chief")
+    return bool(task["type"] == "worker" and task["index"] == 0)
 
 
 def multi_worker_strategy() -> tf.distribute.MultiWorkerMirroredStrategy:

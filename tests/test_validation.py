@@ -1,5 +1,7 @@
 """Bad input: a clear error naming the problem, raised before anything changes."""
 
+import json
+
 import gpflow
 import numpy as np
 import pytest
@@ -140,3 +142,21 @@ def test_a_good_tf_config_is_read():
         '{"cluster": {"chief": ["a:1"], "worker": ["b:2"]}, "task": {"type": "worker", "index": 0}}'
     )
     assert ga.distributed.check_tf_config(text)["cluster"]["chief"] == ["a:1"]
+
+
+def test_exactly_one_task_of_a_cluster_is_the_chief():
+    """With a "chief" job, its task and worker 0 both acted as the chief in the multi-worker
+    example (both wrote the checkpoint, and crashed at the first save; issue 57, item 9)."""
+
+    def chief(cluster, task_type, index):
+        text = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
+        return ga.distributed.is_chief(ga.distributed.check_tf_config(text))
+
+    with_chief = {"chief": ["a:1"], "worker": ["b:2", "c:3"]}
+    assert [chief(with_chief, *task) for task in (("chief", 0), ("worker", 0), ("worker", 1))] == [
+        True,
+        False,
+        False,
+    ]
+    workers = {"worker": ["b:2", "c:3"]}
+    assert [chief(workers, "worker", i) for i in (0, 1)] == [True, False]
