@@ -25,6 +25,7 @@ resumes from the chief's latest checkpoint and continues the same minibatch stre
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -188,12 +189,58 @@ def launch(args):
     ports = free_local_ports(args.workers)
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
     workers = []
-    for index in range(args.workers):
-        config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-        environment = dict(os.environ, TF_CONFIG=json.dumps(config))
-        workers.append(subprocess.Popen(command, env=environment))
-    codes = [worker.wait() for worker in workers]
-    return max(codes)
+    # Each worker in a session of its own: Ctrl-C reaches the launcher, which stops them all.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        for index in range(args.workers):
+            config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+            environment = dict(os.environ, TF_CONFIG=json.dumps(config))
+            workers.append(subprocess.Popen(command, env=environment, start_new_session=True))
+        return wait_for(workers, args.checkpoint_dir)
+    except KeyboardInterrupt:
+        stop(workers)
+        print(f"{sys.argv[0]}: interrupted; the workers were stopped", file=sys.stderr)
+        return 130
+
+
+def wait_for(workers, checkpoint_dir):
+    """0 once every worker has finished; as soon as one fails or dies, the others (which would
+    wait for it for good) are stopped, and its status is returned."""
+    while True:
+        codes = [worker.poll() for worker in workers]
+        failed = [(index, code) for index, code in enumerate(codes) if code not in (None, 0)]
+        if failed:
+            index, code = failed[0]
+            stop(workers)
+            how = f"was killed (signal {-code})" if code < 0 else f"failed (exit status {code})"
+            resume = (
+                f"; run the same command again to resume from {checkpoint_dir}"
+                if checkpoint_dir
+                else ""
+            )
+            print(
+                f"{sys.argv[0]}: worker {index} {how}; the other workers were stopped{resume}",
+                file=sys.stderr,
+            )
+            return code if code > 0 else 1
+        if all(code == 0 for code in codes):
+            return 0
+        time.sleep(0.2)
+
+
+def stop(workers, grace=5.0):
+    """SIGTERM, then SIGKILL after ``grace`` seconds: a worker blocked in a collective does not
+    answer SIGTERM."""
+    for worker in workers:
+        if worker.poll() is None:
+            worker.terminate()
+    deadline = time.monotonic() + grace
+    for worker in workers:
+        try:
+            worker.wait(max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
 
 
 if __name__ == "__main__":
@@ -203,3 +250,16 @@ if __name__ == "__main__":
     except ValueError as error:  # a TF_CONFIG that is missing or wrong, in one line
         print(f"{sys.argv[0]}: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except Exception as error:
+        # Another worker died mid-step: TensorFlow aborts the collectives of the others.
+        lost = ("UnavailableError", "CancelledError", "AbortedError", "InternalError")
+        if not (args.worker and type(error).__name__ in lost):
+            raise
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        resume = " (run the job again with the same --checkpoint-dir to resume)"
+        print(
+            f"{sys.argv[0]}: the cluster lost a worker: {first}"
+            + (resume if args.checkpoint_dir else ""),
+            file=sys.stderr,
+        )
+        sys.exit(1)

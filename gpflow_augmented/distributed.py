@@ -178,8 +178,30 @@ def multi_worker_strategy() -> tf.distribute.MultiWorkerMirroredStrategy:
     """``tf.distribute.MultiWorkerMirroredStrategy`` for this process's ``TF_CONFIG``, checked
     first (:func:`check_tf_config`). Build the model in its ``scope()`` and pass it to ``fit``
     or ``Trainer``; each worker then reads its own shard of every batch."""
-    check_tf_config(os.environ.get("TF_CONFIG"))
+    _check_own_port(check_tf_config(os.environ.get("TF_CONFIG")))
     return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "0.0.0.0", "[::]", "::1")
+
+
+def _check_own_port(config: dict) -> None:
+    """Refuse, naming it, a port of this machine that another process holds: TensorFlow's own
+    error is 20 lines of "Could not start gRPC server", and the other workers wait for this one
+    for good."""
+    task = config["task"]
+    address = config["cluster"][task["type"]][task["index"]]
+    host, _, port = address.rpartition(":")
+    if host not in (*_LOCAL_HOSTS, socket.gethostname()):
+        return
+    with socket.socket() as probe:
+        try:
+            probe.bind(("", int(port)))
+        except OSError:
+            raise ValueError(
+                f"TF_CONFIG's task ({task['type']} {task['index']}) is to listen on {address}, but "
+                f"port {port} is in use on this machine; free it or give the cluster another port"
+            ) from None
 
 
 def free_local_ports(count: int) -> List[int]:

@@ -272,3 +272,69 @@ def test_a_finished_job_says_so_when_started_again(tmp_path):
         assert completed.returncode == 0, completed.stderr[-2000:]
         assert "is finished: 4 steps done" in completed.stdout
         assert "Traceback" not in completed.stderr
+
+
+def _launcher_module():
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "examples" / "multi_worker.py"
+    spec = importlib.util.spec_from_file_location("multi_worker_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.integration
+def test_the_launcher_stops_the_others_when_a_worker_fails_or_dies(capsys):
+    """A worker that died (a taken port, SIGKILL) left the other waiting for it for good, deaf to
+    SIGTERM, with a 28-line traceback where it did end (issue 57, items 8 and 18): the launcher
+    now stops the rest at once, SIGKILL for one that ignores SIGTERM, and says which died."""
+    launcher = _launcher_module()
+    deaf = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+    workers = [
+        subprocess.Popen([sys.executable, "-c", deaf]),
+        subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"]),
+    ]
+    start = time.monotonic()
+    assert launcher.wait_for(workers, "ckpt") == 3
+    assert time.monotonic() - start < 30
+    assert workers[0].returncode == -signal.SIGKILL
+    err = capsys.readouterr().err
+    assert "worker 1 failed (exit status 3); the other workers were stopped" in err
+    assert "run the same command again to resume from ckpt" in err
+    workers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])]
+    workers.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]))
+    workers[1].kill()
+    assert launcher.wait_for(workers, None) == 1
+    assert "worker 1 was killed (signal 9)" in capsys.readouterr().err
+    assert workers[0].returncode is not None
+
+
+@pytest.mark.integration
+def test_ctrl_c_on_the_launcher_stops_the_workers_in_one_line(tmp_path):
+    """Ctrl-C on the launcher printed four KeyboardInterrupt tracebacks, and a worker outlived it
+    by about 20 s (issue 57, item 19)."""
+    script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
+    launcher = subprocess.Popen(
+        [sys.executable, str(script), "--workers", "2", "--iterations", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    deadline = time.monotonic() + 60
+    children = []
+    while len(children) < 2:
+        assert time.monotonic() < deadline, "the workers did not start"
+        listed = subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True)
+        children = [int(pid) for pid in listed.stdout.split()]
+        time.sleep(0.2)
+    time.sleep(5)  # into TensorFlow's start-up or the first steps
+    launcher.send_signal(signal.SIGINT)
+    _, err = launcher.communicate(timeout=30)
+    assert launcher.returncode == 130
+    assert err.strip().splitlines()[-1].endswith("interrupted; the workers were stopped")
+    assert "Traceback" not in err
+    for pid in children:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

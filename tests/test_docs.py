@@ -137,3 +137,31 @@ def test_the_reference_builds_without_a_warning(tmp_path):
     assert completed.returncode == 0 and not warnings, "\n".join(warnings or [completed.stderr])
     assert (tmp_path / "html" / "reference" / "training.html").exists()
     assert (tmp_path / "html" / "notebooks" / "getting_started.html").exists()
+
+
+def readme_python_blocks() -> list:
+    """The README's Python code blocks, in order."""
+    text = (ROOT / "README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+@pytest.mark.slow
+def test_the_readmes_python_examples_run(tmp_path, monkeypatch):
+    """Each quick start as the README gives it, with the training shortened (iterations, batches)
+    and the scikit-learn one given data (it names a user's X, y and X_test)."""
+    import gpflow_augmented as ga
+
+    blocks = readme_python_blocks()
+    assert len(blocks) == 2
+    monkeypatch.chdir(tmp_path)
+    shorter = [("iterations=1000", "iterations=3"), (".take(100)", ".take(2)")]
+    for number, block in enumerate(blocks):
+        for long, short in shorter:
+            block = block.replace(long, short)
+        namespace: dict = {}
+        if "GPClassifier" in block:
+            wine = ga.datasets.load_dataset("wine")
+            namespace = {"X": wine.X_train, "y": wine.Y_train[:, 0], "X_test": wine.X_test}
+        exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+    assert namespace["probabilities"].shape == (len(wine.X_test), 3)
+    assert (tmp_path / "satimage-model" / "gpflow_augmented.json").is_file()

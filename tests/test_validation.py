@@ -160,3 +160,23 @@ def test_exactly_one_task_of_a_cluster_is_the_chief():
     ]
     workers = {"worker": ["b:2", "c:3"]}
     assert [chief(workers, "worker", i) for i in (0, 1)] == [True, False]
+
+
+def test_a_taken_port_is_named_before_tensorflow_starts_its_server(monkeypatch):
+    """A worker whose port another process held died with TensorFlow's 20-line "Could not start
+    gRPC server", not naming the port (issue 57, item 7)."""
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        config = {
+            "cluster": {"worker": [f"127.0.0.1:{port}", "127.0.0.1:1"]},
+            "task": {"type": "worker", "index": 0},
+        }
+        monkeypatch.setenv("TF_CONFIG", json.dumps(config))
+        with pytest.raises(
+            ValueError, match=f"listen on 127.0.0.1:{port}, but port {port} is in use"
+        ):
+            ga.distributed.multi_worker_strategy()

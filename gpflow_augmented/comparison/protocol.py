@@ -342,10 +342,7 @@ def compare(
         if completed is not None and name in completed:
             results.append(completed[name])
             continue
-        # Each method's own random draws (softmax's Monte Carlo samples, in training and in its
-        # predictions) start from the run's seed: a method's result does not depend on the
-        # methods before it, so a resumed run equals an uninterrupted one and a run repeats.
-        tf.random.set_seed(seed)
+        tf.random.set_seed(seed)  # a method's own draws repeat, whatever ran before it
         method = _built(
             name, options[name], (X, Y), Z, dataset.num_classes, stream, train_inducing_points
         )
