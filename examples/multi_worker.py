@@ -20,6 +20,10 @@ With ``--checkpoint-dir``, every ``--checkpoint-every`` steps the chief writes a
 (the other workers into scratch folders inside it); a job started again with the same folder
 resumes from the chief's latest checkpoint and continues the same minibatch stream to
 ``--iterations``.
+
+Each ``--worker`` trains in a child process it watches: SIGTERM or Ctrl-C stops it even while
+TensorFlow waits for the other workers, and a worker whose cluster makes no first step within
+``--startup-timeout`` seconds gives up. The launcher stops every worker as soon as one fails.
 """
 
 import argparse
@@ -59,10 +63,68 @@ def parse(argv):
         "--checkpoint-every", type=at_least(1), default=50, help="steps (default 50)"
     )
     parser.add_argument("--save-parameters", help="the chief writes the final parameters (.npz)")
+    parser.add_argument(
+        "--startup-timeout",
+        type=at_least(1),
+        default=300,
+        help="seconds a worker waits for the cluster's first step before it gives up (default 300)",
+    )
+    # The supervised child's: the file it creates once the cluster made its first step.
+    parser.add_argument("--started-file", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-def train(args, distributed):
+def supervise(args):
+    """Run this worker's training in a child process and watch it. A process blocked in
+    TensorFlow's C++ code (waiting for the other workers, or in a collective) never runs Python's
+    signal handlers and answers no SIGTERM or SIGINT; this one does, and stops the child (SIGKILL
+    if it must). A child whose cluster has made no first step within ``--startup-timeout`` seconds
+    is stopped too."""
+    import tempfile
+
+    received = []
+
+    def note(number, _frame):
+        received.append(number)
+
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, note)
+    with tempfile.TemporaryDirectory() as folder:
+        marker = os.path.join(folder, "started")
+        argv = [sys.executable, __file__, *sys.argv[1:], "--started-file", marker]
+        child = subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + args.startup_timeout
+        while child.poll() is None:
+            late = not os.path.exists(marker) and time.monotonic() > deadline
+            if received or late:
+                stop([child], grace=3.0)
+                if received:
+                    name = signal.Signals(received[0]).name
+                    print(f"{sys.argv[0]}: worker stopped by {name}", file=sys.stderr)
+                    return 128 + received[0]
+                print(
+                    f"{sys.argv[0]}: the cluster made no first step within "
+                    f"{args.startup_timeout} s; is every worker of TF_CONFIG started, and can each "
+                    "reach the others' host:port?",
+                    file=sys.stderr,
+                )
+                return 1
+            time.sleep(0.2)
+        return child.returncode
+
+
+def _die_with_parent():
+    """In the child, before it starts: SIGKILL when the supervisor dies, even by SIGKILL (Linux's
+    PR_SET_PDEATHSIG; elsewhere the child may outlive a killed supervisor)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def train(args, distributed, started=None):
     """One worker of TF_CONFIG's cluster (``distributed``; refused without a TF_CONFIG), or the
     same training in this one process."""
     import gpflow
@@ -112,6 +174,8 @@ def train(args, distributed):
     step_times = []
 
     def after_step(step, **_):
+        if started is not None and not os.path.exists(started):
+            open(started, "w").close()  # the first step: the cluster is up
         step_times.append(time.perf_counter())
         if manager is not None and step % args.checkpoint_every == 0:
             manager.save(checkpoint_number=step)
@@ -178,6 +242,7 @@ def launch(args):
         "checkpoint_dir",
         "checkpoint_every",
         "save_parameters",
+        "startup_timeout",
     ):
         if getattr(args, option) is not None:
             command += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
@@ -228,9 +293,9 @@ def wait_for(workers, checkpoint_dir):
         time.sleep(0.2)
 
 
-def stop(workers, grace=5.0):
+def stop(workers, grace=10.0):
     """SIGTERM, then SIGKILL after ``grace`` seconds: a worker blocked in a collective does not
-    answer SIGTERM."""
+    answer SIGTERM (a supervised worker stops its child within 3 s of it)."""
     for worker in workers:
         if worker.poll() is None:
             worker.terminate()
@@ -246,7 +311,11 @@ def stop(workers, grace=5.0):
 if __name__ == "__main__":
     args = parse(sys.argv[1:])
     try:
-        sys.exit(train(args, distributed=True) if args.worker else launch(args))
+        if args.worker and args.started_file is None:
+            sys.exit(supervise(args))
+        if args.worker:
+            sys.exit(train(args, distributed=True, started=args.started_file))
+        sys.exit(launch(args))
     except ValueError as error:  # a TF_CONFIG that is missing or wrong, in one line
         print(f"{sys.argv[0]}: error: {error}", file=sys.stderr)
         sys.exit(2)

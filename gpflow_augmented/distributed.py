@@ -195,6 +195,8 @@ def _check_own_port(config: dict) -> None:
     if host not in (*_LOCAL_HOSTS, socket.gethostname()):
         return
     with socket.socket() as probe:
+        # As gRPC binds: a port left in TIME_WAIT by an earlier worker is free, a listener not.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("", int(port)))
         except OSError:

@@ -338,3 +338,33 @@ def test_ctrl_c_on_the_launcher_stops_the_workers_in_one_line(tmp_path):
     for pid in children:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+@pytest.mark.integration
+def test_a_worker_waiting_for_its_cluster_answers_signals_and_gives_up_in_time():
+    """A worker whose other workers never came waited for good, deaf to SIGTERM and SIGINT; only
+    SIGKILL ended it (issue 57, item 8)."""
+    script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
+    ports = free_local_ports(2)
+    config = {
+        "cluster": {"worker": [f"127.0.0.1:{port}" for port in ports]},
+        "task": {"type": "worker", "index": 0},
+    }
+    environment = {**os.environ, "TF_CONFIG": json.dumps(config), "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+    def lone_worker(*options):
+        argv = [sys.executable, str(script), "--worker", "--iterations", "5", *options]
+        return subprocess.Popen(
+            argv, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+
+    waiting = lone_worker()
+    time.sleep(15)  # TensorFlow started and waits for worker 1
+    waiting.send_signal(signal.SIGTERM)
+    _, err = waiting.communicate(timeout=20)
+    assert waiting.returncode == 128 + signal.SIGTERM
+    assert "worker stopped by SIGTERM" in err
+    timed_out = lone_worker("--startup-timeout", "10")
+    _, err = timed_out.communicate(timeout=120)
+    assert timed_out.returncode == 1, err[-2000:]
+    assert "the cluster made no first step within 10 s" in err and "Traceback" not in err
