@@ -35,12 +35,13 @@ from .distributed import (
     replicated_by_first,
 )
 from .kernel_variance import updated_variances, variance_step
-from .line_search import Proposal, all_finite, halving_search
+from .line_search import Proposal, all_finite, count_search, halving_search
 from .models import AugmentedSVGP
 from .projection import BatchGeometry, geometry_at
 from .schedules import ConstantStepSize, StepSizeSchedule
 from .updates import (
     batch_size,
+    class_weight_exposure,
     is_full_batch,
     update_class_weights,
     minibatch_scale,
@@ -157,8 +158,13 @@ class CAVI(tf.Module):
                 0, dtype=tf.int64, trainable=False, name="shortened_steps"
             )
             self.kept_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="kept_steps")
-        self.class_weight_exposure = self._class_weight_exposure(class_subset_size)
-        self.class_sampler = self._class_sampler(class_subset_size, seed)
+        self.class_weight_exposure = class_weight_exposure(model, class_subset_size)
+        self.class_sampler = None
+        if class_subset_size is not None:
+            minimum = (model.bound.min_class_subset_size, type(model.bound).__name__)
+            self.class_sampler = ClassSubsetSampler(
+                model.num_latent_gps, class_subset_size, seed, minimum
+            )
         self.variances = updated_variances(
             model.kernel, update_variance, self.class_sampler is not None
         )
@@ -178,32 +184,6 @@ class CAVI(tf.Module):
             # needs them; AutoGraph would only re-convert GPflow's and our code at every trace,
             # about a quarter of the tracing time.
             self._step_fn = tf.function(self.update, jit_compile=jit_compile, autograph=False)
-
-    def _class_weight_exposure(self, class_subset_size: Optional[int]) -> Optional[tf.Variable]:
-        """The class weights' SVI state, their running exposure (0 until the first step), where
-        the model learns them; ``None`` otherwise."""
-        if not self.model.learns_class_weights:
-            return None
-        if class_subset_size is not None:
-            raise ValueError(
-                "class weights are updated from every class's statistics; they "
-                "cannot be learned with class_subset_size"
-            )
-        return tf.Variable(
-            tf.zeros([self.model.num_classes], default_float()),
-            trainable=False,
-            name="class_weight_exposure",
-        )
-
-    def _class_sampler(
-        self, class_subset_size: Optional[int], seed: int
-    ) -> Optional[ClassSubsetSampler]:
-        """The sampler of each step's class subset, or ``None`` when every class is updated."""
-        if class_subset_size is None:
-            return None
-        bound = self.model.bound
-        minimum = (bound.min_class_subset_size, type(bound).__name__)
-        return ClassSubsetSampler(self.model.num_latent_gps, class_subset_size, seed, minimum)
 
     @property
     def owned_variables(self) -> Tuple[tf.Variable, ...]:
@@ -266,7 +246,8 @@ class CAVI(tf.Module):
         # respect to log θ (the exp bijector's unconstrained variable), at q(u) before the step.
         log_weights = []
         if self.class_weight_exposure is not None:
-            _refuse_strategy()
+            if tf.distribute.has_strategy():
+                raise ValueError("class weights are not supported under a tf.distribute strategy")
             log_weights = [model.likelihood.class_weights.unconstrained_variable]
         evaluation = model.bound.evaluate(
             model.likelihood,
@@ -292,7 +273,7 @@ class CAVI(tf.Module):
         status = self._accept(
             new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_state
         )
-        self._count_search(scheduled, step_size, status == OK)
+        count_search((self.shortened_steps, self.kept_steps), scheduled, step_size, status == OK)
         if log_weights:
             assert evaluation.log_weight_gradient is not None
             assert self.class_weight_exposure is not None  # made where weights are learned
@@ -469,15 +450,6 @@ class CAVI(tf.Module):
         )
         return (mu, sqrt, state if with_variance else None), rho
 
-    def _count_search(self, scheduled: tf.Tensor, taken: tf.Tensor, accepted: tf.Tensor) -> None:
-        """Count a step the line search shortened (0 < ρ taken < ρ scheduled) or kept (ρ taken =
-        0), if the step was taken."""
-        scheduled = tf.cast(scheduled, taken.dtype)
-        shortened = accepted & (taken > 0.0) & (taken < scheduled)
-        kept = accepted & (taken == 0.0) & (scheduled > 0.0)
-        self.shortened_steps.assign_add(tf.cast(shortened, tf.int64))
-        self.kept_steps.assign_add(tf.cast(kept, tf.int64))
-
     def _bound_at(
         self,
         geometry: BatchGeometry,
@@ -625,8 +597,3 @@ class CAVI(tf.Module):
         for _ in range(iterations):
             elbo = self.step(data)
         return elbo
-
-
-def _refuse_strategy() -> None:
-    if tf.distribute.has_strategy():
-        raise ValueError("class weights are not supported under a tf.distribute strategy")

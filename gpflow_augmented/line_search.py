@@ -16,7 +16,7 @@ from typing import Callable, Tuple
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["MAX_LINE_SEARCH_HALVINGS", "Proposal", "all_finite", "halving_search"]
+__all__ = ["MAX_LINE_SEARCH_HALVINGS", "Proposal", "all_finite", "count_search", "halving_search"]
 
 #: A step halves ρ up to this many times until it does not lower its batch's bound, and else keeps
 #: q(u) as it was.
@@ -71,3 +71,19 @@ def halving_search(
     keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & all_finite(mu, sqrt, state)
     kept = tuple(tf.where(keep, old, new) for old, new in zip(current, (mu, sqrt, state)))
     return kept, tf.where(keep, tf.zeros_like(rho), rho)  # type: ignore[return-value]
+
+
+def count_search(
+    counters: Tuple[tf.Variable, tf.Variable],
+    scheduled: tf.Tensor,
+    taken: tf.Tensor,
+    accepted: tf.Tensor,
+) -> None:
+    """Count a step the search shortened (0 < ρ taken < ρ ``scheduled``) or kept (ρ taken = 0) in
+    ``counters`` = (shortened, kept), if the step was ``accepted``."""
+    shortened_steps, kept_steps = counters
+    scheduled = tf.cast(scheduled, taken.dtype)
+    shortened = accepted & (taken > 0.0) & (taken < scheduled)
+    kept = accepted & (taken == 0.0) & (scheduled > 0.0)
+    shortened_steps.assign_add(tf.cast(shortened, tf.int64))
+    kept_steps.assign_add(tf.cast(kept, tf.int64))

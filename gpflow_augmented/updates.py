@@ -51,6 +51,7 @@ __all__ = [
     "natural_parameter_step_with_backoff",
     "natural_step",
     "MIN_PRECISION_RATIO",
+    "class_weight_exposure",
     "class_weight_step",
     "is_full_batch",
     "update_class_weights",
@@ -423,3 +424,20 @@ def update_class_weights(
     valid &= accepted
     weights.assign(tf.where(valid, new_weights, weights))
     running_exposure.assign(tf.where(valid, new_exposure, running_exposure))
+
+
+def class_weight_exposure(model: Any, class_subset_size: Optional[int]) -> Optional[tf.Variable]:
+    """The class weights' SVI state for an optimizer of ``model``: their running exposure (0 until
+    the first step) where the model learns them, else ``None``."""
+    if not model.learns_class_weights:
+        return None
+    if class_subset_size is not None:
+        raise ValueError(
+            "class weights are updated from every class's statistics; they "
+            "cannot be learned with class_subset_size"
+        )
+    return tf.Variable(
+        tf.zeros([model.num_classes], default_float()),
+        trainable=False,
+        name="class_weight_exposure",
+    )

@@ -2,47 +2,12 @@
 The methods of a head-to-head comparison, each a model plus the optimizer that trains it, built by
 the package so that every method starts from the same place and is driven the same way.
 
-``lsm``
-    this package: :class:`LogisticSoftmaxSVGP` on the exact bound, the fused CAVI step
-    (closed-form natural-gradient step) + Adam step
-``lsm-gamma-poisson``
-    the same with the paper's Gamma-Poisson scheme
-``rm``
-    ``gpflow.models.SVGP`` + ``gpflow.likelihoods.MultiClass`` (robust-max), GPflow's
-    ``NaturalGradient`` on (q_mu, q_sqrt) + Adam — the paper's "RM" baseline, with the
-    γ warm-up its authors used (:class:`NaturalGradientWarmUp`)
-``softmax``
-    ``SVGP`` + ``gpflow.likelihoods.Softmax`` (Monte Carlo), Adam on everything
-``lsm-vi``
-    ``SVGP`` + :class:`LogisticSoftmax` without augmentation, Adam on everything
-``dirichlet``
-    Dirichlet-based GP classification (Milios et al. 2018; GPyTorch's
-    ``DirichletClassificationLikelihood``): ``SVGP`` regression on transformed labels
-    with fixed per-point noise (:mod:`~gpflow_augmented.comparison.dirichlet`),
-    conjugate, so ``NaturalGradient`` with the same γ warm-up + Adam; a constant prior
-    mean, as ``lsm``
-``sep``
-    the Heaviside (arg-max) likelihood with noise, q(u) by stochastic expectation
-    propagation (Villacampa-Calvo & Hernández-Lobato 2017, the UAI paper's "HS"/SEP
-    baseline; :mod:`~gpflow_augmented.comparison.sep`): a damped EP step of the tied
-    site (ρ: the CAVI methods' schedule on minibatches, 0.5 on the full batch, where
-    undamped parallel EP oscillates) + Adam on the EP estimate of log p(y)
-``rmgpc``
-    robust multi-class GP classification (Hernández-Lobato et al. 2011;
-    :mod:`~gpflow_augmented.comparison.rmgpc`): a full GP on the training set with the
-    noiseless Heaviside likelihood and an explicit outlier indicator per point, a damped
-    (0.5) parallel EP step + Adam on the EP estimate of log p(y). Full batch only, at
-    most :data:`FULL_GP_MAX_POINTS` training points; its inducing inputs are the
-    training inputs
-
-Binary tasks (C = 2, labels 0/1):
-
-``xgpc``
-    this package: :class:`~gpflow_augmented.BinaryLogisticSVGP` (one GP, Pólya-Gamma
-    augmented logistic likelihood), CAVI step + Adam step
-``bernoulli``
-    ``SVGP`` + ``gpflow.likelihoods.Bernoulli(invlink=tf.sigmoid)``, ``NaturalGradient``
-    with the same γ warm-up + Adam: GPflow's recipe for the same likelihood
+Each method is one :class:`MethodSpec` in :data:`METHOD_SPECS`, whose ``description`` names its
+model and optimizer; the user guide's comparison page tabulates them: ``lsm`` and
+``lsm-gamma-poisson`` (this package's CAVI step + Adam), GPflow's ``rm`` (robust-max +
+``NaturalGradient``), ``softmax`` and ``lsm-vi`` (Adam on everything), ``dirichlet`` (Milios et al.
+2018), ``sep`` (the Heaviside likelihood by stochastic EP), ``rmgpc`` (a full GP, robust EP) and,
+for binary tasks, ``xgpc`` and ``bernoulli``.
 
 What every method shares, by construction in :func:`build_method`: the kernel class and its initial
 hyperparameters, the inducing points (fixed or trained for all alike), a whitened q(u) starting at

@@ -277,15 +277,12 @@ def compare(
     step (``batch_size`` ≥ N, where every method gets the training set in its own order), its
     inducing inputs are the training inputs, and ``num_inducing`` is the sparse methods'.
 
-    ``learning_rate`` is Adam's for every method; by default each method takes its own
-    (:func:`~gpflow_augmented.comparison.baselines.method_learning_rate`, chosen for all by the
-    same rule on validation splits), which each result's ``options`` record.
-
-    ``positive_bijector`` ("softplus", GPflow's default, or "exp") keeps every method's positive
-    parameters positive (:data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`); by
+    ``learning_rate`` (Adam's) and ``positive_bijector`` ("softplus", GPflow's default, or "exp":
+    :data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`) apply to every method; by
     default each method takes its own
-    (:func:`~gpflow_augmented.comparison.baselines.method_positive_bijector`, chosen by the rule
-    that chose the learning rates), which each result's ``options`` record.
+    (:func:`~gpflow_augmented.comparison.baselines.method_learning_rate`,
+    :func:`~gpflow_augmented.comparison.baselines.method_positive_bijector`, chosen for all by the
+    same rule on validation splits), which each result's ``options`` record.
 
     ``method_options`` gives a method its own ``learning_rate``, ``positive_bijector`` and (CAVI
     methods) ``step_size`` (a name in
@@ -320,23 +317,19 @@ def compare(
     Z = kmeans_inducing_points(X, num_inducing, seed=seed)
     evaluator, trace_evaluator = _evaluators(dataset, trace_test_points, seed)
     X_device, Y_device = tf.constant(X), tf.constant(Y)
-    settings = {
-        "num_train": len(X),
-        "num_test": len(dataset.X_test),
-        "input_dim": X.shape[1],
-        "num_classes": dataset.num_classes,
-        "num_inducing": num_inducing,
-        "batch_size": stream.batch_size,
-        "time_budget": time_budget,
-        "max_iterations": max_iterations,
-        "learning_rate": learning_rate,
-        "positive_bijector": positive_bijector,
-        "method_options": options,
-        "trace_test_points": min(len(dataset.X_test), trace_test_points or len(dataset.X_test)),
-        "train_inducing_points": train_inducing_points,
-        "seed": seed,
-    }
-
+    settings = _settings(
+        dataset,
+        stream,
+        num_inducing,
+        options,
+        time_budget=time_budget,
+        max_iterations=max_iterations,
+        learning_rate=learning_rate,
+        positive_bijector=positive_bijector,
+        trace_test_points=trace_test_points,
+        train_inducing_points=train_inducing_points,
+        seed=seed,
+    )
     results = []
     for name in methods:
         if completed is not None and name in completed:
@@ -364,6 +357,31 @@ def compare(
         if on_method_done is not None:
             on_method_done(results[-1])
     return ComparisonResult(dataset.name, settings, results)
+
+
+def _settings(
+    dataset: Dataset,
+    stream: MinibatchStream,
+    num_inducing: int,
+    method_options: Mapping[str, Any],
+    **run: Any,
+) -> Dict[str, Any]:
+    """A comparison's settings as its result records them: the data's sizes, then :func:`compare`'s
+    options (``run``: the time budget, iterations, learning rate, positive bijector, trace test
+    points, trained inducing points and seed) and each method's."""
+    num_test = len(dataset.X_test)
+    trace_test_points = run.pop("trace_test_points") or num_test
+    return {
+        "num_train": len(dataset.X_train),
+        "num_test": num_test,
+        "input_dim": np.shape(dataset.X_train)[1],
+        "num_classes": dataset.num_classes,
+        "num_inducing": num_inducing,
+        "batch_size": stream.batch_size,
+        "method_options": method_options,
+        "trace_test_points": min(num_test, trace_test_points),
+        **run,
+    }
 
 
 def _evaluators(
