@@ -116,6 +116,12 @@ class CAVI(tf.Module):
 
     ``iteration`` counts successful steps; it drives the schedule and is saved by
     ``tf.train.Checkpoint`` together with the optimizer (it also seeds the class subsets).
+
+    The closed-form q(u) step alone, without Adam on the hyperparameters::
+
+        cavi = ga.CAVI(model, step_size=ga.RobbinsMonro(tau=1, kappa=0.51))
+        for batch in ga.minibatches(X, Y, batch_size=200, seed=0).take(100):
+            elbo = cavi.step(batch)
     """
 
     def __init__(

@@ -21,10 +21,17 @@ __all__ = ["BoundCertificate", "bound_certificate"]
 
 
 class BoundCertificate(NamedTuple):
-    augmented: float  # the augmented bound; equals ``exact`` for an exact-bound model
-    exact: float  # E_q log p(y | f) - KL, by quadrature
-    gap: float  # exact - augmented ≥ 0
-    quadrature_error: float  # |exact with 2× Hermite nodes and ½ the grid step - exact|
+    """The model's bound against the exact ELBO on the training data
+    (:func:`bound_certificate`)."""
+
+    #: the augmented bound; equals ``exact`` for an exact-bound model
+    augmented: float
+    #: E_q log p(y | f) - KL, by quadrature
+    exact: float
+    #: exact - augmented ≥ 0
+    gap: float
+    #: | exact with 2× Hermite nodes and ½ the grid step - exact |
+    quadrature_error: float
 
     def as_dict(self) -> dict:
         """The four numbers by name, e.g. for a log or a JSON file."""

@@ -97,13 +97,17 @@ def keep_values(checkpoint: tf.train.Checkpoint) -> Callable[[], None]:
 
 def restore_checkpoint(path: str, **objects: Any) -> Any:
     """Restore ``tf.train.Checkpoint(**objects)`` from ``path`` (a prefix as ``save`` returned it,
-    or a folder, whose latest checkpoint is read), e.g.
-    ``restore_checkpoint(path, model=model, trainer=trainer)``.
+    or a folder, whose latest checkpoint is read).
 
     Every variable of the objects given must be in the checkpoint with the same shape (the
     checkpoint may hold more, e.g. a trainer when only the model is given); otherwise
     :class:`CheckpointError` names the problem and every variable holds the value it had before
-    the call. Returns the load status."""
+    the call. Returns the load status::
+
+        trainer = ga.Trainer(model)
+        tf.train.Checkpoint(model=model, trainer=trainer).save("checkpoints/run")
+        ga.restore_checkpoint("checkpoints", model=model, trainer=trainer)
+    """
     if tf.io.gfile.isdir(str(path)):
         latest = latest_checkpoint(str(path))
         if latest is None:

@@ -218,9 +218,12 @@ class LoadedModel:
 
 
 def load_model(path: Union[str, Path]) -> LoadedModel:
-    """The exported model, ready to predict: ``load_model(path).predict_y(X)["mean"]``. Needs
-    TensorFlow only. When the folder holds export_model's metadata, it must describe this
-    model."""
+    """The exported model, ready to predict. Needs TensorFlow only. When the folder holds
+    export_model's metadata, it must describe this model::
+
+        ga.export_model(model, "exported-model")
+        probabilities = ga.load_model("exported-model").predict_y(X)["mean"]  # [N, C]
+    """
     from .validation import InvalidDataError, first_line
 
     try:

@@ -408,6 +408,18 @@ class LogisticSoftmaxSVGP(AugmentedSVGP):
         ``gpflow.mean_functions.Constant()``, learned with the hyperparameters, lets the model move
         towards the regime where every σ(f_c) is small and the logistic-softmax approaches the
         softmax.
+
+    The model of the comparison's ``lsm``, on data ``X`` [N, D] and labels ``Y`` [N, 1]::
+
+        model = ga.LogisticSoftmaxSVGP(
+            ga.initial_kernel(X),  # SE-ARD, median-distance lengthscales
+            ga.inducing_points(X, 100),
+            num_classes=int(Y.max()) + 1,
+            num_data=len(X),
+            mean_function=gpflow.mean_functions.Constant(),
+        )
+        result = ga.fit(model, (X, Y), iterations=1000, batch_size=200)
+        probabilities, _ = model.predict_y(X_test)
     """
 
     @check_shapes(

@@ -4,7 +4,9 @@ the hyperparameters, test metrics as scalars, and the reliability diagram as an 
 
 In a training loop of your own::
 
+    trainer = ga.Trainer(model)
     monitor = tensorboard_monitor("logs/run", model, trainer, test_data=(X_test, Y_test))
+    batches = iter(ga.minibatches(X, Y, batch_size=200, seed=0))
     for step in range(1000):
         monitor(step, elbo=trainer.step(next(batches)))
 

@@ -1,7 +1,7 @@
 """
 A scikit-learn classifier: the package's default model (method ``lsm``) behind ``fit(X, y)``,
 ``predict_proba(X)`` and the rest of scikit-learn's estimator API, so that it fits in a
-``Pipeline``, ``GridSearchCV`` or ``cross_val_score``.
+``Pipeline``, ``GridSearchCV`` or ``cross_val_score``::
 
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler

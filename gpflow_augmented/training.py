@@ -124,6 +124,14 @@ class Trainer(tf.Module):
     :param update_variance: see :class:`~gpflow_augmented.CAVI`: by default (``None``) the
         kernel variance is updated in closed form with q(u) wherever that applies, and Adam trains
         the other hyperparameters; never when ``train_hyperparameters`` is false.
+
+    A loop of your own, checkpointed (:func:`~gpflow_augmented.restore_checkpoint` resumes it)::
+
+        trainer = ga.Trainer(model, step_size=ga.RobbinsMonro())
+        checkpoint = tf.train.Checkpoint(model=model, trainer=trainer)
+        for step, batch in enumerate(ga.minibatches(X, Y, batch_size=200, seed=0).take(1000)):
+            elbo = trainer.step(batch)
+        checkpoint.save("checkpoints/run")
     """
 
     def __init__(
@@ -317,13 +325,19 @@ def worst_fall(elbos: np.ndarray, recent: int = 10, window: int = 50) -> Tuple[f
 
 
 class FitResult(NamedTuple):
+    """What :func:`fit` returns (and a ``KeyboardInterrupt`` out of it carries as
+    ``fit_result``)."""
+
+    #: the :class:`Trainer` that took the steps; ``fit(..., trainer=result.trainer)`` continues
     trainer: Trainer
-    elbo: np.ndarray  # the minibatch ELBO before each step
-    converged: bool = False  # the stopping rule ended training before ``iterations``
-    # augmented bound, exact ELBO and their gap on the training data at the end (None when the
-    # data were a stream or training ran under a strategy)
+    #: the minibatch ELBO before each step [steps]
+    elbo: np.ndarray
+    #: the stopping rule ended training before ``iterations``
+    converged: bool = False
+    #: augmented bound, exact ELBO and their gap on the training data at the end (``None`` when
+    #: the data were a stream or training ran under a strategy)
     certificate: Optional[BoundCertificate] = None
-    # what the steps' safeguards did during this fit
+    #: what the steps' safeguards did during this fit
     report: Optional[TrainingReport] = None
 
 
@@ -414,6 +428,12 @@ def fit(
 
     On Ctrl-C the ``KeyboardInterrupt`` carries ``fit_result``, the :class:`FitResult` so far
     (its ``trainer`` resumes training).
+
+    With TensorBoard monitoring (``tensorboard --logdir logs``)::
+
+        monitor = ga.monitoring.tensorboard_monitor("logs/fit", model, test_data=(X_test, Y_test))
+        result = ga.fit(model, (X, Y), iterations=1000, callback=monitor)
+        print(result.report)  # steps shortened or kept, the worst fall of the bound
     """
     iterations = check_integer(iterations, "iterations")
     if batch_size is not None:

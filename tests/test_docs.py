@@ -84,6 +84,12 @@ PUBLIC_MODULES = [
 ]
 
 
+def _generated_docstring(obj) -> str:
+    """The docstring Python writes for a named tuple without one, ``Name(field, ...)``."""
+    fields = getattr(obj, "_fields", None)
+    return f"{obj.__name__}({', '.join(fields)})" if fields is not None else ""
+
+
 def undocumented(module_name: str) -> list:
     """The public classes, functions, methods and properties of a module's ``__all__`` without a
     docstring of their own or inherited."""
@@ -96,7 +102,7 @@ def undocumented(module_name: str) -> list:
         obj = getattr(module, name)
         if not (inspect.isclass(obj) or inspect.isfunction(obj)):
             continue
-        if not (obj.__doc__ or "").strip():
+        if not (obj.__doc__ or "").strip() or obj.__doc__ == _generated_docstring(obj):
             missing.append(name)
         if inspect.isclass(obj):
             for member, value in vars(obj).items():

@@ -272,7 +272,7 @@ def test_the_worst_fall_is_of_the_recent_median_against_the_earlier_one():
 def test_the_comparison_marks_a_method_that_may_have_diverged():
     """A run whose batch ELBO collapsed, or with a tenth of its steps kept or failed, is marked
     in the table with a line that says why; a healthy one is not."""
-    from gpflow_augmented.comparison.protocol import MethodResult
+    from gpflow_augmented.comparison.results import MethodResult
     from gpflow_augmented.comparison.runs import summary_table
 
     final = {key: 0.1 for key in ("time", "error", "nll", "ece", "classwise_ece", "brier")}

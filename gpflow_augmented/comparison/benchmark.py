@@ -117,7 +117,7 @@ def _ratio(numerator: Any, denominator: Any) -> str:
 def _speedups(name: str, methods: List[Dict[str, Any]]) -> str:
     """t(RM)/t(LSM) to each one's own best NLL (+0.01), and to a common target: the worse of
     the two best NLLs + 0.01, which both reached."""
-    from .protocol import time_to_common_nll
+    from .results import time_to_common_nll
 
     by_name = {m["name"]: m for m in methods}
     if "rm" not in by_name:
@@ -157,7 +157,7 @@ def _against_best_peer(
     differences, and how much sooner it reached the common target, the best peer's final NLL
     × :data:`_TARGET_SLACK`, than each peer did (t(peer) / t(ours)). Times and the target are read
     from the traces, which every method evaluated on the same test points."""
-    from .protocol import time_to_reach
+    from .results import time_to_reach
 
     by_name = {m["name"]: m for m in methods}
     # A diverged run's NLL is stored as None; it cannot be the best peer.
@@ -476,7 +476,7 @@ def _write_report(path: Path, lines: List[str]) -> str:
 def _binary_row(name: str, methods: List[Dict[str, Any]]) -> str:
     """xgpc's time to reach the baseline's best NLL against the baseline's own time to it; the
     same for a common target both reach, 5 % above the worse of the two best NLLs."""
-    from .protocol import best_nll, time_to_reach
+    from .results import best_nll, time_to_reach
 
     by_name = {m["name"]: m for m in methods}
     xgpc, baseline = by_name["xgpc"], by_name["bernoulli"]

@@ -277,7 +277,7 @@ def _finished_methods(
 ) -> Dict[str, Any]:
     """The methods an interrupted run in ``output`` finished, after checking that it was the
     same run on the same data."""
-    from .protocol import MethodResult
+    from .results import MethodResult
 
     run_file = output / "run.json"
     if not run_file.exists():
@@ -346,7 +346,7 @@ def _save_method(output: Path, result: Any) -> None:
 
 
 def summary_table(result: Any) -> str:
-    from .protocol import time_to_converge
+    from .results import time_to_converge
 
     header = (
         f"{'method':<10} {'Adam lr':>7} {'bijector':>8} {'iters':>6} {'train s':>8} "
