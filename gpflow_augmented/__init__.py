@@ -28,7 +28,14 @@ from .initialisation import inducing_points, initial_kernel, median_lengthscale
 from .likelihoods import LogisticSoftmax
 from .models import AugmentedSVGP, BinaryLogisticSVGP, LogisticSoftmaxSVGP
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
-from .bounds import EXACT_LEARNING_RATE, EXACT_WARM_START, AugmentedBound, Bound, ExactBound
+from .bounds import (
+    EXACT_LEARNING_RATE,
+    EXACT_LEARNING_RATE_DECAY_STEPS,
+    EXACT_WARM_START,
+    AugmentedBound,
+    Bound,
+    ExactBound,
+)
 from .training import FitResult, Trainer, TrainingReport, TrainingWarning, fit, minibatches
 from .validation import InvalidDataError, NumericalError
 
@@ -45,6 +52,7 @@ __all__ = [
     "CheckpointWarning",
     "ConstantStepSize",
     "EXACT_LEARNING_RATE",
+    "EXACT_LEARNING_RATE_DECAY_STEPS",
     "EXACT_WARM_START",
     "ExactBound",
     "FitResult",

@@ -31,6 +31,7 @@ __all__ = [
     "Bound",
     "BoundPass",
     "EXACT_LEARNING_RATE",
+    "EXACT_LEARNING_RATE_DECAY_STEPS",
     "EXACT_WARM_START",
     "ExactBound",
     "check_hyperparameter_bound",
@@ -44,6 +45,10 @@ EXACT_WARM_START = 50
 # The augmented bounds were not swept and keep GPflow's customary 0.01.
 EXACT_LEARNING_RATE = 0.1
 AUGMENTED_LEARNING_RATE = 0.01
+# Adam's rate on the exact bound decays as 1/√(1 + t / EXACT_LEARNING_RATE_DECAY_STEPS)
+# (schedules.InverseSquareRootDecay): at a constant 0.1 the hyperparameters keep moving on
+# minibatches, and the test NLL with them (docs/stability.md, "What the NLL's noise is").
+EXACT_LEARNING_RATE_DECAY_STEPS = 100.0
 
 
 class BoundPass(NamedTuple):
@@ -70,6 +75,9 @@ class Bound:
     #: Adam's learning rate for the hyperparameters where :class:`~gpflow_augmented.Trainer` and
     #: :func:`~gpflow_augmented.fit` are given none.
     learning_rate: float = AUGMENTED_LEARNING_RATE
+    #: Adam's rate decays as 1/√(1 + t / this)
+    #: (:class:`~gpflow_augmented.schedules.InverseSquareRootDecay`; ``inf``: constant).
+    learning_rate_decay_steps: float = float("inf")
     #: How many first steps take the augmented bound's sites instead of this bound's own.
     warm_start_iterations: int = 0
     #: The smallest class subset whose step estimates this bound.
@@ -200,6 +208,7 @@ class ExactBound(Bound):
     """
 
     learning_rate = EXACT_LEARNING_RATE
+    learning_rate_decay_steps = EXACT_LEARNING_RATE_DECAY_STEPS
     # The subset estimate of the normaliser needs a class besides each point's own.
     min_class_subset_size = 2
     line_searched = True

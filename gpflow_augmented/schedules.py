@@ -1,11 +1,13 @@
-"""Step-size schedules ρ_t for stochastic variational inference, as functions of the iteration."""
+"""Step-size schedules ρ_t for stochastic variational inference, as functions of the iteration,
+and the decay of Adam's learning rate for the hyperparameters beside it."""
 
 import tensorflow as tf
 from gpflow.config import default_float
+from gpflow.keras import tf_keras
 
 from .validation import check_positive_number
 
-__all__ = ["StepSizeSchedule", "ConstantStepSize", "RobbinsMonro"]
+__all__ = ["StepSizeSchedule", "ConstantStepSize", "RobbinsMonro", "InverseSquareRootDecay"]
 
 
 class StepSizeSchedule:
@@ -51,3 +53,30 @@ class RobbinsMonro(StepSizeSchedule):
 
     def __repr__(self) -> str:
         return f"RobbinsMonro(tau={self.tau}, kappa={self.kappa})"
+
+
+class InverseSquareRootDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
+    """Adam's learning rate at its step t: ``rate`` / √(1 + t / ``decay_steps``).
+
+    With a constant rate Adam does not converge on minibatches: its steps keep a size of about the
+    rate whatever the gradient's noise, so the hyperparameters, and with them the test NLL, keep
+    moving. α_t ∝ 1/√t is the decay of Adam's convergence proof (Kingma & Ba 2015, Theorem 4.1);
+    ``decay_steps`` keeps the first steps near ``rate``, and ``math.inf`` keeps the rate constant.
+
+    :param rate: the rate at step 0, a variable so that it can be changed after the optimizer is
+        built (and is saved with it).
+    :param decay_steps: the steps over which the rate falls by √2.
+    """
+
+    def __init__(self, rate: tf.Variable, decay_steps: float) -> None:
+        self.rate = rate
+        if decay_steps != float("inf"):
+            check_positive_number(decay_steps, "learning_rate_decay_steps")
+        self.decay_steps = float(decay_steps)
+
+    def __call__(self, step: tf.Tensor) -> tf.Tensor:
+        rate = tf.convert_to_tensor(self.rate)
+        return rate * tf.math.rsqrt(1.0 + tf.cast(step, rate.dtype) / self.decay_steps)
+
+    def get_config(self) -> dict:
+        return {"rate": float(self.rate.numpy()), "decay_steps": self.decay_steps}

@@ -180,7 +180,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         trainer = getattr(self, "trainer_", None) if continuing else None
         if trainer is not None and trainer.adam is not None:
             rate = model.bound.learning_rate if self.learning_rate is None else self.learning_rate
-            trainer.adam.learning_rate.assign(check_positive_number(rate, "learning_rate"))
+            trainer.learning_rate.assign(check_positive_number(rate, "learning_rate"))
         result = fit(
             model,
             (X, labels[:, None].astype(np.int64)),

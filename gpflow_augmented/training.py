@@ -24,7 +24,7 @@ from .convergence import GlobalParameterConvergence
 from .class_subsets import ClassSubset, as_class_subset
 from .distributed import loss_and_gradients, replica_share, set_trainable
 from .models import AugmentedSVGP
-from .schedules import RobbinsMonro, StepSizeSchedule
+from .schedules import InverseSquareRootDecay, RobbinsMonro, StepSizeSchedule
 from .bounds import Bound, check_hyperparameter_bound
 from .validation import (
     OK,
@@ -109,8 +109,13 @@ class Trainer(tf.Module):
     not stand: Adam's write is undone by a select, its own state with it, so a failed step never
     loses what was trained.
 
-    :param learning_rate: Adam's learning rate for the hyperparameters; default the model's
-        bound's ``learning_rate``.
+    :param learning_rate: Adam's learning rate for the hyperparameters at the first step; default
+        the model's bound's ``learning_rate``.
+    :param learning_rate_decay_steps: Adam's rate at its step t is ``learning_rate`` / √(1 + t /
+        ``learning_rate_decay_steps``)
+        (:class:`~gpflow_augmented.schedules.InverseSquareRootDecay`); default the model's
+        bound's (:data:`~gpflow_augmented.EXACT_LEARNING_RATE_DECAY_STEPS` on the exact bound);
+        ``math.inf`` keeps it constant.
     :param strategy: a ``tf.distribute`` strategy (e.g. ``MirroredStrategy``) whose replicas
         share each batch: the model must have been built in ``strategy.scope()``, and batches are
         the strategy's distributed values (``fit(..., strategy=...)`` does this). See
@@ -147,11 +152,14 @@ class Trainer(tf.Module):
         hyperparameter_bound: Optional[Bound] = None,
         warm_start_iterations: Optional[int] = None,
         update_variance: Optional[bool] = None,
+        learning_rate_decay_steps: Optional[float] = None,
     ) -> None:
         super().__init__(name="Trainer")
         if learning_rate is None:
             learning_rate = model.bound.learning_rate
         learning_rate = check_positive_number(learning_rate, "learning_rate", allow_zero=True)
+        if learning_rate_decay_steps is None:
+            learning_rate_decay_steps = model.bound.learning_rate_decay_steps
         self.hyperparameter_bound = check_hyperparameter_bound(
             hyperparameter_bound, model.bound, model.likelihood
         )
@@ -176,9 +184,14 @@ class Trainer(tf.Module):
                 jit_compile=jit_compile,
                 update_variance=update_variance if train_hyperparameters else False,
             )
+            #: Adam's rate at its first step; assign to change it
+            self.learning_rate = tf.Variable(
+                learning_rate, dtype=tf.float32, trainable=False, name="learning_rate"
+            )
+            decay = InverseSquareRootDecay(self.learning_rate, learning_rate_decay_steps)
             self.adam = None
             if train_hyperparameters:
-                self.adam = tf_keras.optimizers.Adam(learning_rate)
+                self.adam = tf_keras.optimizers.Adam(decay)
                 # Slots exist from the start, so a checkpoint restores into them exactly.
                 self.adam.build(self.hyperparameter_variables)
         # CAVI and Adam in one compiled call: one dispatch and one host sync per iteration. No

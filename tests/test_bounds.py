@@ -31,7 +31,7 @@ def test_trainer_and_fit_read_their_defaults_from_the_models_bound():
     )
     trainer = ga.Trainer(model)
     assert trainer.cavi.warm_start_iterations == 7
-    assert float(trainer.adam.learning_rate) == pytest.approx(ga.EXACT_LEARNING_RATE)
+    assert float(trainer.learning_rate) == pytest.approx(ga.EXACT_LEARNING_RATE)
     augmented = ga.AugmentedSVGP(base.kernel, ga.LogisticSoftmax(3), np.zeros((4, 2)))
     assert ga.Trainer(augmented).cavi.warm_start_iterations == 0
     assert float(ga.Trainer(augmented).adam.learning_rate) == pytest.approx(0.01)

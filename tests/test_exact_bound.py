@@ -1,6 +1,7 @@
 """The exact-bound step: its expectation is accurate, its fixed point is the exact variational
 optimum of stock SVGP + LogisticSoftmax, and it never fails or writes a NaN."""
 
+import math
 import gpflow
 import numpy as np
 import pytest
@@ -412,9 +413,34 @@ def test_the_default_learning_rate_is_the_one_chosen_for_the_models_bound():
     exact, data = make_problem(30, 3, num_inducing=5, seed=0, scheme="exact")
     augmented, _ = make_problem(30, 3, num_inducing=5, seed=0, scheme="negative-multinomial")
     result = ga.fit(exact, data, iterations=1, batch_size=None, progress=False)
-    assert float(result.trainer.adam.learning_rate) == pytest.approx(ga.EXACT_LEARNING_RATE)
+    assert float(result.trainer.learning_rate) == pytest.approx(ga.EXACT_LEARNING_RATE)
     assert float(ga.Trainer(augmented).adam.learning_rate) == pytest.approx(0.01)
     assert float(ga.Trainer(exact, learning_rate=0.02).adam.learning_rate) == pytest.approx(0.02)
+
+
+def _rate_after(trainer, data, steps):
+    """(Adam's steps, the rate of the last one) after ``steps`` steps on the full batch."""
+    for _ in range(steps):
+        trainer.step(data)
+    return int(trainer.adam.iterations), float(trainer.adam.learning_rate)
+
+
+def test_adams_rate_decays_as_its_inverse_square_root_on_the_exact_bound_only():
+    exact, data = make_problem(30, 3, num_inducing=5, seed=0, scheme="exact")
+    augmented, _ = make_problem(30, 3, num_inducing=5, seed=0, scheme="negative-multinomial")
+    decay = ga.EXACT_LEARNING_RATE_DECAY_STEPS
+    steps, rate = _rate_after(ga.Trainer(exact, warm_start_iterations=0), data, 30)
+    assert steps == 30  # the last step was Adam's step t = 29
+    assert rate == pytest.approx(ga.EXACT_LEARNING_RATE / np.sqrt(1 + 29 / decay), rel=1e-6)
+    trainer = ga.Trainer(exact, learning_rate=0.05, learning_rate_decay_steps=10.0)
+    trainer.learning_rate.assign(0.02)  # the rate at step 0 can be changed after the build
+    assert _rate_after(trainer, data, 31)[1] == pytest.approx(0.02 / 2.0, rel=1e-6)
+    constant = ga.Trainer(exact, learning_rate_decay_steps=math.inf, warm_start_iterations=0)
+    assert _rate_after(constant, data, 5)[1] == pytest.approx(ga.EXACT_LEARNING_RATE)
+    assert _rate_after(ga.Trainer(augmented), data, 5)[1] == pytest.approx(0.01)
+    for bad in (0.0, -1.0, math.nan):
+        with pytest.raises(ValueError, match="learning_rate_decay_steps"):
+            ga.Trainer(exact, learning_rate_decay_steps=bad)
 
 
 def adam_variables(model):

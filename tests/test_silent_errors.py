@@ -180,7 +180,7 @@ def test_adam_writing_a_non_finite_value_is_rolled_back(scheme):
     model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0, scheme=scheme)
     trainer = ga.Trainer(model, 1.0, learning_rate=0.01)
     trainer.step((X, Y))
-    trainer.adam.learning_rate.assign(np.nan)
+    trainer.learning_rate.assign(np.nan)
     before = model_variables(model) + [v.numpy().copy() for v in trainer.adam.variables]
     with pytest.raises(ga.NumericalError, match=r"^the hyperparameter step was not finite"):
         trainer.step((X, Y))

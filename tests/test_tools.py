@@ -66,6 +66,13 @@ def test_the_stability_trace_prints_its_verdict():
     assert "| 20 |" in out and "the property" in out
 
 
+def test_the_nll_noise_table_changes_one_thing_per_variant():
+    argv = ["tiny-9", "--iterations", 20, "--change-at", 10, "--every", 5, "--variants", "0,1,4"]
+    out = run_tool("nll_noise.py", *argv)
+    for variant in ("| constant rate |", "| default (decaying rate) |", "| constant, then ρ ÷ 4 |"):
+        assert variant in out
+
+
 def test_the_fingerprint_saves_and_compares(tmp_path):
     saved = tmp_path / "f.npz"
     run_tool("fingerprint.py", "--save", saved, "--cases", "binary")
