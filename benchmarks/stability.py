@@ -135,8 +135,8 @@ def _cells(options: SuiteOptions) -> List[Tuple[str, int, int, int]]:
 
 
 def _late_band(trace: Sequence[Mapping[str, Any]]) -> float:
-    """How far a full-batch run's ELBO still moves over its last fifth of steps (Adam's constant
-    rate keeps the lengthscales moving): the largest minus the smallest."""
+    """How far a full-batch run's ELBO still moves over its last fifth of steps (Adam's steps keep
+    the lengthscales moving): the largest minus the smallest."""
     last = trace[-1]["iteration"]
     elbos = [entry["elbo"] for entry in trace if entry["iteration"] >= 0.8 * last]
     return float(np.max(elbos) - np.min(elbos))

@@ -47,7 +47,7 @@ EXACT_LEARNING_RATE = 0.1
 AUGMENTED_LEARNING_RATE = 0.01
 # Adam's rate on the exact bound decays as 1/√(1 + t / EXACT_LEARNING_RATE_DECAY_STEPS)
 # (schedules.InverseSquareRootDecay): at a constant 0.1 the hyperparameters keep moving on
-# minibatches, and the test NLL with them (docs/stability.md, "What the NLL's noise is").
+# minibatches, and the test NLL with them (docs/stability.md, "What keeps the NLL moving").
 EXACT_LEARNING_RATE_DECAY_STEPS = 100.0
 
 
