@@ -488,7 +488,9 @@ def test_fused_exact_iteration_equals_gradient_before_the_step_then_cavi(whiten)
         return model, data
 
     fused, data = build()
-    trainer = ga.Trainer(fused, 0.8, learning_rate=0.05, warm_start_iterations=1)
+    trainer = ga.Trainer(
+        fused, 0.8, learning_rate=0.05, warm_start_iterations=1, learning_rate_decay_steps=math.inf
+    )
     manual, _ = build()
     cavi = ga.CAVI(manual, 0.8, warm_start_iterations=1, update_variance=True, compile=False)
     adam = gpflow.keras.tf_keras.optimizers.Adam(0.05)

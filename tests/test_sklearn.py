@@ -171,7 +171,7 @@ def test_a_warm_start_uses_what_set_params_changed():
     classifier.fit(X, y)
     classifier.set_params(learning_rate=0.001, iterations=3).fit(X, y)
     assert int(classifier.trainer_.iteration.numpy()) == 8  # continued
-    assert float(classifier.trainer_.adam.learning_rate.numpy()) == pytest.approx(0.001)
+    assert float(classifier.trainer_.learning_rate.numpy()) == pytest.approx(0.001)
     classifier.set_params(num_inducing=5).fit(X, y)
     assert classifier.model_.inducing_variable.num_inducing == 5
     assert int(classifier.trainer_.iteration.numpy()) == 3  # started again

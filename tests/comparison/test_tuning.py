@@ -144,7 +144,7 @@ def test_compare_runs_each_method_with_its_own_settings(tiny):
         "positive_bijector": method_positive_bijector("softmax"),
         "step_size": None,
     }
-    np.testing.assert_allclose(float(ours.method.trainer.adam.learning_rate), 0.02)
+    np.testing.assert_allclose(float(ours.method.trainer.learning_rate), 0.02)
     np.testing.assert_allclose(
         float(softmax.method.adam.learning_rate), method_learning_rate("softmax")
     )
