@@ -195,3 +195,21 @@ def cavi_proposal(cavi, X, Y, step_size, subset=None):
     geometry = model.batch_geometry(X, as_class_subset(subset, model.num_classes), Y)
     sites = model.bound.sites(model.likelihood, geometry, Y, cavi._in_warm_start())
     return cavi._natural_step(geometry, *sites, step_size, cavi._batch_scale(X))
+
+
+#: Long runs in the README's and the docstrings' examples, shortened to what shows the code runs.
+SHORTER = [
+    ("iterations=1000", "iterations=3"),
+    (".take(1000)", ".take(3)"),
+    (".take(100)", ".take(2)"),
+    ("range(1000)", "range(3)"),
+    ("GPClassifier()", "GPClassifier(iterations=3)"),
+    ("inducing_points(X, 100)", "inducing_points(X, 20)"),
+]
+
+
+def shortened(code: str) -> str:
+    """An example's code with its long runs shortened (:data:`SHORTER`)."""
+    for long, short in SHORTER:
+        code = code.replace(long, short)
+    return code

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import shortened
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
     ROOT / "README.md",
@@ -160,10 +162,8 @@ def test_the_readmes_python_examples_run(tmp_path, monkeypatch):
     blocks = readme_python_blocks()
     assert len(blocks) == 2
     monkeypatch.chdir(tmp_path)
-    shorter = [("iterations=1000", "iterations=3"), (".take(100)", ".take(2)")]
     for number, block in enumerate(blocks):
-        for long, short in shorter:
-            block = block.replace(long, short)
+        block = shortened(block)
         namespace: dict = {}
         if "GPClassifier" in block:
             wine = ga.datasets.load_dataset("wine")

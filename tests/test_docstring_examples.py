@@ -4,7 +4,7 @@ An example is a reST literal block: the indented paragraph after a line that end
 indented paragraph without it, as the modules' formulas are, is not code). Each runs with the names
 a reader of the docs may assume: ``ga``, ``gpflow``, ``tf``, ``np``, the module's own names, data
 ``X`` [N, D], ``Y`` [N, 1] (``y`` [N]), ``X_test``, ``Y_test``, and ``model``, a
-``LogisticSoftmaxSVGP`` on them, with the training shortened (:data:`SHORTER`) and in a fresh
+``LogisticSoftmaxSVGP`` on them, with the training shortened (``helpers.shortened``) and in a fresh
 folder.
 """
 
@@ -17,15 +17,7 @@ from typing import Dict, List
 import numpy as np
 import pytest
 
-#: Long runs in the examples, shortened here to what shows that the code runs.
-SHORTER = [
-    ("iterations=1000", "iterations=3"),
-    (".take(1000)", ".take(3)"),
-    (".take(100)", ".take(2)"),
-    ("range(1000)", "range(3)"),
-    ("GPClassifier()", "GPClassifier(iterations=3)"),
-    ("inducing_points(X, 100)", "inducing_points(X, 20)"),
-]
+from helpers import shortened
 
 #: Where the package's examples are: the sweep must find at least these (so that it cannot pass by
 #: finding nothing).
@@ -92,12 +84,6 @@ def docstring_examples(package_name: str = "gpflow_augmented") -> Dict[str, List
             if blocks:
                 examples[where] = blocks
     return examples
-
-
-def shortened(code: str) -> str:
-    for long, short in SHORTER:
-        code = code.replace(long, short)
-    return code
 
 
 def reader_names(module_name: str) -> dict:
