@@ -30,24 +30,24 @@ def run_tool(*argv, cwd=None) -> str:
 
 def benchmark(output, seed, methods="lsm,softmax"):
     argv = ["benchmark", "--data-dir", str(_DATA), "--datasets", "vehicle", "--methods", methods]
-    argv += ["--time-budget", "0", "--max-iterations", "3", "--seed", str(seed)]
+    argv += ["--time-budget", "0", "--max-iterations", "3", "--seeds", str(seed)]
     assert main([*argv, "--output", str(output), "--no-progress"]) == 0
+    return output / f"seed-{seed}"
 
 
 def test_the_seed_table_and_the_control_table_read_benchmark_folders(tmp_path):
-    benchmark(tmp_path / "s0", 0)
-    benchmark(tmp_path / "s1", 1)
-    table = run_tool("seed_mean_table.py", tmp_path / "s0", tmp_path / "s1")
+    s0, s1 = benchmark(tmp_path / "s0", 0), benchmark(tmp_path / "s1", 1)
+    table = run_tool("seed_mean_table.py", s0, s1)
     assert "| vehicle |" in table and "geometric-mean NLL: lsm" in table
-    control = run_tool("defaults_against_control.py", tmp_path / "s0", tmp_path / "s1")
+    control = run_tool("defaults_against_control.py", s0, s1)
     assert "| vehicle |" in control and "geometric mean" in control
 
 
 def test_the_kddcup_table_reads_compare_folders(tmp_path):
     argv = ["compare", "vehicle", "--methods", "lsm,softmax", "--time-budget", "0"]
-    argv += ["--max-iterations", "3", "--no-tensorboard", "--no-progress"]
+    argv += ["--max-iterations", "3", "--no-tensorboard", "--no-progress", "--seeds", "0"]
     assert main([*argv, "--output", str(tmp_path / "c")]) == 0
-    assert "| lsm |" in run_tool("kddcup_seeds.py", tmp_path / "c")
+    assert "| lsm |" in run_tool("kddcup_seeds.py", tmp_path / "c" / "seed-0")
 
 
 def test_the_stability_trace_prints_its_verdict():

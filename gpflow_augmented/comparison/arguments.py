@@ -5,22 +5,27 @@ import argparse
 import math
 import os
 import sys
-from typing import Any, List, NoReturn, Optional
+from typing import Any, List, NoReturn, Optional, Tuple
 
 from .ci_utils import DATA_DIR_VARIABLE
 from .runs import PROG
 
-__all__ = ["COMMANDS", "build_parser"]
+__all__ = ["COMMANDS", "DEFAULT_SEEDS", "build_parser"]
 
-COMMANDS = ("compare", "benchmark", "ground-truth", "predict")
+COMMANDS = ("compare", "benchmark", "report", "ground-truth", "predict")
+#: ``compare`` and ``benchmark`` run these seeds unless told otherwise: five, so that a verdict
+#: rests on an interval (comparison.statistics), not on one draw.
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 
 _DESCRIPTION = """
-compare (the default) trains several methods side by side on one dataset and writes a JSON trace,
-the figures and TensorBoard logs, then prints a summary table; with no arguments it runs on the
-bundled vehicle dataset. benchmark runs compare over a folder of datasets and writes the table of
-docs/benchmarks.md. ground-truth samples the exact posterior of a small dataset (wine by default)
-by Gibbs and NUTS and draws how far each variational method is from it (the paper's Figure 5).
-predict gives the class probabilities of an exported model for the rows of a table.
+compare (the default) trains several methods side by side on one dataset, once a seed, and writes
+each seed's JSON trace, figures and TensorBoard logs, then the report over seeds (each method's
+interval and verdict); with no arguments it runs on the bundled vehicle dataset. benchmark runs
+compare over a folder of datasets and writes the tables of docs/benchmarks.md. report writes the
+report over seeds of results already run, or of their summaries.json. ground-truth samples the
+exact posterior of a small dataset (wine by default) by Gibbs and NUTS and draws how far each
+variational method is from it (the paper's Figure 5). predict gives the class probabilities of an
+exported model for the rows of a table.
 """
 
 
@@ -42,6 +47,16 @@ def _integer(minimum: int) -> Any:
 
     parse.__name__ = f"integer ≥ {minimum}"
     return parse
+
+
+def _seeds(text: str) -> Tuple[int, ...]:
+    parse = _integer(0)
+    seeds = tuple(parse(part.strip()) for part in text.split(",") if part.strip())
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"takes comma-separated integers ≥ 0, got {text!r}")
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"names a seed twice: {text!r}")
+    return seeds
 
 
 def _number(minimum: float, *, inclusive: bool, maximum: Optional[float] = None) -> Any:
@@ -190,7 +205,15 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         help="evaluate the trace on a seeded subset of this many test points "
         "(the final metrics use all of them; default 2000)",
     )
-    parser.add_argument("--seed", type=_integer(0), default=0)
+    parser.add_argument(
+        "--seeds",
+        type=_seeds,
+        default=DEFAULT_SEEDS,
+        help="comma-separated seeds, each a run into <output>/seed-<s>/ with its own split (where "
+        "the data has none), inducing points and minibatches, every method of a seed the same; "
+        "the report over seeds is written beside them (default "
+        f"{','.join(map(str, DEFAULT_SEEDS))})",
+    )
     parser.add_argument(
         "--test-fraction",
         type=_number(0, inclusive=False, maximum=1),
@@ -250,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_compare_parser(commands, methods_epilog)
     _add_benchmark_parser(commands, methods_epilog)
+    _add_report_parser(commands)
     _add_ground_truth_parser(commands)
     _add_predict_parser(commands)
     return parser
@@ -369,6 +393,23 @@ def _add_ground_truth_parser(commands: Any) -> None:
         help="test share of a dataset without a test split (default 0.2)",
     )
     _add_progress_options(truth)
+
+
+def _add_report_parser(commands: Any) -> None:
+    report = commands.add_parser(
+        "report",
+        help="the report over seeds (intervals, verdicts, ranks, time to target, figures) of "
+        "results already run, or of their summaries.json",
+    )
+    report.add_argument(
+        "source",
+        help="a compare or benchmark folder (every results.json below it) or a summaries.json",
+    )
+    report.add_argument(
+        "--output",
+        default=None,
+        help="folder for report.md, summaries.json and figures/ (default: the source's folder)",
+    )
 
 
 def _add_predict_parser(commands: Any) -> None:

@@ -9,7 +9,7 @@ import dataclasses
 import datetime
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence, cast
 
 from ..training import raised_by_interrupt
 
@@ -30,7 +30,7 @@ from .runs import (
 )
 
 
-def _load(args: argparse.Namespace) -> Any:
+def _load(args: argparse.Namespace, seed: int) -> Any:
     from .. import datasets
     from .files import load_file
 
@@ -39,13 +39,13 @@ def _load(args: argparse.Namespace) -> Any:
             args.data,
             args.test_file,
             test_fraction=args.test_fraction,
-            seed=args.seed,
+            seed=seed,
             zero_based=args.zero_based,
             label_column=args.label_column,
             header=args.header,
         )
     if args.data in datasets.BUNDLED:
-        return datasets.load_dataset(args.data, test_fraction=args.test_fraction, seed=args.seed)
+        return datasets.load_dataset(args.data, test_fraction=args.test_fraction, seed=seed)
     raise FileNotFoundError(
         f"{args.data!r} is neither a file nor a bundled dataset ({', '.join(datasets.BUNDLED)})"
     )
@@ -58,7 +58,7 @@ def _run_ground_truth(args: argparse.Namespace) -> str:
     from ..sampling.ground_truth import compare_with_gibbs
     from .plots import ground_truth_figure, save_figure
 
-    dataset = _load(args)
+    dataset = _load(args, args.seed)
     output = Path(args.output or Path("gpflow-augmented-results") / f"ground-truth-{dataset.name}")
     print(
         f"{dataset.name}: {len(dataset.X_train)} train / {len(dataset.X_test)} test points, "
@@ -223,31 +223,27 @@ def _run(args: argparse.Namespace) -> int:
             return 0
         if args.command == "predict":
             return _predict(args)
+        if args.command == "report":
+            from .report import write_report
+
+            print(write_report(Path(args.source), args.output and Path(args.output)))
+            return 0
         _check_options(args)
         options = RunOptions.from_arguments(args)
         if args.command == "benchmark":
-            from .benchmark import run_benchmark, run_binary_benchmark
-
-            try:
-                with _results_kept_in(Path(args.output)):
-                    benchmark = run_binary_benchmark if options.binary else run_benchmark
-                    report, failed = benchmark(options)
-            finally:  # the benchmark's folder, claimed by its first step
-                release_output(Path(args.output))
-            print(report)
-            # The report is written whatever failed; the exit status says whether all ran.
-            return 1 if failed else 0
-        dataset = _load(args)
+            return _benchmark(options)
+        dataset = _load(args, options.seed)
         check_run(dataset, options)
         output = prepare_output(
             Path(args.output or Path("gpflow-augmented-results") / dataset.name),
             resume=args.resume,
             overwrite=args.overwrite,
             explicit=args.output is not None,
+            names=_seed_folder_names(options),
         )
         try:
             with _results_kept_in(output):
-                result = _compare_into(dataset, options, output)
+                report = _compare_seeds(args, options, dataset, output)
         finally:
             release_output(output)
     except (FileNotFoundError, InvalidDataError, ValueError) as error:
@@ -257,12 +253,77 @@ def _run(args: argparse.Namespace) -> int:
         where = f"{error.filename}: " if error.filename else ""
         print(f"{PROG}: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
-    print(summary_table(result))
-    print(
-        f"t(NLL): training seconds until the test NLL is within 0.01 nats of the method's best; "
-        f"written to {output}/ (results.json, figures/, tensorboard/)"
-    )
+    print(report)
+    print(f"written to {output}/ (report.md, summaries.json, figures/, and each seed's folder)")
     return 0
+
+
+#: What a run over seeds writes beside its seeds' folders.
+_REPORT_FILES = ("report.md", "summaries.json", "figures")
+
+
+def _seed_folder_names(options: RunOptions) -> Sequence[str]:
+    return (*_REPORT_FILES, *(f"seed-{seed}" for seed in options.seeds))
+
+
+def _compare_seeds(args: argparse.Namespace, options: RunOptions, first: Any, output: Path) -> str:
+    """Each seed's comparison into ``output``/seed-<s> (its own split where the data has none),
+    then the report over seeds; returns the report."""
+    from .report import write_report
+
+    for seed in options.seeds:
+        dataset = first if seed == options.seed else _load(args, seed)
+        folder = prepare_output(
+            output / f"seed-{seed}", resume=options.resume, overwrite=False, explicit=True
+        )
+        try:
+            print(f"seed {seed}:", flush=True)
+            result = _compare_into(dataset, options.for_seed(seed, str(folder)), folder)
+        finally:
+            release_output(folder)
+        print(summary_table(result))
+        print(
+            "t(NLL): training seconds until the test NLL is within 0.01 nats of the method's "
+            "best\n",
+            flush=True,
+        )
+    return write_report(output)
+
+
+def _benchmark(options: RunOptions) -> int:
+    """Each seed's benchmark into ``--output``/seed-<s>, then the report over seeds; 1 if a
+    dataset could not be run."""
+    from .benchmark import run_benchmark, run_binary_benchmark
+    from .report import write_report
+
+    output = Path(cast(str, options.output))
+    if not options.report_only:
+        output = prepare_output(
+            output,
+            resume=options.resume,
+            overwrite=options.overwrite,
+            explicit=True,
+            names=_seed_folder_names(options),
+        )
+    failed = []
+    try:
+        with _results_kept_in(output):
+            for seed in options.seeds:
+                benchmark = run_binary_benchmark if options.binary else run_benchmark
+                seed_options = options.for_seed(seed, str(output / f"seed-{seed}"))
+                try:
+                    table, seed_failed = benchmark(
+                        dataclasses.replace(seed_options, overwrite=False)
+                    )
+                finally:  # the seed's folder, claimed by its first step
+                    release_output(output / f"seed-{seed}")
+                print(f"seed {seed}:\n{table}", flush=True)
+                failed += seed_failed
+    finally:
+        release_output(output)
+    print(write_report(output))
+    # The report is written whatever failed; the exit status says whether all ran.
+    return 1 if failed else 0
 
 
 def _compare_into(dataset: Any, options: RunOptions, output: Path) -> Any:

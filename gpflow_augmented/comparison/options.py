@@ -33,6 +33,9 @@ class RunOptions:
     alpha_epsilon: Optional[float] = None
     train_inducing_points: bool = False
     trace_test_points: Optional[int] = 2000
+    #: the seeds the command runs, each into ``seed-<s>/`` of its output; ``seed`` is the one a
+    #: single run uses (each seed's run is these options with ``seed`` replaced)
+    seeds: Tuple[int, ...] = (0,)
     seed: int = 0
     test_fraction: float = 0.2
     #: a progress bar; ``None``: where stderr is a terminal
@@ -57,9 +60,15 @@ class RunOptions:
         a time budget ≤ 0 means none."""
         names = {field.name for field in dataclasses.fields(cls)}
         values: Dict[str, Any] = {k: v for k, v in vars(arguments).items() if k in names}
-        for key in ("methods", "datasets"):
+        for key in ("methods", "datasets", "seeds"):
             if values.get(key) is not None:
                 values[key] = tuple(values[key])
         if values.get("time_budget") is not None and values["time_budget"] <= 0:
             values["time_budget"] = None
+        if values.get("seeds"):
+            values["seed"] = values["seeds"][0]
         return cls(**values)
+
+    def for_seed(self, seed: int, output: str) -> "RunOptions":
+        """The options of one seed's run, into its own folder."""
+        return dataclasses.replace(self, seed=seed, seeds=(seed,), output=output)

@@ -22,6 +22,8 @@ __all__ = [
     "calibration_figure",
     "ground_truth_figure",
     "traces_figure",
+    "rank_figure",
+    "anytime_figure",
     "save_figure",
 ]
 
@@ -130,6 +132,78 @@ def ground_truth_figure(
             ax.text(0.04, 0.9, f"max |Δ| {np.max(np.abs(y - x)):.3f}", transform=ax.transAxes)
             ax.set(xlabel=f"{symbol} ({reference})", ylabel=f"{symbol} ({method})")
     return figure
+
+
+def rank_figure(
+    methods: Sequence[str], average_ranks: Sequence[float], critical_difference: float
+) -> Any:
+    """A critical-difference diagram (Demšar 2006): each method at its average rank on one axis,
+    the best on the left, and a bar of Nemenyi's critical difference; methods closer than it are
+    not told apart."""
+    from matplotlib.figure import Figure
+
+    order = np.argsort(average_ranks)
+    figure = Figure(figsize=(7.0, 1.0 + 0.35 * len(methods)), layout="constrained")
+    ax = figure.subplots()
+    k = len(methods)
+    ax.set_xlim(0.5, k + 0.5)
+    ax.set_ylim(-len(methods) - 1.0, 1.5)
+    ax.axhline(0.0, color="k", linewidth=1)
+    for position, i in enumerate(order):
+        rank = average_ranks[i]
+        ax.plot([rank, rank], [0.0, -position - 1.0], color="k", linewidth=0.8)
+        ax.text(rank + 0.05, -position - 1.0, f"{methods[i]} ({rank:.2f})", va="center")
+    best = average_ranks[order[0]]
+    ax.plot([best, best + critical_difference], [1.0, 1.0], color="C3", linewidth=3)
+    ax.text(best, 1.25, f"critical difference {critical_difference:.2f}", fontsize="small")
+    ax.set_yticks([])
+    ax.set_xlabel("average rank (1 = lowest test NLL)")
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    return figure
+
+
+def anytime_figure(curves: Mapping[str, Mapping[str, Sequence[Sequence[Sequence[float]]]]]) -> Any:
+    """Test NLL against training time, a panel a dataset: each method's median over seeds and the
+    band between the lowest and highest seed.
+
+    :param curves: dataset → method → one [time, NLL] trace a seed.
+    """
+    from matplotlib.figure import Figure
+
+    columns = min(4, len(curves))
+    rows = -(-len(curves) // columns)
+    figure = Figure(figsize=(4.0 * columns, 3.2 * rows), layout="constrained")
+    axes = np.asarray(figure.subplots(rows, columns, squeeze=False)).ravel()
+    for ax, (dataset, methods) in zip(axes, sorted(curves.items())):
+        for index, (name, traces) in enumerate(sorted(methods.items())):
+            grid, values = _on_common_grid(traces)
+            if len(grid):
+                ax.plot(grid, np.median(values, axis=0), color=f"C{index}", label=name)
+                ax.fill_between(grid, values.min(0), values.max(0), color=f"C{index}", alpha=0.2)
+        ax.set(xscale="log", yscale="log", title=dataset, xlabel="training time (s)")
+        ax.set_ylabel("test NLL (nats)")
+        ax.grid(True, which="both", alpha=0.3)
+    for ax in axes[len(curves) :]:
+        ax.set_visible(False)
+    axes[0].legend(fontsize="small")
+    return figure
+
+
+def _on_common_grid(traces: Sequence[Sequence[Sequence[float]]]) -> Any:
+    """Each seed's trace read at the same times (the value of its last entry at or before each),
+    over the times every seed covers."""
+    positive = [np.asarray([p for p in trace if p[0] > 0], dtype=float) for trace in traces]
+    positive = [t for t in positive if len(t)]
+    if not positive:
+        return np.zeros(0), np.zeros((0, 0))
+    start = max(t[0, 0] for t in positive)
+    stop = min(t[-1, 0] for t in positive)
+    grid = np.geomspace(start, max(stop, start), 50)
+    values = np.stack(
+        [t[np.maximum(np.searchsorted(t[:, 0], grid, side="right") - 1, 0), 1] for t in positive]
+    )
+    return grid, values
 
 
 def save_figure(figure: Any, path: Union[str, Path]) -> Path:

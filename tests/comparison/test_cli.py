@@ -89,6 +89,8 @@ def test_compare_end_to_end(tiny_npz, tmp_path):
             "--output",
             str(output),
             "--no-progress",
+            "--seeds",
+            "0,1",
         ],
         capture_output=True,
         text=True,
@@ -103,7 +105,12 @@ def test_compare_end_to_end(tiny_npz, tmp_path):
     table = completed.stdout
     for name in DEFAULT_MULTICLASS_METHODS:
         assert f"\n{name} " in table
-    results = _strict_json(output / "results.json")
+    results = _strict_json(output / "seed-0" / "results.json")
+    other_seed = _strict_json(output / "seed-1" / "results.json")
+    # tiny.npz has its own split; the seed draws the inducing points and the minibatches
+    runs = [_strict_json(output / f"seed-{s}" / "run.json") for s in (0, 1)]
+    assert runs[0]["test_data_digest"] == runs[1]["test_data_digest"]
+    assert other_seed["methods"][0]["batches_digest"] != results["methods"][0]["batches_digest"]
     assert {"created", "command", "machine", "dataset", "settings", "methods"} <= set(results)
     assert results["dataset"] == "tiny"
     assert results["settings"]["num_train"] == 80 and results["settings"]["num_test"] == 40
@@ -118,10 +125,16 @@ def test_compare_end_to_end(tiny_npz, tmp_path):
             assert 0.0 <= entry["error"] <= 1.0 and entry["nll"] > 0
     assert len({m["batches_digest"] for m in results["methods"]}) == 1
     for figure in ("traces.png", "calibration.png"):
-        data = (output / "figures" / figure).read_bytes()
+        data = (output / "seed-0" / "figures" / figure).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000, figure
     for name in DEFAULT_MULTICLASS_METHODS:
-        assert list((output / "tensorboard" / name).glob("events.out.tfevents.*")), name
+        assert list((output / "seed-0" / "tensorboard" / name).glob("events.out.tfevents.*")), name
+    # the report over the two seeds, from summaries written beside them
+    summaries = _strict_json(output / "summaries.json")
+    assert len(summaries["records"]) == 2 * len(DEFAULT_MULTICLASS_METHODS)
+    report = (output / "report.md").read_text()
+    assert report in table and "| tiny | 2 |" in report
+    assert (output / "figures" / "anytime.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_binary_labels_pick_the_binary_methods(tiny_npz, tmp_path, capsys):
@@ -142,11 +155,13 @@ def test_binary_labels_pick_the_binary_methods(tiny_npz, tmp_path, capsys):
             "--output",
             str(output),
             "--no-progress",
+            "--seeds",
+            "0",
             "--no-tensorboard",
         ]
     )
     assert code == 0
-    results = _strict_json(output / "results.json")
+    results = _strict_json(output / "seed-0" / "results.json")
     assert [m["name"] for m in results["methods"]] == list(BINARY_METHODS)
     for method in results["methods"]:
         assert method["iterations"] == 4 and 0.0 <= method["final"]["error"] <= 1.0
@@ -164,6 +179,8 @@ def test_binary_labels_pick_the_binary_methods(tiny_npz, tmp_path, capsys):
                 "--output",
                 str(tmp_path / "refused"),
                 "--no-progress",
+                "--seeds",
+                "0",
             ]
         )
         == 2
@@ -206,10 +223,12 @@ def test_libsvm_file_with_separate_test_file(tmp_path, capsys):
             str(tmp_path / "out"),
             "--no-tensorboard",
             "--no-progress",
+            "--seeds",
+            "0",
         ]
     )
     assert code == 0
-    results = _strict_json(tmp_path / "out" / "results.json")
+    results = _strict_json(tmp_path / "out" / "seed-0" / "results.json")
     assert results["settings"]["num_classes"] == 3
     assert results["settings"]["num_train"] == 60 and results["settings"]["num_test"] == 30
 
@@ -494,7 +513,8 @@ def test_the_numeric_options_cover_the_ones_users_set():
     [
         (["--methods", "lsm,lsm"], "--methods names 'lsm' twice"),
         (["--max-iterations", "-1"], "argument --max-iterations: must be an integer ≥ 1, got '-1'"),
-        (["--seed", "-1"], "argument --seed: must be an integer ≥ 0, got '-1'"),
+        (["--seeds", "0,-1"], "argument --seeds: must be an integer ≥ 0, got '-1'"),
+        (["--seeds", "1,1"], "argument --seeds: names a seed twice"),
         (["--trace-test-points", "0"], "argument --trace-test-points: must be an integer ≥ 1"),
         (["--resume", "--overwrite"], "--resume and --overwrite contradict each other"),
     ],
@@ -522,6 +542,8 @@ def test_the_header_gives_the_inducing_points_actually_used(tiny_npz, tmp_path, 
                 "--output",
                 str(tmp_path / "o"),
                 "--no-progress",
+                "--seeds",
+                "0",
                 "--no-tensorboard",
             ]
         )
@@ -547,6 +569,8 @@ def test_an_unusable_output_is_refused_before_training(case, tiny_npz, tmp_path,
                 "--output",
                 str(output),
                 "--no-progress",
+                "--seeds",
+                "0",
             ]
         )
         == 2
@@ -568,6 +592,8 @@ def test_a_reused_output_is_refused_unless_resumed_or_overwritten(tiny_npz, tmp_
         "--output",
         str(output),
         "--no-progress",
+        "--seeds",
+        "0",
     ]
     # The earlier run's method is not among the later run's, which must not keep it.
     assert main([*common, "--methods", "softmax"]) == 0
@@ -575,11 +601,13 @@ def test_a_reused_output_is_refused_unless_resumed_or_overwritten(tiny_npz, tmp_
     assert "already holds an earlier run" in capsys.readouterr().err
     assert main([*common, "--methods", "lsm", "--overwrite"]) == 0
     # the earlier run's softmax is gone, not mixed into the new one
-    assert not (output / "tensorboard" / "softmax").exists()
-    assert not (output / "methods" / "softmax.json").exists()
-    assert [m["name"] for m in _strict_json(output / "results.json")["methods"]] == ["lsm"]
+    assert not (output / "seed-0" / "tensorboard" / "softmax").exists()
+    assert not (output / "seed-0" / "methods" / "softmax.json").exists()
+    assert [m["name"] for m in _strict_json(output / "seed-0" / "results.json")["methods"]] == [
+        "lsm"
+    ]
     # a resumed run with other options is refused by name
-    assert main([*common, "--methods", "lsm", "--resume", "--seed", "3"]) == 2
+    assert main([*common[:5], "6", *common[6:], "--methods", "lsm", "--resume"]) == 2
     assert "the run in" in capsys.readouterr().err
 
 
@@ -600,13 +628,17 @@ def test_the_default_output_folder_moves_on_instead_of_mixing_runs(
                     "--num-inducing",
                     "5",
                     "--no-progress",
+                    "--seeds",
+                    "0",
+                    "--seeds",
+                    "0",
                     "--no-tensorboard",
                 ]
             )
             == 0
         )
-    assert (tmp_path / "gpflow-augmented-results" / "tiny" / "results.json").exists()
-    assert (tmp_path / "gpflow-augmented-results" / "tiny-2" / "results.json").exists()
+    assert (tmp_path / "gpflow-augmented-results" / "tiny" / "seed-0" / "results.json").exists()
+    assert (tmp_path / "gpflow-augmented-results" / "tiny-2" / "seed-0" / "results.json").exists()
     assert "written to gpflow-augmented-results/tiny-2/" in capsys.readouterr().out
 
 
@@ -653,7 +685,7 @@ def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz
         text=True,
         env={k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"},
     )
-    finished = output / "methods" / "lsm-vi.json"
+    finished = output / "seed-0" / "methods" / "lsm-vi.json"
     deadline = time.time() + 300
     while not finished.exists() and time.time() < deadline and process.poll() is None:
         time.sleep(0.2)
@@ -667,15 +699,15 @@ def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz
         f"{output}/ (continue with --resume)"
     ], err[-2000:]
     kept = _strict_json(finished)
-    assert not (output / "results.json").exists()
-    assert not (output / "methods" / "softmax.json").exists()
+    assert not (output / "seed-0" / "results.json").exists()
+    assert not (output / "seed-0" / "methods" / "softmax.json").exists()
 
     # The same command with --resume keeps lsm-vi as it was and runs softmax. What it reads is
     # the folder the interrupted process left, so it runs here, not in a process of its own (which
     # would import TensorFlow again).
     assert main([*command, "--resume"]) == 0
     assert "resuming: lsm-vi finished earlier" in capsys.readouterr().out
-    results = _strict_json(output / "results.json")
+    results = _strict_json(output / "seed-0" / "results.json")
     assert [m["name"] for m in results["methods"]] == ["lsm-vi", "softmax"]
     assert results["methods"][0] == kept
     assert results["methods"][1]["iterations"] > 0
@@ -701,6 +733,8 @@ def test_ctrl_c_while_tensorflow_traces_is_reported_as_an_interrupt(
                 "--output",
                 str(output),
                 "--no-progress",
+                "--seeds",
+                "0",
                 "--no-tensorboard",
             ]
         )
@@ -711,7 +745,7 @@ def test_ctrl_c_while_tensorflow_traces_is_reported_as_an_interrupt(
         f"gpflow-augmented: interrupted; the finished results are in {output}/ "
         "(continue with --resume)"
     )
-    assert not (output / "results.json").exists()
+    assert not (output / "seed-0" / "results.json").exists()
 
 
 def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, monkeypatch):
@@ -735,6 +769,8 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, m
         "--output",
         str(tmp_path / "bench"),
         "--no-progress",
+        "--seeds",
+        "0",
     ]
     # One small size of the isolated step timings (four sizes take most of a minute per run).
     monkeypatch.setattr(benchmark, "_STEP_TIME_SIZES", ((16, 4, 3),))
@@ -745,21 +781,21 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, m
     monkeypatch.setenv("GPFLOW_AUGMENTED_DATA", str(data_dir))
     code = main(["benchmark", *options])
     assert code == 1  # the report is written, and the status says not everything ran
-    report = (tmp_path / "bench" / "benchmark.md").read_text()
+    report = (tmp_path / "bench" / "seed-0" / "benchmark.md").read_text()
     assert "| good | softmax |" in report
     assert "- **flat**: flat: every feature is constant on the training split" in report
     assert "- **empty**: " in report and "(empty file)" in report
 
     # --report-only re-writes the same table from the results, with their own date and machine
     # (not the day and machine that re-wrote it).
-    results_file = tmp_path / "bench" / "good" / "results.json"
+    results_file = tmp_path / "bench" / "seed-0" / "good" / "results.json"
     payload = json.loads(results_file.read_text())
     payload["created"] = "2025-01-02T03:04:05+00:00"
     payload["machine"]["processor"] = "the-measuring-machine"
     results_file.write_text(json.dumps(payload))
-    (tmp_path / "bench" / "benchmark.md").unlink()
+    (tmp_path / "bench" / "seed-0" / "benchmark.md").unlink()
     assert main(["benchmark", *options, "--report-only"]) == 1
-    rewritten = (tmp_path / "bench" / "benchmark.md").read_text()
+    rewritten = (tmp_path / "bench" / "seed-0" / "benchmark.md").read_text()
     assert rewritten.splitlines()[0].startswith("Measured 2025-01-02 on the-measuring-machine, ")
     assert rewritten.splitlines()[1:] == report.splitlines()[1:]
     # On a folder with no results it says so, measuring nothing (issue 57, item 27).
@@ -849,7 +885,9 @@ def test_csv_and_tsv_end_to_end(
     assert (
         f"  read: wine{suffix}: the first row read as {'a header (column ' if header else 'data'}"
     ) in out
-    assert _strict_json(tmp_path / "out" / "results.json")["settings"]["num_classes"] == 3
+    assert (
+        _strict_json(tmp_path / "out" / "seed-0" / "results.json")["settings"]["num_classes"] == 3
+    )
 
 
 def test_csv_errors_name_the_row_and_column(tmp_path):
@@ -888,6 +926,8 @@ def test_an_unwritable_output_is_refused_before_training(tiny_npz, capsys):
                 "--output",
                 "/sys/gpflow-augmented-test",
                 "--no-progress",
+                "--seeds",
+                "0",
             ]
         )
         == 2
@@ -918,10 +958,12 @@ def test_the_binary_benchmark_reports_tasks_it_cannot_run(tiny_npz, tmp_path):
             "--output",
             str(tmp_path / "bench"),
             "--no-progress",
+            "--seeds",
+            "0",
         ]
     )
     assert code == 1
-    report = (tmp_path / "bench" / "binary.md").read_text()
+    report = (tmp_path / "bench" / "seed-0" / "binary.md").read_text()
     assert "| good-1-vs-rest |" in report
     assert "- **missing:0**: no dataset 'missing'" in report
     assert "- **good:x**: binary task 'good:x': the positive class must be an integer" in report

@@ -25,7 +25,7 @@ def _write_table(path, seed):
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    """A finished two-step softmax run on a CSV with a separate test file."""
+    """A finished two-step softmax run on a CSV with a separate test file, and its seed's folder."""
     folder = tmp_path_factory.mktemp("run")
     train, test = _write_table(folder / "train.csv", 0), _write_table(folder / "test.csv", 1)
     output = folder / "out"
@@ -44,9 +44,11 @@ def finished_run(tmp_path_factory):
         str(output),
         "--no-progress",
         "--no-tensorboard",
+        "--seeds",
+        "0",
     ]
     assert main(argv) == 0
-    return argv, train, test, output
+    return argv, train, test, output / "seed-0"
 
 
 def _snapshot(output):

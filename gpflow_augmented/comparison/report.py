@@ -1,0 +1,315 @@
+"""
+The report of a comparison over seeds, generated from its results: each method's test NLL and
+error with a 95 % interval and a verdict against the best (:mod:`.statistics`), the package's
+method's wins, ties and losses against each peer, the ranks across datasets with Friedman's test
+and Nemenyi's critical difference, the time each method takes to reach the best final NLL × 1.02,
+and figures of the ranks and of the NLL against training time.
+
+It reads small summaries (:func:`summarise`: a record per dataset, method and seed, the trace cut
+to a few dozen points), so a report can be rebuilt from committed summaries without the runs::
+
+    gpflow-augmented report RESULTS_DIR                 # every results.json below it
+    gpflow-augmented report summaries.json --output report
+"""
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .statistics import BEHIND, BEST, TIED, Verdict, rank_test, verdicts
+
+__all__ = [
+    "PACKAGE_METHOD",
+    "TARGET_SLACK",
+    "summarise",
+    "read_summaries",
+    "report_markdown",
+    "write_report",
+]
+
+#: The method the report counts wins, ties and losses for.
+PACKAGE_METHOD = "lsm"
+#: Time to target: until a method's test NLL is within this factor of the best final NLL.
+TARGET_SLACK = 1.02
+#: Points of each trace a summary keeps (the first, the last, and log-spaced ones between).
+TRACE_POINTS = 40
+_METRICS = ("nll", "error", "ece", "brier")
+
+
+def _cut_trace(trace: Sequence[Mapping[str, Any]]) -> List[List[float]]:
+    """[time, NLL] at up to :data:`TRACE_POINTS` entries, log-spaced in the entry's index."""
+    points = [(e["time"], e["nll"]) for e in trace if e.get("nll") is not None]
+    if len(points) > TRACE_POINTS:
+        keep = np.unique(np.geomspace(1, len(points), TRACE_POINTS).astype(int) - 1)
+        points = [points[0]] + [points[i] for i in keep if i > 0]
+    return [[float(t), float(nll)] for t, nll in points]
+
+
+def summarise(results: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """One comparison's ``results.json`` as summary records, one a method."""
+    seed = int(results["settings"]["seed"])
+    records = []
+    for method in results["methods"]:
+        final = method["final"]
+        records.append(
+            {
+                "dataset": results["dataset"],
+                "seed": seed,
+                "method": method["name"],
+                **{metric: final[metric] for metric in _METRICS},
+                "iterations": int(method["iterations"]),
+                "seconds": float(final["time"]),
+                "failed_steps": int(method.get("failed_steps") or 0),
+                "trace": _cut_trace(method["trace"]),
+            }
+        )
+    return records
+
+
+def _stamp(payloads: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+    dates = sorted({p["created"][:10] for p in payloads if "created" in p}) or ["an unknown date"]
+    return {
+        "measured": dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}",
+        "machine": payloads[0].get("machine", {}),
+        "settings": {
+            key: payloads[0]["settings"].get(key)
+            for key in ("num_inducing", "batch_size", "time_budget", "max_iterations")
+        },
+    }
+
+
+def read_summaries(source: Path) -> Dict[str, Any]:
+    """The summaries of every ``results.json`` under the folder ``source``, or those a
+    ``summaries.json`` holds: ``{"stamp": …, "records": […]}``."""
+    source = Path(source)
+    if source.is_file():
+        return json.loads(source.read_text())
+    payloads = [json.loads(p.read_text()) for p in sorted(source.rglob("results.json"))]
+    if not payloads:
+        raise ValueError(f"{source} holds no results.json: run compare or benchmark into it")
+    records = [record for payload in payloads for record in summarise(payload)]
+    keys = [(r["dataset"], r["method"], r["seed"]) for r in records]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"{source} holds two runs of one dataset, method and seed")
+    return {"stamp": _stamp(payloads), "records": records}
+
+
+def _by_dataset(records: Iterable[Mapping[str, Any]]) -> Dict[str, Dict[str, Dict[int, Any]]]:
+    table: Dict[str, Dict[str, Dict[int, Any]]] = {}
+    for r in records:
+        table.setdefault(r["dataset"], {}).setdefault(r["method"], {})[r["seed"]] = r
+    return table
+
+
+def _common_seeds(methods: Mapping[str, Mapping[int, Any]]) -> List[int]:
+    """The seeds every method ran: verdicts pair methods by seed."""
+    return sorted(set.intersection(*(set(seeds) for seeds in methods.values())))
+
+
+def dataset_verdicts(
+    methods: Mapping[str, Mapping[int, Mapping[str, Any]]], metric: str
+) -> Dict[str, Verdict]:
+    """Each method's verdict on one dataset's ``metric``, over the seeds all of them ran."""
+    seeds = _common_seeds(methods)
+    return verdicts({name: [runs[s][metric] for s in seeds] for name, runs in methods.items()})
+
+
+def _cell(verdict: Verdict, digits: int) -> str:
+    value = verdict.value
+    spread = "" if math.isnan(value.low) else f" ± {(value.high - value.low) / 2:.{digits}f}"
+    mark = {BEST: "**", TIED: "", BEHIND: ""}[verdict.verdict]
+    tag = {BEST: "best", TIED: "tied", BEHIND: "behind"}[verdict.verdict]
+    return f"{mark}{value.mean:.{digits}f}{mark}{spread} {tag}"
+
+
+def _metric_table(table: Mapping[str, Any], methods: Sequence[str], metric: str) -> List[str]:
+    digits = 4
+    lines = [
+        "| dataset | seeds | " + " | ".join(methods) + " |",
+        "|---|---|" + "---|" * len(methods),
+    ]
+    for dataset, runs in sorted(table.items()):
+        present = {m: runs[m] for m in methods if m in runs}
+        found = dataset_verdicts(present, metric)
+        cells = [_cell(found[m], digits) if m in found else "–" for m in methods]
+        seeds = len(_common_seeds(present))
+        lines.append(f"| {dataset} | {seeds} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def win_tie_loss(
+    table: Mapping[str, Any], method: str, peer: str, metric: str = "nll"
+) -> Tuple[int, int, int]:
+    """Datasets where ``method`` is ahead of ``peer``, tied with it, or behind it, each decided
+    by the pair's own verdict on ``metric``."""
+    counts = [0, 0, 0]
+    for runs in table.values():
+        if method not in runs or peer not in runs:
+            continue
+        found = dataset_verdicts({method: runs[method], peer: runs[peer]}, metric)
+        if found[peer].verdict == BEHIND:
+            counts[0] += 1
+        elif found[method].verdict == BEHIND:
+            counts[2] += 1
+        else:
+            counts[1] += 1
+    return counts[0], counts[1], counts[2]
+
+
+def _time_to_target(trace: Sequence[Sequence[float]], target: float) -> float:
+    return next((t for t, nll in trace if nll <= target), math.inf)
+
+
+def times_to_target(methods: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> Dict[str, List]:
+    """Each method's seconds, one a seed, until its trace's NLL is within
+    :data:`TARGET_SLACK` of that seed's best final trace NLL over the methods (∞: never)."""
+    seeds = _common_seeds(methods)
+    times: Dict[str, List[float]] = {name: [] for name in methods}
+    for s in seeds:
+        target = TARGET_SLACK * min(runs[s]["trace"][-1][1] for runs in methods.values())
+        for name, runs in methods.items():
+            times[name].append(_time_to_target(runs[s]["trace"], target))
+    return times
+
+
+def _seconds(values: Sequence[float]) -> str:
+    def text(v: float) -> str:
+        return "∞" if math.isinf(v) else f"{v:.1f}"
+
+    median = float(np.median(values))
+    return f"{text(median)} [{text(min(values))}, {text(max(values))}]"
+
+
+def _time_table(table: Mapping[str, Any], methods: Sequence[str]) -> List[str]:
+    lines = ["| dataset | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    for dataset, runs in sorted(table.items()):
+        times = times_to_target({m: runs[m] for m in methods if m in runs})
+        cells = [_seconds(times[m]) if m in times else "–" for m in methods]
+        lines.append(f"| {dataset} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _rank_lines(table: Mapping[str, Any], methods: Sequence[str]) -> Tuple[List[str], Any]:
+    complete = {d: runs for d, runs in table.items() if all(m in runs for m in methods)}
+    if len(methods) < 3 or len(complete) < 2:
+        return ["(ranks need 3 methods and 2 datasets that all of them ran)"], None
+    means = np.array(
+        [
+            [np.mean([r["nll"] for r in runs[m].values()]) for m in methods]
+            for runs in complete.values()
+        ]
+    )
+    test = rank_test(means, methods)
+    order = np.argsort(test.average_ranks)
+    lines = [
+        "| method | average rank (test NLL) |",
+        "|---|---|",
+        *[f"| {methods[i]} | {test.average_ranks[i]:.2f} |" for i in order],
+        "",
+        f"Friedman's test over {test.num_datasets} datasets: χ² = {test.friedman_statistic:.2f}, "
+        f"p = {test.friedman_p_value:.2g}. Nemenyi's critical difference at α = "
+        f"{test.alpha:g}: {test.critical_difference:.2f} (two methods whose average ranks differ "
+        "by more differ).",
+    ]
+    return lines, test
+
+
+def _budget(settings: Mapping[str, Any]) -> str:
+    parts = []
+    if settings.get("time_budget") is not None:
+        parts.append(f"{settings['time_budget']:g} s")
+    if settings.get("max_iterations") is not None:
+        parts.append(f"{settings['max_iterations']} steps")
+    return " or ".join(parts) or "no budget"
+
+
+def _methods(table: Mapping[str, Any]) -> List[str]:
+    names = {m for runs in table.values() for m in runs}
+    return sorted(names, key=lambda m: (m != PACKAGE_METHOD, m))
+
+
+def report_markdown(summaries: Mapping[str, Any]) -> str:
+    """The report's Markdown: stamp, NLL and error tables, win / tie / loss, ranks, time to
+    target."""
+    table = _by_dataset(summaries["records"])
+    methods = _methods(table)
+    stamp = summaries["stamp"]
+    machine = stamp.get("machine", {})
+    settings = stamp.get("settings", {})
+    lines = [
+        f"Measured {stamp['measured']} on {machine.get('processor', '?')}, "
+        f"{machine.get('cpu_count', '?')} cores; gpflow_augmented "
+        f"{machine.get('gpflow_augmented', '?')}, TensorFlow {machine.get('tensorflow', '?')}, "
+        f"GPflow {machine.get('gpflow', '?')}. M = {settings.get('num_inducing')}, "
+        f"B = {settings.get('batch_size')}, {_budget(settings)} a method.",
+        "",
+        "Test NLL, mean ± half the 95 % interval over seeds; **best**, tied (the paired "
+        "difference's interval covers 0, or the gap is under 1 %) or behind:",
+        "",
+        *_metric_table(table, methods, "nll"),
+        "",
+        "Test error, the same way:",
+        "",
+        *_metric_table(table, methods, "error"),
+        "",
+    ]
+    if PACKAGE_METHOD in methods:
+        lines += [
+            f"{PACKAGE_METHOD} against each peer on test NLL, datasets won / tied / lost:",
+            "",
+            "| peer | won | tied | lost |",
+            "|---|---|---|---|",
+        ]
+        for peer in methods[1:]:
+            won, tied, lost = win_tie_loss(table, PACKAGE_METHOD, peer)
+            lines.append(f"| {peer} | {won} | {tied} | {lost} |")
+        lines.append("")
+    rank_lines, _ = _rank_lines(table, methods)
+    lines += [
+        *rank_lines,
+        "",
+        f"Seconds until the test NLL (on the trace's points) is within {TARGET_SLACK:g}× the "
+        "best method's final NLL of the same seed, median [fastest, slowest] over seeds "
+        "(∞: not within the budget):",
+        "",
+        *_time_table(table, methods),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _curves(table: Mapping[str, Any]) -> Dict[str, Dict[str, List[Any]]]:
+    return {
+        dataset: {m: [r["trace"] for _, r in sorted(runs[m].items())] for m in runs}
+        for dataset, runs in table.items()
+    }
+
+
+def write_report(source: Path, output: Optional[Path] = None) -> str:
+    """Read the summaries of ``source`` (a results folder or a ``summaries.json``) and write
+    ``summaries.json`` (from a results folder), ``report.md``, ``figures/ranks.png`` and
+    ``figures/anytime.png`` to ``output`` (default: ``source``, or the file's folder); returns the
+    Markdown."""
+    from .plots import anytime_figure, rank_figure, save_figure
+    from .runs import write_atomically, write_json
+
+    source = Path(source)
+    summaries = read_summaries(source)
+    if output is None:
+        output = source.parent if source.is_file() else source
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    if not source.is_file():
+        write_json(output / "summaries.json", summaries)
+    text = report_markdown(summaries)
+    write_atomically(output / "report.md", lambda handle: handle.write(text))
+    table = _by_dataset(summaries["records"])
+    methods = _methods(table)
+    _, test = _rank_lines(table, methods)
+    if test is not None:
+        figure = rank_figure(test.methods, test.average_ranks, test.critical_difference)
+        save_figure(figure, output / "figures" / "ranks.png")
+    save_figure(anytime_figure(_curves(table)), output / "figures" / "anytime.png")
+    return text

@@ -1,0 +1,127 @@
+"""The report over seeds (comparison.report) and the ``report`` command, on summaries made here."""
+
+import json
+
+import numpy as np
+import pytest
+
+from gpflow_augmented.comparison.cli import main
+from gpflow_augmented.comparison.report import (
+    read_summaries,
+    report_markdown,
+    times_to_target,
+    win_tie_loss,
+    write_report,
+)
+from gpflow_augmented.comparison.report import _by_dataset
+
+STAMP = {
+    "measured": "2026-01-02",
+    "machine": {"processor": "cpu-x", "cpu_count": 2, "tensorflow": "2", "gpflow": "2"},
+    "settings": {"num_inducing": 100, "batch_size": 200, "time_budget": 20.0},
+}
+
+
+def _record(dataset, method, seed, nll, reach=1.0):
+    """A run whose trace falls to ``nll`` at ``reach`` seconds and stays there."""
+    trace = [[0.0, 3.0], [reach / 2, 2 * nll], [reach, nll], [20.0, nll]]
+    return dict(
+        dataset=dataset, seed=seed, method=method, nll=nll, error=nll / 3, ece=0.01, brier=0.1,
+        iterations=100, seconds=20.0, failed_steps=0, trace=trace,
+    )  # fmt: skip
+
+
+def _summaries(gaps, seeds=5, datasets=("a", "b", "c")):
+    """Each method's NLL = the dataset's seed noise × (1 + its gap), on every dataset."""
+    rng = np.random.default_rng(0)
+    records = []
+    for d in datasets:
+        noise = 0.2 * np.exp(rng.normal(scale=0.1, size=seeds))
+        for method, gap in gaps.items():
+            for s in range(seeds):
+                nll = noise[s] * (1 + gap) * (1 + 0.001 * rng.normal())
+                records.append(_record(d, method, s, nll, reach=1.0 + 4 * gap))
+    return {"stamp": STAMP, "records": records}
+
+
+def test_a_method_ahead_by_construction_is_best_everywhere_and_wins_every_dataset():
+    summaries = _summaries({"lsm": 0.0, "softmax": 0.10, "rm": 0.20})
+    table = _by_dataset(summaries["records"])
+    assert win_tie_loss(table, "lsm", "softmax") == (3, 0, 0)
+    text = report_markdown(summaries)
+    assert text.count(" best |") == 2 * 3  # NLL and error tables, three datasets
+    assert "| lsm | 1.00 |" in text and "| rm | 3.00 |" in text
+    assert "Measured 2026-01-02 on cpu-x, 2 cores" in text
+
+
+def test_a_copy_of_a_method_is_tied_with_it_on_every_dataset():
+    summaries = _summaries({"lsm": 0.0, "softmax": 0.10})
+    copies = [dict(r, method="copy") for r in summaries["records"] if r["method"] == "lsm"]
+    table = _by_dataset(summaries["records"] + copies)
+    assert win_tie_loss(table, "lsm", "copy") == (0, 3, 0)
+
+
+def test_time_to_target_is_when_the_trace_first_reaches_the_best_final_nll_times_1_02():
+    table = _by_dataset(_summaries({"lsm": 0.0, "softmax": 0.10}, seeds=3)["records"])
+    times = times_to_target(table["a"])
+    assert times["lsm"] == [1.0, 1.0, 1.0]
+    assert times["softmax"] == [np.inf] * 3  # 10 % above the best: never within 2 %
+
+
+def test_the_report_rebuilds_from_its_summaries_alone(tmp_path):
+    # A results folder as compare writes it: a results.json per seed.
+    for seed in (0, 1, 2):
+        folder = tmp_path / "run" / f"seed-{seed}"
+        folder.mkdir(parents=True)
+        methods = [
+            {
+                "name": name,
+                "iterations": 10,
+                "failed_steps": 0,
+                "final": {"time": 20.0, "nll": nll, "error": 0.1, "ece": 0.0, "brier": 0.2},
+                "trace": [{"time": t, "nll": nll * (1 + 1 / (1 + t))} for t in range(0, 21, 2)],
+            }
+            for name, nll in (("lsm", 0.30 + 0.01 * seed), ("softmax", 0.40 + 0.01 * seed))
+        ]
+        payload = {
+            "created": "2026-01-02T00:00:00+00:00",
+            "machine": STAMP["machine"],
+            "dataset": "d",
+            "settings": {"seed": seed, **STAMP["settings"]},
+            "methods": methods,
+        }
+        (folder / "results.json").write_text(json.dumps(payload))
+    text = write_report(tmp_path / "run")
+    assert (tmp_path / "run" / "report.md").read_text() == text
+    assert (tmp_path / "run" / "figures" / "anytime.png").exists()
+    # Only the summaries travel (e.g. committed): the report is the same without the runs.
+    summaries = tmp_path / "kept" / "summaries.json"
+    summaries.parent.mkdir()
+    summaries.write_bytes((tmp_path / "run" / "summaries.json").read_bytes())
+    assert main(["report", str(summaries)]) == 0
+    assert (tmp_path / "kept" / "report.md").read_text() == text
+    assert "| d | 3 | **0.3100** ± 0.0248 best | 0.4100 ± 0.0248 behind |" in text
+
+
+def test_the_report_refuses_a_folder_without_results_and_two_runs_of_one_seed(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "holds no results.json" in capsys.readouterr().err
+    method = {
+        "name": "lsm",
+        "iterations": 1,
+        "final": {"time": 1.0, "nll": 0.3, "error": 0.1, "ece": 0.0, "brier": 0.2},
+        "trace": [{"time": 1.0, "nll": 0.3}],
+    }
+    payload = {"dataset": "d", "settings": {"seed": 0}, "methods": [method]}
+    for name in ("x", "y"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(payload))
+    with pytest.raises(ValueError, match="two runs of one dataset, method and seed"):
+        read_summaries(tmp_path)
+
+
+@pytest.mark.parametrize("gap, verdict", [(0.005, "tied"), (0.05, "behind")])
+def test_a_gap_below_one_percent_reads_tied_in_the_table(gap, verdict):
+    text = report_markdown(_summaries({"lsm": 0.0, "softmax": gap}, datasets=("a",)))
+    row = next(line for line in text.splitlines() if line.startswith("| a |"))
+    assert row.endswith(f" {verdict} |")
