@@ -4,8 +4,9 @@ with their geometric mean (docs/stability.md, "What it costs").
 
     python tools/defaults_against_control.py control-s0 lsm-s0 lsm-s1
 
-Each folder is a ``gpflow-augmented benchmark --methods lsm`` output (the control run with the
-variant to compare against; the first seed folder on the control's seed).
+Each folder is one seed's folder of a ``gpflow-augmented benchmark --methods lsm`` output
+(``OUTPUT/seed-S``; the control run with the variant to compare against; the first seed folder on
+the control's seed).
 """
 
 import json

@@ -4,9 +4,9 @@ far after the first 10 % of its trace and its final NLL over its best along the 
 training seconds each method takes to reach ``softmax``'s final NLL × 1.02 (on the traces' test
 points).
 
-    for s in 0 1 2; do gpflow-augmented compare ../shared/data/kddcup.npz --methods lsm,softmax \\
-        --time-budget 20 --seed $s --output kdd-s$s; done
-    python tools/kddcup_seeds.py kdd-s0 kdd-s1 kdd-s2
+    gpflow-augmented compare ../shared/data/kddcup.npz --methods lsm,softmax --time-budget 20 \\
+        --seeds 0,1,2 --output kdd
+    python tools/kddcup_seeds.py kdd/seed-0 kdd/seed-1 kdd/seed-2
 """
 
 import json

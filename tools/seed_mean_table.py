@@ -1,10 +1,11 @@
-"""The defaults table over several seeds, from the folders ``gpflow-augmented benchmark --seed S
---output FOLDER`` wrote: per dataset, each method's test error / NLL averaged over the seeds, ± half
-the range of its NLL, the refused steps summed; ``lsm``'s NLL ÷ the lowest and its error − the
-lowest on each seed and on the mean; then issue 33's target counts and the geometric-mean NLL of
-each method over the datasets. The README's "When to pick it" table is the mean columns.
+"""The defaults table over several seeds, from the seed folders ``gpflow-augmented benchmark
+--seeds S,T --output FOLDER`` wrote (``FOLDER/seed-S``): per dataset, each method's test error / NLL
+averaged over the seeds, ± half the range of its NLL, the refused steps summed; ``lsm``'s NLL ÷ the
+lowest and its error − the lowest on each seed and on the mean; then issue 33's target counts
+and the geometric-mean NLL of each method over the datasets. The README's "When to pick it" table is
+the mean columns.
 
-    python tools/seed_mean_table.py defaults-own-s0 defaults-own-s1
+    python tools/seed_mean_table.py defaults-own/seed-0 defaults-own/seed-1
 """
 
 import json
