@@ -2,8 +2,10 @@
 
 ``stability`` leaves each method running for thousands of steps over a grid and checks the trace
 (:mod:`benchmarks.stability`); ``scale`` times one step against C, N, M and the precision
-(:mod:`benchmarks.scaling`); ``export-hlo`` writes each method's compiled step as XLA HLO for
-another XLA client, such as a GPU machine without TensorFlow (:mod:`benchmarks.hlo_export`).
+(:mod:`benchmarks.scaling`); ``large-data`` measures a large dataset's time per epoch and peak
+memory against N, and the step against M (:mod:`benchmarks.large_data`); ``export-hlo`` writes
+each method's compiled step as XLA HLO for another XLA client, such as a GPU machine without
+TensorFlow (:mod:`benchmarks.hlo_export`).
 """
 
 import argparse
@@ -103,6 +105,23 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--output", default="scale-results", help="folder for scale.json, scale.md")
     scale.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
 
+    large = commands.add_parser(
+        "large-data", help="a large dataset's time per epoch and peak memory against N, and M"
+    )
+    large.add_argument("data", help="the .npz file (e.g. ../shared/data/kddcup.npz)")
+    large.add_argument("--output", default="large-data", help="folder for large_data.json, .md")
+    large.add_argument(
+        "--sizes",
+        type=_integers(1),
+        default=None,
+        help="training rows of each subsample, the whole training set last (default "
+        "10000,50000,100000,250000 and all)",
+    )
+    large.add_argument("--methods", type=_names, default=["lsm", "softmax"])
+    large.add_argument("--inducing", type=_integers(1), default=[50, 100, 200])
+    large.add_argument("--batch-size", type=_integer(1), default=200)
+    large.add_argument("--steps", type=_integer(1), default=30, help="timed steps of each")
+
     export = commands.add_parser("export-hlo", help="each method's step as an XLA HLO module")
     export.add_argument("output", help="folder for the modules and manifest.json")
     export.add_argument(
@@ -186,6 +205,27 @@ def _export_hlo(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _run_large_data(args: argparse.Namespace) -> int:
+    from .large_data import DEFAULT_SIZES, large_data_report, run_large_data
+
+    if not Path(args.data).is_file():
+        raise FileNotFoundError(f"no such file: {args.data}")
+    check_method_names(args.methods)
+    sizes = DEFAULT_SIZES if args.sizes is None else (*args.sizes, None)
+    results = run_large_data(
+        args.data,
+        args.output,
+        sizes=sizes,
+        methods=args.methods,
+        inducing=args.inducing,
+        batch_size=args.batch_size,
+        steps=args.steps,
+    )
+    print(large_data_report(results))
+    print(f"written to {args.output}/ (large_data.json, large_data.md)")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -196,6 +236,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _run_stability(args)
         if args.command == "export-hlo":
             return _export_hlo(args)
+        if args.command == "large-data":
+            return _run_large_data(args)
         from .scaling import run_scaling, scaling_report
 
         print(scaling_report(run_scaling(args.output, quick=args.quick)))

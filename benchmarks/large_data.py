@@ -1,0 +1,155 @@
+"""
+A large real dataset against its size: each method's time per epoch and the process's peak memory
+on seeded subsamples of N rows, and at the whole set the step's cost against M.
+
+Each (N, method) runs in a process of its own, so that its peak resident memory is its own. The
+rows are held as NumPy arrays, as ``compare`` holds them, and each step is given its minibatch
+(``MinibatchStream``): what the process holds beyond the data must not grow with N. A step's time
+is the median of compiled, warmed-up steps; an epoch is that × N / B.
+
+    python -m benchmarks large-data ../shared/data/kddcup.npz --output large-data
+"""
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+_ROOT = Path(__file__).resolve().parents[1]
+
+__all__ = ["DEFAULT_SIZES", "measure", "run_large_data", "large_data_report"]
+
+DEFAULT_SIZES = (10_000, 50_000, 100_000, 250_000, None)  # None: every row
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def _subsample(path: str, rows: Optional[int]) -> tuple:
+    from gpflow_augmented.comparison.files import load_file
+
+    dataset = load_file(path, seed=0)
+    X, Y = dataset.X_train, dataset.Y_train
+    if rows is not None and rows < len(X):
+        keep = np.random.default_rng(0).choice(len(X), rows, replace=False)
+        X, Y = X[keep], Y[keep]
+    return np.ascontiguousarray(X), np.ascontiguousarray(Y), dataset.num_classes
+
+
+def measure(
+    path: str, rows: Optional[int], method: str, num_inducing: int, batch_size: int, steps: int
+) -> Dict[str, Any]:
+    """In this process: ``method``'s median step on ``rows`` rows of ``path`` (all: ``None``) and
+    the memory it held beyond the data."""
+    import tensorflow as tf
+
+    from gpflow_augmented.comparison.baselines import build_method
+    from gpflow_augmented.comparison.protocol import MinibatchStream
+    from gpflow_augmented.initialisation import initial_kernel, inducing_points
+
+    X, Y, num_classes = _subsample(path, rows)
+    with_data = _rss_mb()
+    Z = inducing_points(X, num_inducing, seed=0)
+    step = build_method(method, initial_kernel(X), Z, num_classes, len(X)).step
+    stream = MinibatchStream(len(X), batch_size, seed=0)
+    times = []
+    for iteration in range(steps + 3):
+        index = stream.indices(iteration)
+        batch = tf.constant(X[index]), tf.constant(Y[index])
+        start = time.perf_counter()
+        tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, step(*batch))
+        if iteration >= 3:  # after tracing and the first runs
+            times.append(time.perf_counter() - start)
+    step_s = float(np.median(times))
+    return {
+        "N": len(X),
+        "method": method,
+        "M": num_inducing,
+        "B": batch_size,
+        "C": num_classes,
+        "data_mb": (X.nbytes + Y.nbytes) / 2**20,
+        "rss_with_data_mb": with_data,
+        "peak_rss_mb": _peak_rss_mb(),
+        "beyond_data_mb": _peak_rss_mb() - with_data,
+        "step_s": step_s,
+        "epoch_s": step_s * len(X) / batch_size,
+    }
+
+
+def _in_process(*arguments: Any) -> Dict[str, Any]:
+    code = (
+        "import json, sys; "
+        f"sys.path.insert(0, {str(_ROOT)!r}); "
+        "from benchmarks.large_data import measure; "
+        f"print(json.dumps(measure(*{list(arguments)!r})))"
+    )
+    # TensorFlow's C++ log lines (start-up, the Cholesky backoff's tests) would fill stderr.
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=environment
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"measure{arguments} failed:\n{completed.stderr[-2000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def run_large_data(
+    path: str,
+    output: Optional[str] = None,
+    sizes: Sequence[Optional[int]] = DEFAULT_SIZES,
+    methods: Sequence[str] = ("lsm", "softmax"),
+    inducing: Sequence[int] = (50, 100, 200),
+    batch_size: int = 200,
+    steps: int = 30,
+) -> Dict[str, List[Dict[str, Any]]]:
+    """Every measurement, one process each; with ``output``, writes large_data.json and
+    large_data.md there."""
+    results = {
+        "sizes": [
+            _in_process(path, rows, method, 100, batch_size, steps)
+            for rows in sizes
+            for method in methods
+        ],
+        "inducing": [
+            _in_process(path, sizes[-1], method, M, batch_size, steps)
+            for M in inducing
+            for method in methods
+        ],
+    }
+    if output is not None:
+        folder = Path(output)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "large_data.json").write_text(json.dumps(results, indent=1))
+        (folder / "large_data.md").write_text(large_data_report(results))
+    return results
+
+
+def large_data_report(results: Dict[str, List[Dict[str, Any]]]) -> str:
+    """The Markdown tables of :func:`run_large_data`'s results."""
+    lines = [
+        "| N | method | step | epoch | data | peak memory | beyond the data |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results["sizes"]:
+        lines.append(
+            f"| {r['N']:,} | {r['method']} | {1e3 * r['step_s']:.1f} ms | {r['epoch_s']:.1f} s | "
+            f"{r['data_mb']:.0f} MB | {r['peak_rss_mb']:.0f} MB | {r['beyond_data_mb']:.0f} MB |"
+        )
+    lines += ["", "| M | method | step | epoch |", "|---|---|---|---|"]
+    for r in results["inducing"]:
+        lines.append(
+            f"| {r['M']} | {r['method']} | {1e3 * r['step_s']:.1f} ms | {r['epoch_s']:.1f} s |"
+        )
+    return "\n".join(lines) + "\n"

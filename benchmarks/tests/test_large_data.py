@@ -1,0 +1,28 @@
+"""The large-data study's command on a small file: each (N, method) in a process of its own, the
+whole training set last, and the tables it writes."""
+
+import json
+
+import pytest
+
+from benchmarks.__main__ import main
+from gpflow_augmented.datasets import _DATA
+
+# The integration tier (processes that import TensorFlow each): run by --slow or -m integration.
+pytestmark = pytest.mark.integration
+
+
+def test_the_large_data_command_measures_each_size_in_its_own_process(tmp_path, capsys):
+    argv = ["large-data", str(_DATA / "vehicle.npz"), "--sizes", "100", "--methods", "lsm"]
+    argv += ["--inducing", "10", "--batch-size", "50", "--steps", "2", "--output", str(tmp_path)]
+    assert main(argv) == 0
+    results = json.loads((tmp_path / "large_data.json").read_text())
+    assert [r["N"] for r in results["sizes"]] == [100, 677]  # the subsample, then every row
+    for row in results["sizes"]:
+        # each process's own peak: the data and what the step holds beside it
+        assert row["peak_rss_mb"] >= row["rss_with_data_mb"] > 0
+        assert row["epoch_s"] == pytest.approx(row["step_s"] * row["N"] / 50)
+    assert [(r["M"], r["N"]) for r in results["inducing"]] == [(10, 677)]
+    assert "| 677 | lsm |" in (tmp_path / "large_data.md").read_text()
+    assert main(["large-data", str(tmp_path / "missing.npz")]) == 2
+    assert "no such file" in capsys.readouterr().err
