@@ -48,8 +48,18 @@ def _cut_trace(trace: Sequence[Mapping[str, Any]]) -> List[List[float]]:
     return [[float(t), float(nll)] for t, nll in points]
 
 
-def summarise(results: Mapping[str, Any]) -> List[Dict[str, Any]]:
-    """One comparison's ``results.json`` as summary records, one a method."""
+def _mean_confidence(folder: Optional[Path], method: str) -> Optional[float]:
+    """The mean of the largest predicted probability over the test points, from the
+    probabilities a run saved (``methods/<name>.npy``), where there are some."""
+    path = None if folder is None else folder / "methods" / f"{method}.npy"
+    if path is None or not path.exists():
+        return None
+    return float(np.load(path, allow_pickle=False).max(axis=1).mean())
+
+
+def summarise(results: Mapping[str, Any], folder: Optional[Path] = None) -> List[Dict[str, Any]]:
+    """One comparison's ``results.json`` as summary records, one a method; ``folder`` (the run's)
+    adds each method's mean confidence from its saved test probabilities."""
     seed = int(results["settings"]["seed"])
     records = []
     for method in results["methods"]:
@@ -63,6 +73,7 @@ def summarise(results: Mapping[str, Any]) -> List[Dict[str, Any]]:
                 "iterations": int(method["iterations"]),
                 "seconds": float(final["time"]),
                 "failed_steps": int(method.get("failed_steps") or 0),
+                "confidence": _mean_confidence(folder, method["name"]),
                 "trace": _cut_trace(method["trace"]),
             }
         )
@@ -87,10 +98,11 @@ def read_summaries(source: Path) -> Dict[str, Any]:
     source = Path(source)
     if source.is_file():
         return json.loads(source.read_text())
-    payloads = [json.loads(p.read_text()) for p in sorted(source.rglob("results.json"))]
-    if not payloads:
+    paths = sorted(source.rglob("results.json"))
+    if not paths:
         raise ValueError(f"{source} holds no results.json: run compare or benchmark into it")
-    records = [record for payload in payloads for record in summarise(payload)]
+    payloads = [json.loads(p.read_text()) for p in paths]
+    records = [r for p, payload in zip(paths, payloads) for r in summarise(payload, p.parent)]
     keys = [(r["dataset"], r["method"], r["seed"]) for r in records]
     if len(set(keys)) != len(keys):
         raise ValueError(f"{source} holds two runs of one dataset, method and seed")
@@ -181,6 +193,24 @@ def _seconds(values: Sequence[float]) -> str:
 
     median = float(np.median(values))
     return f"{text(median)} [{text(min(values))}, {text(max(values))}]"
+
+
+def _calibration_table(table: Mapping[str, Any], methods: Sequence[str]) -> List[str]:
+    """Each method's mean confidence against its accuracy, means over seeds ("–" where no
+    probabilities were saved)."""
+    lines = ["| dataset | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
+    for dataset, runs in sorted(table.items()):
+        cells = []
+        for m in methods:
+            records = list(runs.get(m, {}).values())
+            confidences = [r.get("confidence") for r in records]
+            if not records or any(c is None for c in confidences):
+                cells.append("–")
+                continue
+            accuracy = 1.0 - np.mean([r["error"] for r in records])
+            cells.append(f"{np.mean(confidences):.3f} / {accuracy:.3f}")
+        lines.append(f"| {dataset} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _time_table(table: Mapping[str, Any], methods: Sequence[str]) -> List[str]:
@@ -276,6 +306,12 @@ def report_markdown(summaries: Mapping[str, Any]) -> str:
         "(∞: not within the budget):",
         "",
         *_time_table(table, methods),
+        "",
+        "Mean confidence (the largest predicted probability) / accuracy on the test set, means "
+        "over seeds: a confidence below the accuracy is under-confidence. Each seed's reliability "
+        "diagrams are its folder's figures/calibration.png.",
+        "",
+        *_calibration_table(table, methods),
     ]
     return "\n".join(lines) + "\n"
 

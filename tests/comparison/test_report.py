@@ -91,6 +91,9 @@ def test_the_report_rebuilds_from_its_summaries_alone(tmp_path):
             "methods": methods,
         }
         (folder / "results.json").write_text(json.dumps(payload))
+        (folder / "methods").mkdir()
+        for name in ("lsm", "softmax"):  # confidences 0.9 and 0.6
+            np.save(folder / "methods" / f"{name}.npy", np.array([[0.9, 0.1], [0.4, 0.6]]))
     text = write_report(tmp_path / "run")
     assert (tmp_path / "run" / "report.md").read_text() == text
     assert (tmp_path / "run" / "figures" / "anytime.png").exists()
@@ -101,6 +104,7 @@ def test_the_report_rebuilds_from_its_summaries_alone(tmp_path):
     assert main(["report", str(summaries)]) == 0
     assert (tmp_path / "kept" / "report.md").read_text() == text
     assert "| d | 3 | **0.3100** ± 0.0248 best | 0.4100 ± 0.0248 behind |" in text
+    assert "| d | 0.750 / 0.900 | 0.750 / 0.900 |" in text  # mean confidence / accuracy
 
 
 def test_the_report_refuses_a_folder_without_results_and_two_runs_of_one_seed(tmp_path, capsys):
