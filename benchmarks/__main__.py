@@ -14,14 +14,35 @@ import sys
 from pathlib import Path
 from typing import Any, List, NoReturn, Optional, Sequence, Tuple
 
-from gpflow_augmented.comparison.baselines import (
+
+def _load_tensorflow_quietly() -> None:
+    """TensorFlow's C++ log lines would fill a study's log: those it writes while it loads, before
+    any level applies (standard error is muted then), and its warnings after (XLA's "Not handling
+    type DT_DOUBLE"). A level the user set is kept, and then everything shows."""
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+_load_tensorflow_quietly()
+
+from gpflow_augmented.comparison.baselines import (  # noqa: E402
     FULL_GP_METHODS,
     MULTICLASS_METHODS,
     check_method_names,
 )
-from gpflow_augmented.comparison.ci_utils import DATA_DIR_VARIABLE
-from gpflow_augmented.comparison.runs import prepare_output, release_output
-from gpflow_augmented.training import raised_by_interrupt
+from gpflow_augmented.comparison.ci_utils import DATA_DIR_VARIABLE  # noqa: E402
+from gpflow_augmented.comparison.runs import prepare_output, release_output  # noqa: E402
+from gpflow_augmented.training import raised_by_interrupt  # noqa: E402
 
 PROG = "python -m benchmarks"
 

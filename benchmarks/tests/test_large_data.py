@@ -26,3 +26,27 @@ def test_the_large_data_command_measures_each_size_in_its_own_process(tmp_path, 
     assert "| 677 | lsm |" in (tmp_path / "large_data.md").read_text()
     assert main(["large-data", str(tmp_path / "missing.npz")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_the_studies_command_keeps_tensorflows_log_lines_off_its_output():
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    log_line = re.compile(r"^[IWE]\d{4} ", re.MULTILINE)
+    shell = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    for level, expected in ((None, False), ("0", True)):  # the user's own level is kept
+        environment = dict(shell, **({} if level is None else {"TF_CPP_MIN_LOG_LEVEL": level}))
+        completed = subprocess.run(
+            [sys.executable, "-m", "benchmarks", "large-data", "--help"],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env=environment,
+            timeout=300,
+        )
+        assert completed.returncode == 0
+        assert bool(log_line.search(completed.stderr)) == expected, completed.stderr[:1000]
