@@ -25,6 +25,6 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "show-inheritance": True}
 
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "results/*/report.md"]  # a report beside its summaries
 html_theme = "alabaster"
 html_title = f"gpflow_augmented {release}"

@@ -171,3 +171,41 @@ def test_the_readmes_python_examples_run(tmp_path, monkeypatch):
         exec(compile(block, f"README.md python block {number}", "exec"), namespace)
     assert namespace["probabilities"].shape == (len(wine.X_test), 3)
     assert (tmp_path / "satimage-model" / "gpflow_augmented.json").is_file()
+
+
+def _docs_tables(root, *options):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "docs_tables.py"), "--root", str(root), *options],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.slow
+def test_every_table_the_docs_embed_from_a_report_is_the_reports_output(tmp_path):
+    """The tables between ``<!-- report: SUMMARIES SECTION -->`` markers are what the report makes
+    of the committed summaries (tools/docs_tables.py); a table edited by hand is caught."""
+    import shutil
+
+    completed = _docs_tables(ROOT, "--check")
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    found = int(completed.stdout.split()[0])
+    assert found >= 3, completed.stdout
+    # The broken variant: one number of a generated table changed by hand.
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", copy / "docs", ignore=shutil.ignore_patterns("_build"))
+    shutil.copy(ROOT / "README.md", copy / "README.md")
+    stability = copy / "docs" / "stability.md"
+    text = stability.read_text()
+    start = text.index("<!-- report: ")
+    table_row = text.index("| kddcup |", start)
+    stability.write_text(text[:table_row] + "| kddcup | 4 |" + text[table_row + 13 :])
+    drifted = _docs_tables(copy, "--check")
+    assert drifted.returncode == 1 and "docs/stability.md" in drifted.stdout
+    # and rewriting makes it the report's again
+    assert _docs_tables(copy).returncode == 0
+    assert stability.read_text() == text

@@ -410,6 +410,12 @@ def _add_report_parser(commands: Any) -> None:
         default=None,
         help="folder for report.md, summaries.json and figures/ (default: the source's folder)",
     )
+    report.add_argument(
+        "--section",
+        default=None,
+        help="print only this section's table (nll, error, wins, ranks, time, calibration) and "
+        "write nothing: the form docs/ embed",
+    )
 
 
 def _add_predict_parser(commands: Any) -> None:

@@ -224,9 +224,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "predict":
             return _predict(args)
         if args.command == "report":
-            from .report import write_report
+            from .report import read_summaries, report_section, write_report
 
-            print(write_report(Path(args.source), args.output and Path(args.output)))
+            if args.section is not None:
+                print(report_section(read_summaries(Path(args.source)), args.section), end="")
+            else:
+                print(write_report(Path(args.source), args.output and Path(args.output)))
             return 0
         _check_options(args)
         options = RunOptions.from_arguments(args)

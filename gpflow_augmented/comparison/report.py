@@ -23,6 +23,8 @@ from .statistics import BEHIND, BEST, TIED, Verdict, rank_test, verdicts
 
 __all__ = [
     "PACKAGE_METHOD",
+    "SECTIONS",
+    "report_section",
     "TARGET_SLACK",
     "summarise",
     "read_summaries",
@@ -261,59 +263,76 @@ def _methods(table: Mapping[str, Any]) -> List[str]:
     return sorted(names, key=lambda m: (m != PACKAGE_METHOD, m))
 
 
-def report_markdown(summaries: Mapping[str, Any]) -> str:
-    """The report's Markdown: stamp, NLL and error tables, win / tie / loss, ranks, time to
-    target."""
-    table = _by_dataset(summaries["records"])
-    methods = _methods(table)
-    stamp = summaries["stamp"]
+def _stamp_line(stamp: Mapping[str, Any]) -> str:
     machine = stamp.get("machine", {})
     settings = stamp.get("settings", {})
-    lines = [
+    return (
         f"Measured {stamp['measured']} on {machine.get('processor', '?')}, "
         f"{machine.get('cpu_count', '?')} cores; gpflow_augmented "
         f"{machine.get('gpflow_augmented', '?')}, TensorFlow {machine.get('tensorflow', '?')}, "
         f"GPflow {machine.get('gpflow', '?')}. M = {settings.get('num_inducing')}, "
-        f"B = {settings.get('batch_size')}, {_budget(settings)} a method.",
-        "",
+        f"B = {settings.get('batch_size')}, {_budget(settings)} a method."
+    )
+
+
+def _win_tie_loss_lines(table: Mapping[str, Any], methods: Sequence[str]) -> List[str]:
+    if PACKAGE_METHOD not in methods:
+        return [f"({PACKAGE_METHOD} did not run)"]
+    lines = ["| peer | won | tied | lost |", "|---|---|---|---|"]
+    for peer in methods[1:]:
+        won, tied, lost = win_tie_loss(table, PACKAGE_METHOD, peer)
+        lines.append(f"| {peer} | {won} | {tied} | {lost} |")
+    return lines
+
+
+#: The report's sections, in order: (name, the sentence before its table).
+SECTIONS = (
+    (
+        "nll",
         "Test NLL, mean ± half the 95 % interval over seeds; **best**, tied (the paired "
         "difference's interval covers 0, or the gap is under 1 %) or behind:",
-        "",
-        *_metric_table(table, methods, "nll"),
-        "",
-        "Test error, the same way:",
-        "",
-        *_metric_table(table, methods, "error"),
-        "",
-    ]
-    if PACKAGE_METHOD in methods:
-        lines += [
-            f"{PACKAGE_METHOD} against each peer on test NLL, datasets won / tied / lost:",
-            "",
-            "| peer | won | tied | lost |",
-            "|---|---|---|---|",
-        ]
-        for peer in methods[1:]:
-            won, tied, lost = win_tie_loss(table, PACKAGE_METHOD, peer)
-            lines.append(f"| {peer} | {won} | {tied} | {lost} |")
-        lines.append("")
-    rank_lines, _ = _rank_lines(table, methods)
-    lines += [
-        *rank_lines,
-        "",
+    ),
+    ("error", "Test error, the same way:"),
+    ("wins", f"{PACKAGE_METHOD} against each peer on test NLL, datasets won / tied / lost:"),
+    ("ranks", "Average ranks by mean test NLL across the datasets all methods ran:"),
+    (
+        "time",
         f"Seconds until the test NLL (on the trace's points) is within {TARGET_SLACK:g}× the "
         "best method's final NLL of the same seed, median [fastest, slowest] over seeds "
         "(∞: not within the budget):",
-        "",
-        *_time_table(table, methods),
-        "",
+    ),
+    (
+        "calibration",
         "Mean confidence (the largest predicted probability) / accuracy on the test set, means "
-        "over seeds: a confidence below the accuracy is under-confidence. Each seed's reliability "
-        "diagrams are its folder's figures/calibration.png.",
-        "",
-        *_calibration_table(table, methods),
-    ]
-    return "\n".join(lines) + "\n"
+        "over seeds: a confidence below the accuracy is under-confidence. Each seed's "
+        "reliability diagrams are its folder's figures/calibration.png.",
+    ),
+)
+
+
+def report_section(summaries: Mapping[str, Any], name: str) -> str:
+    """One section of the report (a name of :data:`SECTIONS`): its table, as the report has it."""
+    table = _by_dataset(summaries["records"])
+    methods = _methods(table)
+    make = {
+        "nll": lambda: _metric_table(table, methods, "nll"),
+        "error": lambda: _metric_table(table, methods, "error"),
+        "wins": lambda: _win_tie_loss_lines(table, methods),
+        "ranks": lambda: _rank_lines(table, methods)[0],
+        "time": lambda: _time_table(table, methods),
+        "calibration": lambda: _calibration_table(table, methods),
+    }
+    if name not in make:
+        raise ValueError(f"no report section {name!r}; the sections are {', '.join(make)}")
+    return "\n".join(make[name]()) + "\n"
+
+
+def report_markdown(summaries: Mapping[str, Any]) -> str:
+    """The report's Markdown: the stamp, then every section of :data:`SECTIONS`."""
+    parts = [_stamp_line(summaries["stamp"]) + "\n"]
+    for name, sentence in SECTIONS:
+        parts.append(f"{sentence}\n\n{report_section(summaries, name)}")
+    return "\n".join(parts)
 
 
 def _curves(table: Mapping[str, Any]) -> Dict[str, Dict[str, List[Any]]]:

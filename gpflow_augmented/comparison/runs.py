@@ -47,6 +47,18 @@ def _finite_or_none(value: Any) -> Any:
     return value
 
 
+def _cpu_model() -> Optional[str]:
+    """The CPU's model name where the system says it (Linux's /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def machine() -> Dict[str, Any]:
     import gpflow
     import tensorflow as tf
@@ -55,7 +67,7 @@ def machine() -> Dict[str, Any]:
 
     return {
         "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
+        "processor": _cpu_model() or platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "tensorflow": tf.__version__,

@@ -1,0 +1,67 @@
+"""The tables the docs embed from a report's summaries, kept equal to the report's output.
+
+A generated table sits between two markers, which name the committed summaries and the report's
+section (``gpflow-augmented report SUMMARIES --section NAME`` prints the same)::
+
+    <!-- report: docs/results/kddcup-20s/summaries.json nll -->
+    | dataset | seeds | lsm | softmax |
+    ...
+    <!-- end report -->
+
+    python tools/docs_tables.py            # rewrite every such table from its summaries
+    python tools/docs_tables.py --check    # exit 1, naming what differs (the tests run it)
+"""
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from gpflow_augmented.comparison.report import report_section
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK = re.compile(
+    r"(<!-- report: (?P<source>\S+) (?P<section>\w+) -->\n)(?P<table>.*?)(<!-- end report -->)",
+    re.DOTALL,
+)
+
+
+def refreshed(text: str, root: Path) -> str:
+    """``text`` with every generated table made again from its summaries (paths from ``root``)."""
+
+    def make(match: re.Match) -> str:
+        summaries = json.loads((root / match["source"]).read_text())
+        return match[1] + report_section(summaries, match["section"]) + match[5]
+
+    return BLOCK.sub(make, text)
+
+
+def documents(root: Path) -> list:
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 on a drift")
+    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    drifted, found = [], 0
+    for path in documents(args.root):
+        text = path.read_text()
+        found += len(BLOCK.findall(text))
+        new = refreshed(text, args.root)
+        if new != text:
+            drifted.append(path.relative_to(args.root))
+            if not args.check:
+                path.write_text(new)
+    verb = "differ from their summaries" if args.check else "rewritten"
+    print(
+        f"{found} generated tables; {len(drifted)} documents {verb}: "
+        + ", ".join(map(str, drifted))
+    )
+    return 1 if args.check and drifted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
