@@ -138,8 +138,8 @@ def rank_figure(
     methods: Sequence[str], average_ranks: Sequence[float], critical_difference: float
 ) -> Any:
     """A critical-difference diagram (Demšar 2006): each method at its average rank on one axis,
-    the best on the left, and a bar of Nemenyi's critical difference; methods closer than it are
-    not told apart."""
+    the best on the left, a bar of Nemenyi's critical difference, and a bar joining each group of
+    methods closer than it (not told apart)."""
     from matplotlib.figure import Figure
 
     order = np.argsort(average_ranks)
@@ -153,7 +153,17 @@ def rank_figure(
         rank = average_ranks[i]
         ax.plot([rank, rank], [0.0, -position - 1.0], color="k", linewidth=0.8)
         ax.text(rank + 0.05, -position - 1.0, f"{methods[i]} ({rank:.2f})", va="center")
-    best = average_ranks[order[0]]
+    # Groups the test cannot tell apart: each longest run of methods within the critical
+    # difference of its first, drawn as a bar above the axis (Demšar's cliques).
+    ranks = [average_ranks[i] for i in order]
+    reach = 0
+    for start in range(len(ranks)):
+        end = max(j for j in range(len(ranks)) if ranks[j] - ranks[start] <= critical_difference)
+        if end > start and end > reach:
+            height = 0.15 + 0.12 * (start % 3)
+            ax.plot([ranks[start], ranks[end]], [height, height], color="k", linewidth=3)
+            reach = end
+    best = ranks[0]
     ax.plot([best, best + critical_difference], [1.0, 1.0], color="C3", linewidth=3)
     ax.text(best, 1.25, f"critical difference {critical_difference:.2f}", fontsize="small")
     ax.set_yticks([])

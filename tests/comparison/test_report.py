@@ -129,3 +129,11 @@ def test_a_gap_below_one_percent_reads_tied_in_the_table(gap, verdict):
     text = report_markdown(_summaries({"lsm": 0.0, "softmax": gap}, datasets=("a",)))
     row = next(line for line in text.splitlines() if line.startswith("| a |"))
     assert row.endswith(f" {verdict} |")
+
+
+def test_three_methods_on_three_datasets_get_the_rank_diagram(tmp_path):
+    path = tmp_path / "summaries.json"
+    path.write_text(json.dumps(_summaries({"lsm": 0.0, "softmax": 0.10, "rm": 0.20})))
+    text = write_report(path)
+    assert "Friedman's test over 3 datasets" in text
+    assert (tmp_path / "figures" / "ranks.png").read_bytes().startswith(b"\x89PNG")
