@@ -2,19 +2,20 @@
 A large real dataset against its size: each method's time per epoch and the process's peak memory
 on seeded subsamples of N rows, and at the whole set the step's cost against M.
 
-Each (N, method) runs in a process of its own, so that its peak resident memory is its own. The
-rows are held as NumPy arrays, as ``compare`` holds them, and each step is given its minibatch
-(``MinibatchStream``): what the process holds beyond the data must not grow with N. A step's time
-is the median of compiled, warmed-up steps; an epoch is that × N / B.
+Each (N, method) runs in a process of its own that reads only its N rows (a subsample written
+beforehand), held as NumPy arrays as ``compare`` holds them; each step is given its minibatch
+(``MinibatchStream``). The peak resident memory is counted from the data loaded on (Linux's VmHWM,
+reset then): what training holds beyond the data must not grow with N. A step's time is the median
+of compiled, warmed-up steps; an epoch is that × N / B.
 
     python -m benchmarks large-data ../shared/data/kddcup.npz --output large-data
 """
 
 import json
 import os
-import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -23,44 +24,59 @@ import numpy as np
 
 _ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["DEFAULT_SIZES", "measure", "run_large_data", "large_data_report"]
+__all__ = ["DEFAULT_SIZES", "write_subsamples", "measure", "run_large_data", "large_data_report"]
 
 DEFAULT_SIZES = (10_000, 50_000, 100_000, 250_000, None)  # None: every row
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+def _resident_mb(field: str) -> float:
+    """``VmRSS`` (now) or ``VmHWM`` (the peak since the last reset) of this process, in MB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0  # kB
+    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
+def _reset_peak() -> None:
+    """Start the peak resident size (VmHWM) afresh from the current size (Linux ≥ 4.0)."""
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
 
 
-def _subsample(path: str, rows: Optional[int]) -> tuple:
+def write_subsamples(path: str, sizes: Sequence[Optional[int]], folder: Path) -> List[Path]:
+    """Seeded subsamples of ``path``'s training split (standardised as ``compare`` does), one
+    ``.npz`` each, so that a measuring process reads only its own rows."""
     from gpflow_augmented.comparison.files import load_file
 
     dataset = load_file(path, seed=0)
-    X, Y = dataset.X_train, dataset.Y_train
-    if rows is not None and rows < len(X):
-        keep = np.random.default_rng(0).choice(len(X), rows, replace=False)
-        X, Y = X[keep], Y[keep]
-    return np.ascontiguousarray(X), np.ascontiguousarray(Y), dataset.num_classes
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for rows in sizes:
+        X, Y = dataset.X_train, dataset.Y_train
+        if rows is not None and rows < len(X):
+            keep = np.random.default_rng(0).choice(len(X), rows, replace=False)
+            X, Y = X[keep], Y[keep]
+        files.append(folder / f"rows-{len(X)}.npz")
+        np.savez(files[-1], X=X, Y=Y, num_classes=dataset.num_classes)
+    return files
 
 
 def measure(
-    path: str, rows: Optional[int], method: str, num_inducing: int, batch_size: int, steps: int
+    sample: str, method: str, num_inducing: int, batch_size: int, steps: int
 ) -> Dict[str, Any]:
-    """In this process: ``method``'s median step on ``rows`` rows of ``path`` (all: ``None``) and
-    the memory it held beyond the data."""
+    """In this process: ``method``'s median step on the rows of ``sample`` (a
+    :func:`write_subsamples` file), and the peak memory of its training beyond the data."""
     import tensorflow as tf
 
     from gpflow_augmented.comparison.baselines import build_method
     from gpflow_augmented.comparison.protocol import MinibatchStream
     from gpflow_augmented.initialisation import initial_kernel, inducing_points
 
-    X, Y, num_classes = _subsample(path, rows)
-    with_data = _rss_mb()
+    with np.load(sample) as arrays:
+        X, Y, num_classes = arrays["X"], arrays["Y"], int(arrays["num_classes"])
+    with_data = _resident_mb("VmRSS")
+    _reset_peak()
     Z = inducing_points(X, num_inducing, seed=0)
     step = build_method(method, initial_kernel(X), Z, num_classes, len(X)).step
     stream = MinibatchStream(len(X), batch_size, seed=0)
@@ -73,6 +89,7 @@ def measure(
         if iteration >= 3:  # after tracing and the first runs
             times.append(time.perf_counter() - start)
     step_s = float(np.median(times))
+    peak = _resident_mb("VmHWM")
     return {
         "N": len(X),
         "method": method,
@@ -81,8 +98,8 @@ def measure(
         "C": num_classes,
         "data_mb": (X.nbytes + Y.nbytes) / 2**20,
         "rss_with_data_mb": with_data,
-        "peak_rss_mb": _peak_rss_mb(),
-        "beyond_data_mb": _peak_rss_mb() - with_data,
+        "peak_rss_mb": peak,
+        "beyond_data_mb": peak - with_data,
         "step_s": step_s,
         "epoch_s": step_s * len(X) / batch_size,
     }
@@ -116,18 +133,20 @@ def run_large_data(
 ) -> Dict[str, List[Dict[str, Any]]]:
     """Every measurement, one process each; with ``output``, writes large_data.json and
     large_data.md there."""
-    results = {
-        "sizes": [
-            _in_process(path, rows, method, 100, batch_size, steps)
-            for rows in sizes
-            for method in methods
-        ],
-        "inducing": [
-            _in_process(path, sizes[-1], method, M, batch_size, steps)
-            for M in inducing
-            for method in methods
-        ],
-    }
+    with tempfile.TemporaryDirectory() as scratch:
+        samples = write_subsamples(path, sizes, Path(scratch))
+        results = {
+            "sizes": [
+                _in_process(str(sample), method, 100, batch_size, steps)
+                for sample in samples
+                for method in methods
+            ],
+            "inducing": [
+                _in_process(str(samples[-1]), method, M, batch_size, steps)
+                for M in inducing
+                for method in methods
+            ],
+        }
     if output is not None:
         folder = Path(output)
         folder.mkdir(parents=True, exist_ok=True)

@@ -19,8 +19,9 @@ def test_the_large_data_command_measures_each_size_in_its_own_process(tmp_path, 
     results = json.loads((tmp_path / "large_data.json").read_text())
     assert [r["N"] for r in results["sizes"]] == [100, 677]  # the subsample, then every row
     for row in results["sizes"]:
-        # each process's own peak: the data and what the step holds beside it
+        # each process's own peak from its data on: what training holds beyond the data
         assert row["peak_rss_mb"] >= row["rss_with_data_mb"] > 0
+        assert row["beyond_data_mb"] == row["peak_rss_mb"] - row["rss_with_data_mb"]
         assert row["epoch_s"] == pytest.approx(row["step_s"] * row["N"] / 50)
     assert [(r["M"], r["N"]) for r in results["inducing"]] == [(10, 677)]
     assert "| 677 | lsm |" in (tmp_path / "large_data.md").read_text()
