@@ -6,10 +6,9 @@ and Nemenyi's critical difference, the time each method takes to reach the best 
 and figures of the ranks and of the NLL against training time.
 
 It reads small summaries (:func:`summarise`: a record per dataset, method and seed, the trace cut
-to a few dozen points), so a report can be rebuilt from committed summaries without the runs::
-
-    gpflow-augmented report RESULTS_DIR                 # every results.json below it
-    gpflow-augmented report summaries.json --output report
+to a few dozen points), so a report can be rebuilt from committed summaries without the runs:
+``gpflow-augmented report RESULTS_DIR`` reads every ``results.json`` below a folder, and
+``gpflow-augmented report summaries.json`` the summaries alone.
 """
 
 import json
@@ -24,8 +23,12 @@ from .statistics import BEHIND, BEST, TIED, Verdict, rank_test, verdicts
 __all__ = [
     "PACKAGE_METHOD",
     "SECTIONS",
-    "report_section",
     "TARGET_SLACK",
+    "TRACE_POINTS",
+    "dataset_verdicts",
+    "report_section",
+    "times_to_target",
+    "win_tie_loss",
     "summarise",
     "read_summaries",
     "report_markdown",

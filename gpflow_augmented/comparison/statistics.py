@@ -15,7 +15,7 @@ import numpy as np
 from scipy import stats
 
 #: a metric's values, one a seed
-Values = Union[Sequence[float], np.ndarray]
+_Values = Union[Sequence[float], np.ndarray]
 
 __all__ = [
     "BEST",
@@ -66,7 +66,7 @@ class Verdict(NamedTuple):
     verdict: str
 
 
-def _checked(values: Values, name: str) -> np.ndarray:
+def _checked(values: _Values, name: str) -> np.ndarray:
     array = np.asarray(values, dtype=float)
     if array.ndim != 1 or len(array) == 0:
         raise ValueError(f"{name} must be a non-empty list of numbers, one a seed")
@@ -75,7 +75,7 @@ def _checked(values: Values, name: str) -> np.ndarray:
     return array
 
 
-def mean_interval(values: Values, confidence: float = 0.95) -> Interval:
+def mean_interval(values: _Values, confidence: float = 0.95) -> Interval:
     """The mean of ``values`` (one a seed) and its ``confidence`` interval from Student's t."""
     array = _checked(values, "values")
     mean = float(array.mean())
@@ -88,7 +88,7 @@ def mean_interval(values: Values, confidence: float = 0.95) -> Interval:
     return Interval(mean, float(low), float(high), len(array))
 
 
-def paired_difference(values: Values, reference: Values, confidence: float = 0.95) -> Interval:
+def paired_difference(values: _Values, reference: _Values, confidence: float = 0.95) -> Interval:
     """``values`` − ``reference``, paired by seed (equal lengths, the same seeds in the same
     order), with the ``confidence`` interval of its mean."""
     a, b = _checked(values, "values"), _checked(reference, "reference")
@@ -100,7 +100,7 @@ def paired_difference(values: Values, reference: Values, confidence: float = 0.9
 
 
 def verdicts(
-    by_method: Mapping[str, Values],
+    by_method: Mapping[str, _Values],
     lower_is_better: bool = True,
     confidence: float = 0.95,
     tie_fraction: float = TIE_FRACTION,
