@@ -59,6 +59,14 @@ def _cpu_model() -> Optional[str]:
     return None
 
 
+def _usable_cores() -> Optional[int]:
+    # A run pinned with ``taskset`` is timed on its own cores, not on the machine's.
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count()
+
+
 def machine() -> Dict[str, Any]:
     import gpflow
     import tensorflow as tf
@@ -68,7 +76,7 @@ def machine() -> Dict[str, Any]:
     return {
         "platform": platform.platform(),
         "processor": _cpu_model() or platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
+        "cpu_count": _usable_cores(),
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
         "gpflow": gpflow.__version__,
