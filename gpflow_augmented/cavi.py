@@ -35,11 +35,12 @@ from .distributed import (
     replicated_by_first,
 )
 from .kernel_variance import updated_variances, variance_step
-from .line_search import Proposal, all_finite, count_search, halving_search
+from .line_search import Proposal, all_finite, count_search, halving_search, single_trial
 from .models import AugmentedSVGP
 from .projection import BatchGeometry, geometry_at
 from .schedules import ConstantStepSize, StepSizeSchedule
 from .updates import (
+    batch_elbo,
     batch_size,
     class_weight_exposure,
     is_full_batch,
@@ -85,6 +86,9 @@ class CAVIUpdate(NamedTuple):
     loss: Optional[tf.Tensor]
     #: its gradients with respect to the hyperparameters given, summed over the replicas
     gradients: List[tf.Tensor]
+    #: under a ``tf.distribute`` strategy, the batch's bound fell at the step's ρ and nothing was
+    #: assigned: take the step again with one more halving (:meth:`CAVI.update`); else false
+    retry: tf.Tensor
 
 
 class CAVI(tf.Module):
@@ -213,6 +217,7 @@ class CAVI(tf.Module):
         *,
         hyperparameters: Sequence[tf.Variable] = (),
         hyperparameter_bound: Optional[Bound] = None,
+        halvings: Optional[tf.Tensor] = None,
     ) -> CAVIUpdate:
         """One step as a traceable computation, for use inside a larger compiled function or
         ``strategy.run``; :meth:`step` is the same step called eagerly. It assigns the new q(u)
@@ -234,6 +239,12 @@ class CAVI(tf.Module):
             augmented bound they are taken after the step.
         :param hyperparameter_bound: the bound of that loss: ``None`` (the model's) or, for an
             augmented model, an :class:`~gpflow_augmented.ExactBound`.
+        :param halvings: under a ``tf.distribute`` strategy, how many times the line search has
+            halved this step's ρ (default 0). The search's loop cannot hold the replicas'
+            all-reduce, so the step makes one trial
+            (:func:`~gpflow_augmented.line_search.single_trial`) and returns ``retry`` where the
+            bound fell; the caller then calls again with ``halvings + 1`` on the same batch, and
+            the step ends where :func:`~gpflow_augmented.line_search.halving_search` would.
         """
         model = self.model
         subset = as_class_subset(subset, model.num_classes)
@@ -267,19 +278,15 @@ class CAVI(tf.Module):
         )
         geometry = evaluation.geometry
         scheduled = step_size
-        new_mu, new_sqrt, new_state, elbo, step_size = self._step_from_sites(
-            geometry,
-            Y,
-            evaluation.local_elbo,
-            evaluation.linear,
-            evaluation.quadratic,
-            scale,
-            step_size,
+        sites = (evaluation.local_elbo, evaluation.linear, evaluation.quadratic)
+        new_mu, new_sqrt, new_state, elbo, step_size, retry = self._step_from_sites(
+            geometry, Y, *sites, scale, step_size, halvings
         )
         status = self._accept(
-            new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_state
+            new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_state, retry
         )
-        count_search((self.shortened_steps, self.kept_steps), scheduled, step_size, status == OK)
+        taken = (status == OK) & ~retry
+        count_search((self.shortened_steps, self.kept_steps), scheduled, step_size, taken)
         if log_weights:
             assert evaluation.log_weight_gradient is not None
             assert self.class_weight_exposure is not None  # made where weights are learned
@@ -290,12 +297,12 @@ class CAVI(tf.Module):
                 status == OK,
             )
         if not hyperparameters:
-            return CAVIUpdate(elbo, status, None, [])
+            return CAVIUpdate(elbo, status, None, [], retry)
         if evaluation.loss is not None:
             loss, gradients = replica_sum((evaluation.loss, evaluation.gradients))
-            return CAVIUpdate(elbo, status, loss, gradients)
+            return CAVIUpdate(elbo, status, loss, gradients, retry)
         return CAVIUpdate(
-            elbo, status, *self._loss_after_step(X, Y, subset, bound, hyperparameters)
+            elbo, status, *self._loss_after_step(X, Y, subset, bound, hyperparameters), retry
         )
 
     def _loss_after_step(
@@ -324,23 +331,33 @@ class CAVI(tf.Module):
         quadratic: tf.Tensor,
         scale: tf.Tensor,
         step_size: tf.Tensor,
-    ) -> Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor], tf.Tensor, tf.Tensor]:
+        halvings: Optional[tf.Tensor] = None,
+    ) -> Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor], tf.Tensor, tf.Tensor, tf.Tensor]:
         """The proposal from the batch's sites, nothing assigned: (q_mu, q_sqrt as stored, the
         variances' state (:meth:`_variance_state`) or ``None``, the batch ELBO before the step, ρ
-        as taken): the natural step (:meth:`_natural_step`) and the kernel variances'
-        (:func:`~gpflow_augmented.kernel_variance.variance_step`), line-searched on the batch's
-        own bound where :meth:`_searches_line`."""
+        as taken, retry (:attr:`CAVIUpdate.retry`)): the natural step (:meth:`_natural_step`) and
+        the kernel variances' (:func:`~gpflow_augmented.kernel_variance.variance_step`),
+        line-searched on the batch's own bound where :meth:`_searches_line`; under a strategy,
+        from ρ halved ``halvings`` times."""
         model = self.model
         mean = None
         if self._is_full_batch(geometry) is not True:
             mean = model.bound.mean_sites(model.likelihood, geometry, Y, (linear, quadratic), scale)
         sites = _Sites(local_elbo, linear, quadratic, mean)
-        rho = tf.cast(step_size, local_elbo.dtype)
-        proposal, elbo = self._joint_proposal(geometry, sites, scale, rho, rho)
-        if self._searches_line(geometry):
+        scheduled = tf.cast(step_size, local_elbo.dtype)
+        rho, retry = scheduled, tf.constant(False)
+        trial = self._searches_line(geometry) and tf.distribute.has_strategy()
+        if trial and halvings is not None:
+            rho = scheduled * tf.pow(tf.constant(0.5, rho.dtype), tf.cast(halvings, rho.dtype))
+        proposal, elbo = self._joint_proposal(geometry, sites, scale, rho, scheduled)
+        if trial:
+            proposal, rho, retry = self._single_trial(
+                geometry, Y, scale, rho, proposal, elbo, halvings
+            )
+        elif self._searches_line(geometry):
             proposal, rho = self._line_search(geometry, Y, sites, scale, rho, proposal, elbo)
         new_mu, new_sqrt, new_state = proposal
-        return new_mu, new_sqrt, new_state, elbo, rho
+        return new_mu, new_sqrt, new_state, elbo, rho, retry
 
     def _joint_proposal(
         self,
@@ -395,13 +412,9 @@ class CAVI(tf.Module):
 
     def _searches_line(self, geometry: BatchGeometry) -> bool:
         """Whether this step is line-searched on its batch's bound (at trace time): a model on
-        the exact bound, all classes, outside a ``tf.distribute`` strategy. The step then also
-        checks at run time that the warm start is over."""
-        return (
-            self.model.bound.line_searched
-            and geometry.marginals.subset is None
-            and not tf.distribute.has_strategy()
-        )
+        the exact bound, all classes. The step then also checks at run time that the warm start
+        is over."""
+        return self.model.bound.line_searched and geometry.marginals.subset is None
 
     def _is_full_batch(self, geometry: BatchGeometry) -> Optional[bool]:
         return is_full_batch(self.model.num_data, geometry.marginals.mean.shape[0])
@@ -428,13 +441,9 @@ class CAVI(tf.Module):
         """(the proposal, ρ taken) from ``proposal``, the :meth:`_joint_proposal` of size ``rho``
         from ``sites``, by :func:`~gpflow_augmented.line_search.halving_search` on the batch's
         bound (:meth:`_bound_at`); not in the warm start."""
-        search = tf.constant(True)
-        warm = self._in_warm_start()
-        if warm is not None:
-            search &= ~warm
+        search, current = self._search_start(proposal, elbo)
         with_variance = proposal[2] is not None
-        # Without variances a dummy state travels through the loop: σ² = 1, never read.
-        old_state = self._variance_state() if with_variance else tf.ones([4, 1], elbo.dtype)
+        old_state = current[2]
         scheduled = rho
 
         def propose(rho: tf.Tensor) -> Proposal:
@@ -445,16 +454,52 @@ class CAVI(tf.Module):
             propose,
             lambda mu, sqrt, variance: self._bound_at(geometry, Y, scale, mu, sqrt, variance),
             (*proposal[:2], proposal[2] if with_variance else old_state),
-            (
-                tf.convert_to_tensor(self.model.q_mu),
-                tf.convert_to_tensor(self.model.q_sqrt),
-                old_state,
-            ),
+            current,
             rho,
             elbo,
             search,
         )
         return (mu, sqrt, state if with_variance else None), rho
+
+    def _single_trial(
+        self,
+        geometry: BatchGeometry,
+        Y: tf.Tensor,
+        scale: tf.Tensor,
+        rho: tf.Tensor,
+        proposal: Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]],
+        elbo: tf.Tensor,
+        halvings: Optional[tf.Tensor],
+    ) -> Tuple[Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]], tf.Tensor, tf.Tensor]:
+        """(the proposal, ρ taken, retry): :meth:`_line_search` under a ``tf.distribute``
+        strategy, one trial a call (:func:`~gpflow_augmented.line_search.single_trial`)."""
+        search, current = self._search_start(proposal, elbo)
+        with_variance = proposal[2] is not None
+        halvings = tf.constant(0) if halvings is None else tf.cast(halvings, tf.int32)
+        (mu, sqrt, state), rho, retry = single_trial(
+            lambda mu, sqrt, variance: self._bound_at(geometry, Y, scale, mu, sqrt, variance),
+            (*proposal[:2], proposal[2] if with_variance else current[2]),
+            current,
+            rho,
+            elbo,
+            search,
+            halvings,
+        )
+        return (mu, sqrt, state if with_variance else None), rho, retry
+
+    def _search_start(
+        self, proposal: Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]], elbo: tf.Tensor
+    ) -> Tuple[tf.Tensor, Proposal]:
+        """(whether the line search runs: not in the warm start; the current state, which it
+        keeps when no ρ raises the bound). Without variances a dummy state stands in for theirs:
+        σ² = 1, never read."""
+        search = tf.constant(True)
+        warm = self._in_warm_start()
+        if warm is not None:
+            search &= ~warm
+        state = self._variance_state() if proposal[2] is not None else tf.ones([4, 1], elbo.dtype)
+        current = (tf.convert_to_tensor(self.model.q_mu), tf.convert_to_tensor(self.model.q_sqrt))
+        return search, (*current, state)
 
     def _bound_at(
         self,
@@ -470,7 +515,11 @@ class CAVI(tf.Module):
         model = self.model
         ratio = variance / self._current_variances() if self.variances else None
         proposed = geometry_at(geometry, mu, sqrt, model.whiten, ratio)
-        return model.bound.batch_bound(model.likelihood, proposed, Y, scale)[1]
+        # Under a strategy the replicas' shards add up to the batch, as for the bound before.
+        local_sum = replica_sum(
+            tf.reduce_sum(model.bound.local_elbo(model.likelihood, proposed, Y))
+        )
+        return batch_elbo(proposed, local_sum, scale)
 
     def _batch_scale(self, X: tf.Tensor) -> tf.Tensor:
         """N / B, B the global batch size: the points in ``X``, summed over the replicas under a
@@ -526,17 +575,21 @@ class CAVI(tf.Module):
         status: tf.Tensor,
         classes: Optional[tf.Tensor] = None,
         new_state: Optional[tf.Tensor] = None,
+        retry: Optional[tf.Tensor] = None,
     ) -> tf.Tensor:
         """Assign a proposed q(u) (of the latent GPs of ``classes``, all if ``None``), and the
         kernel variances of :func:`~gpflow_augmented.kernel_variance.variance_step` if given, if
-        the batch was valid and the proposal is finite and positive, else leave both as they were;
-        count the step if taken. Returns the final status."""
+        the batch was valid and the proposal is finite and positive, and the step is not to be
+        taken again (``retry``), else leave both as they were; count the step if taken. Returns
+        the final status."""
         model = self.model
         finite = all_finite(new_mu, new_sqrt)
         if new_state is not None:
             finite &= tf.reduce_all(tf.math.is_finite(new_state) & (new_state[0] > 0.0))
         status = tf.where((status == OK) & ~finite, NUMERICAL_FAILURE, status)
         accept = status == OK
+        if retry is not None:
+            accept &= ~retry
         old_mu, old_sqrt = variational_parameters(model.q_mu, model.q_sqrt, classes)
         assign_variational_parameters(
             model.q_mu,

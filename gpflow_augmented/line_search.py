@@ -9,6 +9,12 @@ can send q(u) and the kernel variance far off (a rare class's point on kddcup). 
 ρ the step ascends the batch's bound (its direction is that bound's natural gradient), so the
 search always has a step to take, and it never moves a fixed point of the step, where the proposal
 is the current q(u).
+
+Under a ``tf.distribute`` strategy the batch's bound is a sum over the replicas, and an all-reduce
+cannot sit inside a loop there (MirroredStrategy refuses the merge inside ``tf.while_loop``). The
+step then makes one trial (:func:`single_trial`): if the bound falls, it assigns nothing and says
+so, and its caller takes it again with ρ halved (:meth:`gpflow_augmented.Trainer.step`). The
+proposals and the test are the same as :func:`halving_search`'s, so the result is too.
 """
 
 from typing import Callable, Tuple
@@ -16,7 +22,14 @@ from typing import Callable, Tuple
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["MAX_LINE_SEARCH_HALVINGS", "Proposal", "all_finite", "count_search", "halving_search"]
+__all__ = [
+    "MAX_LINE_SEARCH_HALVINGS",
+    "Proposal",
+    "all_finite",
+    "count_search",
+    "halving_search",
+    "single_trial",
+]
 
 #: A step halves ρ up to this many times until it does not lower its batch's bound, and else keeps
 #: q(u) as it was.
@@ -47,15 +60,9 @@ def halving_search(
     :data:`MAX_LINE_SEARCH_HALVINGS` times; else ``current`` with ρ = 0 (or, if no proposal was
     finite, the last one, for the step's check to refuse). Nothing is searched where ``search``
     is false (the warm start)."""
-    tolerance = 1e3 * float(np.finfo(elbo.dtype.as_numpy_dtype).eps) * tf.abs(elbo)
 
     def worse(mu: tf.Tensor, sqrt: tf.Tensor, state: tf.Tensor) -> tf.Tensor:
-        # A proposal that is not finite is worse. Its bound is evaluated all the same (NaN
-        # compares false), and the loop's predicate is a select, not a tf.cond: XLA on a GPU
-        # reads each conditional's predicate on the host.
-        finite = all_finite(mu, sqrt, state) & tf.reduce_all(state[0] > 0.0)
-        trial = bound_at(mu, sqrt, state[0])
-        return ~finite | ~(trial >= elbo - tolerance)
+        return _falls(bound_at, (mu, sqrt, state), elbo)
 
     def searching(halvings, rho, mu, sqrt, state):  # type: ignore[no-untyped-def]
         return search & (halvings <= MAX_LINE_SEARCH_HALVINGS) & worse(mu, sqrt, state)
@@ -71,6 +78,44 @@ def halving_search(
     keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & all_finite(mu, sqrt, state)
     kept = tuple(tf.where(keep, old, new) for old, new in zip(current, (mu, sqrt, state)))
     return kept, tf.where(keep, tf.zeros_like(rho), rho)  # type: ignore[return-value]
+
+
+def single_trial(
+    bound_at: Callable[[tf.Tensor, tf.Tensor, tf.Tensor], tf.Tensor],
+    proposal: Proposal,
+    current: Proposal,
+    rho: tf.Tensor,
+    elbo: tf.Tensor,
+    search: tf.Tensor,
+    halvings: tf.Tensor,
+) -> Tuple[Proposal, tf.Tensor, tf.Tensor]:
+    """(the proposal, ρ taken, retry): one pass of :func:`halving_search`'s loop, for a
+    ``proposal`` whose ρ was already halved ``halvings`` times. Where the batch's bound falls at it,
+    ``retry`` is true: the caller assigns nothing and proposes again with ρ halved once more. A
+    proposal past :data:`MAX_LINE_SEARCH_HALVINGS` halvings is not tested: ``current`` is kept
+    (ρ = 0) if it is finite, as the loop does."""
+    beyond = halvings > MAX_LINE_SEARCH_HALVINGS
+    retry = search & ~beyond & _falls(bound_at, proposal, elbo)
+    keep = search & beyond & all_finite(*proposal)
+    kept = tuple(tf.where(keep, old, new) for old, new in zip(current, proposal))
+    return kept, tf.where(keep, tf.zeros_like(rho), rho), retry  # type: ignore[return-value]
+
+
+def _falls(
+    bound_at: Callable[[tf.Tensor, tf.Tensor, tf.Tensor], tf.Tensor],
+    proposal: Proposal,
+    elbo: tf.Tensor,
+) -> tf.Tensor:
+    """Whether the batch's bound at ``proposal`` is below ``elbo`` beyond round-off, or the
+    proposal is not finite or has a variance ≤ 0."""
+    mu, sqrt, state = proposal
+    tolerance = 1e3 * float(np.finfo(elbo.dtype.as_numpy_dtype).eps) * tf.abs(elbo)
+    # A proposal that is not finite falls. Its bound is evaluated all the same (NaN compares
+    # false), and the loop's predicate is a select, not a tf.cond: XLA on a GPU reads each
+    # conditional's predicate on the host.
+    finite = all_finite(mu, sqrt, state) & tf.reduce_all(state[0] > 0.0)
+    trial = bound_at(mu, sqrt, state[0])
+    return ~finite | ~(trial >= elbo - tolerance)
 
 
 def count_search(

@@ -216,24 +216,32 @@ class Trainer(tf.Module):
         return [v for v in self.model.trainable_variables if id(v) not in owned]
 
     def _iteration_eager(
-        self, X: tf.Tensor, Y: tf.Tensor
-    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        self, X: tf.Tensor, Y: tf.Tensor, halvings: Optional[tf.Tensor] = None
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+        """(the batch ELBO, the status, whether Adam's step stands, retry): CAVI's step
+        (:meth:`CAVI.update`; under a strategy its ρ halved ``halvings`` times), then Adam's on
+        the same batch, unless the step is to be taken again."""
         strategy = self.strategy or tf.distribute.get_strategy()
         variables = self.hyperparameter_variables if self.adam is not None else []
         update = strategy.run(
             lambda X, Y: self.cavi.update(
-                X, Y, hyperparameters=variables, hyperparameter_bound=self.hyperparameter_bound
+                X,
+                Y,
+                hyperparameters=variables,
+                hyperparameter_bound=self.hyperparameter_bound,
+                halvings=halvings,
             ),
             args=(X, Y),
         )
         # Every replica computed the same values from all-reduced sums.
-        elbo, status, loss, gradients = tf.nest.map_structure(
+        elbo, status, loss, gradients, retry = tf.nest.map_structure(
             lambda v: strategy.experimental_local_results(v)[0], update
         )
         if not variables:
-            return elbo, status, tf.constant(True)
-        applied = _apply_if_finite(self.adam, loss, gradients, variables, allowed=status == OK)
-        return elbo, status, applied
+            return elbo, status, tf.constant(True), retry
+        allowed = (status == OK) & ~retry
+        applied = _apply_if_finite(self.adam, loss, gradients, variables, allowed=allowed)
+        return elbo, status, applied, retry
 
     def training_loss(
         self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
@@ -251,7 +259,13 @@ class Trainer(tf.Module):
         """One CAVI step then one Adam step; returns the batch ELBO before the CAVI step."""
         X, Y = data if self.strategy is not None else self.cavi.prepare(data)
         with without_cholesky_warnings(), numerical_errors("the training step"):
-            elbo, status, applied = self._iteration(X, Y)
+            # Under a strategy a step whose bound fell is taken again with ρ halved
+            # (CAVI.update's halvings); elsewhere the search's loop is inside the step.
+            halvings = 0
+            elbo, status, applied, retry = self._iteration(X, Y, tf.constant(halvings))
+            while bool(retry):
+                halvings += 1
+                elbo, status, applied, retry = self._iteration(X, Y, tf.constant(halvings))
         raise_for_status(status, self.model.num_classes)
         if not bool(applied):
             raise NumericalError(

@@ -87,7 +87,53 @@ def elbo_in_replica(strategy):
     return max(abs(float(value) - outside) / abs(outside) for value in inside)
 
 
+def searched(strategy, iterations=40):
+    """The line search's halvings under a strategy: ``fit`` at ρ = 1 with no warm start on kddcup
+    in small, the mean on its exact sites (whose steps overshoot), on one device and replicated
+    (the step taken again with ρ halved, :meth:`ga.CAVI.update`). Returns the largest relative
+    difference of q(u) and the kernel variance, and each run's count of shortened steps."""
+    from gpflow_augmented.bounds import ExactBound
+
+    gpflow.config.set_default_float(np.float64)
+    ExactBound.mean_sites = lambda self, *args: None
+    X, y = ga.datasets.imbalanced_separable_data(num_rows=1200)
+    runs = []
+    for replicas in (None, strategy):
+        with replicas.scope() if replicas else tf.distribute.get_strategy().scope():
+            model = ga.LogisticSoftmaxSVGP(
+                ga.initial_kernel(X),
+                ga.inducing_points(X, 10, seed=0),
+                5,
+                num_data=len(X),
+                mean_function=gpflow.mean_functions.Constant(),
+            )
+        result = ga.fit(
+            model,
+            (X, y[:, None]),
+            iterations=iterations,
+            batch_size=50,
+            step_size=1.0,
+            warm_start_iterations=0,
+            seed=3,
+            progress=False,
+            strategy=replicas,
+        )
+        runs.append((model, int(result.trainer.cavi.shortened_steps.numpy())))
+    (single, single_shortened), (replicated, replicated_shortened) = runs
+    difference = max(
+        float(np.max(np.abs(a.numpy() - b.numpy())) / np.max(np.abs(a.numpy())))
+        for a, b in zip(
+            (single.q_mu, single.q_sqrt, single.kernel.variance),
+            (replicated.q_mu, replicated.q_sqrt, replicated.kernel.variance),
+        )
+    )
+    return {"difference": difference, "shortened": [single_shortened, replicated_shortened]}
+
+
 if __name__ == "__main__":
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    if sys.argv[1] == "line-search":
+        print(json.dumps(searched(strategy)))
+        sys.exit()
     runs = [compare(strategy, config) for config in json.loads(sys.argv[1])]
     print(json.dumps({"runs": runs, "elbo_in_replica": elbo_in_replica(strategy)}))

@@ -67,6 +67,33 @@ def test_mirrored_strategy_equals_single_device():
             assert difference < 1e-10, (config, name, difference)
 
 
+def replicas_script(*arguments):
+    """The JSON that tests/distributed_replicas.py prints for ``arguments``."""
+    script = Path(__file__).with_name("distributed_replicas.py")
+    completed = subprocess.run(
+        [sys.executable, str(script), *arguments],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_the_line_search_halves_under_a_strategy_as_on_one_device():
+    """Under MirroredStrategy the step whose batch bound falls is taken again with ρ halved, and
+    ends where one device's search loop does: 12 of 40 steps shortened on both (measured), q(u)
+    and σ² equal to 1e-11 (the shards' sums in another order). Without the search under a
+    strategy (the broken variant, as before) nothing is shortened and q(u) differs by 1.4
+    (measured)."""
+    output = replicas_script("line-search")
+    single, replicated = output["shortened"]
+    assert single >= 5  # the search had work to do, so the equality is not vacuous
+    assert replicated == single
+    assert output["difference"] < 1e-8
+
+
 def test_two_workers_on_disjoint_halves_equal_one_process_on_the_whole_batch(tmp_path):
     """Two processes under MultiWorkerMirroredStrategy, each given its own half of every global
     batch, train the exact-bound and the augmented (negative-multinomial) model by Trainer, by
