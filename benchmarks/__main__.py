@@ -3,7 +3,9 @@
 ``stability`` leaves each method running for thousands of steps over a grid and checks the trace
 (:mod:`benchmarks.stability`); ``scale`` times one step against C, N, M and the precision
 (:mod:`benchmarks.scaling`); ``large-data`` measures a large dataset's time per epoch and peak
-memory against N, and the step against M (:mod:`benchmarks.large_data`); ``export-hlo`` writes
+memory against N, and the step against M (:mod:`benchmarks.large_data`); ``matched`` sets `lsm`
+beside its peers at swapped kernels on validation splits (:mod:`benchmarks.matched`);
+``export-hlo`` writes
 each method's compiled step as XLA HLO for another XLA client, such as a GPU machine without
 TensorFlow (:mod:`benchmarks.hlo_export`).
 """
@@ -90,6 +92,7 @@ def _integer(minimum: int) -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     from .hlo_export import DEFAULT_METHODS
+    from .matched import DEFAULT_DATASETS, DEFAULT_PEERS
     from .stability import SUITE_METHODS, SUITE_SETS
 
     parser = _Parser(prog=PROG, description=__doc__)
@@ -142,6 +145,20 @@ def build_parser() -> argparse.ArgumentParser:
     large.add_argument("--inducing", type=_integers(1), default=[50, 100, 200])
     large.add_argument("--batch-size", type=_integer(1), default=200)
     large.add_argument("--steps", type=_integer(1), default=30, help="timed steps of each")
+
+    matched = commands.add_parser(
+        "matched", help="lsm and its peers at swapped kernels, on validation splits"
+    )
+    matched.add_argument(
+        "--data-dir",
+        default=os.environ.get(DATA_DIR_VARIABLE) or None,
+        help=f"folder of .npz datasets (default: ${DATA_DIR_VARIABLE}, else the bundled sets)",
+    )
+    matched.add_argument("--datasets", type=_names, default=list(DEFAULT_DATASETS))
+    matched.add_argument("--peers", type=_names, default=list(DEFAULT_PEERS))
+    matched.add_argument("--seeds", type=_integers(0), default=[0])
+    matched.add_argument("--time-budget", type=float, default=40.0, help="seconds a method")
+    matched.add_argument("--output", default="matched", help="folder for matched.json, .md")
 
     export = commands.add_parser("export-hlo", help="each method's step as an XLA HLO module")
     export.add_argument("output", help="folder for the modules and manifest.json")
@@ -247,6 +264,22 @@ def _run_large_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_matched(args: argparse.Namespace) -> int:
+    from .matched import matched_report, run_matched
+
+    check_method_names(args.peers)
+    if "lsm" in args.peers or not args.peers:
+        raise ValueError("--peers takes the methods set beside lsm, not lsm itself")
+    if not args.time_budget > 0:
+        raise ValueError(f"--time-budget must be > 0, got {args.time_budget}")
+    rows = run_matched(
+        args.output, args.data_dir, args.datasets, args.peers, args.seeds, args.time_budget
+    )
+    print(matched_report(rows))
+    print(f"written to {args.output}/ (matched.json, matched.md)")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -259,6 +292,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _export_hlo(args)
         if args.command == "large-data":
             return _run_large_data(args)
+        if args.command == "matched":
+            return _run_matched(args)
         from .scaling import run_scaling, scaling_report
 
         print(scaling_report(run_scaling(args.output, quick=args.quick)))
