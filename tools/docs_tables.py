@@ -1,7 +1,8 @@
 """The tables the docs embed from a report's summaries, kept equal to the report's output.
 
 A generated table sits between two markers, which name the committed summaries and the report's
-section (``gpflow-augmented report SUMMARIES --section NAME`` prints the same)::
+section (``gpflow-augmented report SUMMARIES --section NAME`` prints the same), or a study's
+results and ``matched`` (the table ``python -m benchmarks matched`` writes)::
 
     <!-- report: docs/results/kddcup-20s/summaries.json nll -->
     | dataset | seeds | lsm | softmax |
@@ -21,6 +22,7 @@ from pathlib import Path
 from gpflow_augmented.comparison.report import report_section
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the studies' package, benchmarks/, beside this folder
 BLOCK = re.compile(
     r"(<!-- report: (?P<source>\S+) (?P<section>\w+) -->\n)(?P<table>.*?)(<!-- end report -->)",
     re.DOTALL,
@@ -31,10 +33,18 @@ def refreshed(text: str, root: Path) -> str:
     """``text`` with every generated table made again from its summaries (paths from ``root``)."""
 
     def make(match: re.Match) -> str:
-        summaries = json.loads((root / match["source"]).read_text())
-        return match[1] + report_section(summaries, match["section"]) + match[5]
+        results = json.loads((root / match["source"]).read_text())
+        return match[1] + _table(results, match["section"]) + match[5]
 
     return BLOCK.sub(make, text)
+
+
+def _table(results: dict, section: str) -> str:
+    if section == "matched":
+        from benchmarks.matched import matched_report
+
+        return matched_report(results["rows"]) + "\n"
+    return report_section(results, section)
 
 
 def documents(root: Path) -> list:
