@@ -12,6 +12,7 @@ the accuracy.
     python -m benchmarks matched --data-dir ../shared/data --datasets optdigits,usps11k,letter
 """
 
+import datetime
 import json
 import logging
 from pathlib import Path
@@ -117,7 +118,7 @@ def run_matched(
     time_budget: float = 40.0,
 ) -> List[Dict[str, Any]]:
     """Every dataset and seed's rows (:func:`_matched_rows`), written to ``output``/matched.json
-    and matched.md."""
+    (with the machine, the versions and the date) and matched.md."""
     from gpflow_augmented.comparison.tuning import validation_split
     from gpflow_augmented.datasets import load_dataset
 
@@ -128,9 +129,12 @@ def run_matched(
             split = validation_split(dataset, _VALIDATION_FRACTION, seed)
             for row in _matched_rows(split, peers, seed, time_budget):
                 rows.append({"dataset": name, "seed": seed, **row})
+    from gpflow_augmented.comparison.runs import machine
+
     folder = Path(output)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "matched.json").write_text(json.dumps({"rows": rows}, indent=1))
+    stamp = {**machine(), "measured": datetime.date.today().isoformat(), "time_budget": time_budget}
+    (folder / "matched.json").write_text(json.dumps({"stamp": stamp, "rows": rows}, indent=1))
     (folder / "matched.md").write_text(matched_report(rows) + "\n")
     return rows
 

@@ -27,7 +27,9 @@ def test_the_swapped_fits_hold_the_other_methods_kernel(tmp_path, monkeypatch):
     monkeypatch.setattr(matched, "_refit", recording)
     argv = ["matched", "--datasets", "vehicle", "--peers", "rm", "--time-budget", "2"]
     assert main(argv + ["--output", str(tmp_path)]) == 0
-    rows = json.loads((tmp_path / "matched.json").read_text())["rows"]
+    written = json.loads((tmp_path / "matched.json").read_text())
+    assert {"processor", "cpu_count", "tensorflow", "measured"} <= set(written["stamp"])
+    rows = written["rows"]
     assert [(r["method"], r["kernel_of"]) for r in rows] == [
         ("lsm", "lsm"),
         ("rm", "rm"),
