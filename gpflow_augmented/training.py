@@ -199,6 +199,9 @@ class Trainer(tf.Module):
         self._iteration = tf.function(
             self._iteration_eager, jit_compile=jit_compile, autograph=False
         )
+        self._halved_iteration = tf.function(
+            self._halved_iteration_eager, jit_compile=jit_compile, autograph=False
+        )
 
     def _scope(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext() if self.strategy is None else self.strategy.scope()
@@ -216,7 +219,13 @@ class Trainer(tf.Module):
         return [v for v in self.model.trainable_variables if id(v) not in owned]
 
     def _iteration_eager(
-        self, X: tf.Tensor, Y: tf.Tensor, halvings: Optional[tf.Tensor] = None
+        self, X: tf.Tensor, Y: tf.Tensor
+    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+        """One iteration on one device (:meth:`_halved_iteration_eager` without halvings)."""
+        return self._halved_iteration_eager(X, Y, None)
+
+    def _halved_iteration_eager(
+        self, X: tf.Tensor, Y: tf.Tensor, halvings: Optional[tf.Tensor]
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
         """(the batch ELBO, the status, whether Adam's step stands, retry): CAVI's step
         (:meth:`CAVI.update`; under a strategy its ρ halved ``halvings`` times), then Adam's on
@@ -243,6 +252,13 @@ class Trainer(tf.Module):
         applied = _apply_if_finite(self.adam, loss, gradients, variables, allowed=allowed)
         return elbo, status, applied, retry
 
+    def _iterate(self, X: tf.Tensor, Y: tf.Tensor, halvings: int) -> Tuple[tf.Tensor, ...]:
+        """The compiled iteration: on one device (X, Y) → its search's loop inside; under a
+        strategy with ``halvings`` as a tensor (one trace for every count)."""
+        if self.strategy is None:
+            return self._iteration(X, Y)
+        return self._halved_iteration(X, Y, tf.constant(halvings))
+
     def training_loss(
         self, X: tf.Tensor, Y: tf.Tensor, subset: Optional[ClassSubset] = None
     ) -> tf.Tensor:
@@ -262,10 +278,10 @@ class Trainer(tf.Module):
             # Under a strategy a step whose bound fell is taken again with ρ halved
             # (CAVI.update's halvings); elsewhere the search's loop is inside the step.
             halvings = 0
-            elbo, status, applied, retry = self._iteration(X, Y, tf.constant(halvings))
+            elbo, status, applied, retry = self._iterate(X, Y, halvings)
             while bool(retry):
                 halvings += 1
-                elbo, status, applied, retry = self._iteration(X, Y, tf.constant(halvings))
+                elbo, status, applied, retry = self._iterate(X, Y, halvings)
         raise_for_status(status, self.model.num_classes)
         if not bool(applied):
             raise NumericalError(
