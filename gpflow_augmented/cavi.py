@@ -346,7 +346,8 @@ class CAVI(tf.Module):
         sites = _Sites(local_elbo, linear, quadratic, mean)
         scheduled = tf.cast(step_size, local_elbo.dtype)
         rho, retry = scheduled, tf.constant(False)
-        trial = self._searches_line(geometry) and tf.distribute.has_strategy()
+        searched = self._searches_line(geometry)
+        trial = searched and tf.distribute.has_strategy()
         if trial and halvings is not None:
             rho = scheduled * tf.pow(tf.constant(0.5, rho.dtype), tf.cast(halvings, rho.dtype))
         proposal, elbo = self._joint_proposal(geometry, sites, scale, rho, scheduled)
@@ -354,7 +355,7 @@ class CAVI(tf.Module):
             proposal, rho, retry = self._single_trial(
                 geometry, Y, scale, rho, proposal, elbo, halvings
             )
-        elif self._searches_line(geometry):
+        elif searched:
             proposal, rho = self._line_search(geometry, Y, sites, scale, rho, proposal, elbo)
         new_mu, new_sqrt, new_state = proposal
         return new_mu, new_sqrt, new_state, elbo, rho, retry

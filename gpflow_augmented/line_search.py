@@ -76,8 +76,7 @@ def halving_search(
     # No halving raised the bound: keep q(u), unless no proposal was even finite, which the
     # step's check then refuses as a numerical failure (not a silent step of size 0).
     keep = (halvings > MAX_LINE_SEARCH_HALVINGS) & all_finite(mu, sqrt, state)
-    kept = tuple(tf.where(keep, old, new) for old, new in zip(current, (mu, sqrt, state)))
-    return kept, tf.where(keep, tf.zeros_like(rho), rho)  # type: ignore[return-value]
+    return _kept(keep, current, (mu, sqrt, state), rho)
 
 
 def single_trial(
@@ -97,8 +96,15 @@ def single_trial(
     beyond = halvings > MAX_LINE_SEARCH_HALVINGS
     retry = search & ~beyond & _falls(bound_at, proposal, elbo)
     keep = search & beyond & all_finite(*proposal)
+    return (*_kept(keep, current, proposal, rho), retry)
+
+
+def _kept(
+    keep: tf.Tensor, current: Proposal, proposal: Proposal, rho: tf.Tensor
+) -> Tuple[Proposal, tf.Tensor]:
+    """(``current``, ρ = 0) where ``keep``, else (``proposal``, ``rho``)."""
     kept = tuple(tf.where(keep, old, new) for old, new in zip(current, proposal))
-    return kept, tf.where(keep, tf.zeros_like(rho), rho), retry  # type: ignore[return-value]
+    return kept, tf.where(keep, tf.zeros_like(rho), rho)  # type: ignore[return-value]
 
 
 def _falls(

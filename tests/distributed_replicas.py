@@ -93,6 +93,7 @@ def searched(strategy, iterations=40):
     (the step taken again with ρ halved, :meth:`ga.CAVI.update`). Returns the largest relative
     difference of q(u) and the kernel variance, and each run's count of shortened steps."""
     from gpflow_augmented.bounds import ExactBound
+    from helpers import lsm_model
 
     gpflow.config.set_default_float(np.float64)
     ExactBound.mean_sites = lambda self, *args: None
@@ -100,13 +101,7 @@ def searched(strategy, iterations=40):
     runs = []
     for replicas in (None, strategy):
         with replicas.scope() if replicas else tf.distribute.get_strategy().scope():
-            model = ga.LogisticSoftmaxSVGP(
-                ga.initial_kernel(X),
-                ga.inducing_points(X, 10, seed=0),
-                5,
-                num_data=len(X),
-                mean_function=gpflow.mean_functions.Constant(),
-            )
+            model = lsm_model(X, 5, 10)
         result = ga.fit(
             model,
             (X, y[:, None]),

@@ -213,3 +213,15 @@ def shortened(code: str) -> str:
     for long, short in SHORTER:
         code = code.replace(long, short)
     return code
+
+
+def lsm_model(X, num_classes, num_inducing):
+    """The default model (`lsm`) on ``X``: SE-ARD from the median distance, k-means inducing
+    points, a constant prior mean."""
+    return ga.LogisticSoftmaxSVGP(
+        ga.initial_kernel(X),
+        ga.inducing_points(X, num_inducing, seed=0),
+        num_classes,
+        num_data=len(X),
+        mean_function=gpflow.mean_functions.Constant(),
+    )

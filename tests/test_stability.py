@@ -9,7 +9,6 @@ import subprocess
 import sys
 import warnings
 
-import gpflow
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -23,24 +22,13 @@ from gpflow_augmented.cavi import CAVI
 from gpflow_augmented.sklearn import GPClassifier
 from gpflow_augmented.training import worst_fall
 from gpflow_augmented.kernel_variance import variance_step
+from helpers import lsm_model
 
 
 def imbalanced_separable_columns():
     """:func:`imbalanced_separable_data` with the labels as a column [N, 1]."""
     X, y = imbalanced_separable_data()
     return X, y[:, None]
-
-
-def lsm_model(X, num_classes, num_inducing):
-    """The default model (`lsm`) on ``X``: SE-ARD from the median distance, k-means inducing
-    points, a constant prior mean."""
-    return ga.LogisticSoftmaxSVGP(
-        ga.initial_kernel(X),
-        ga.inducing_points(X, num_inducing, seed=0),
-        num_classes,
-        num_data=len(X),
-        mean_function=gpflow.mean_functions.Constant(),
-    )
 
 
 def worst_batch_fall(iterations=300, batch_size=50):
@@ -309,13 +297,7 @@ def _late_lengthscale_moves(learning_rate_decay_steps, steps=600, late=200):
     data = ga.datasets.load_dataset("wine")
     X, Y = data.X_train, data.Y_train
     tf.random.set_seed(0)
-    model = ga.LogisticSoftmaxSVGP(
-        ga.initial_kernel(X),
-        ga.inducing_points(X, 20, seed=0),
-        3,
-        num_data=len(X),
-        mean_function=gpflow.mean_functions.Constant(),
-    )
+    model = lsm_model(X, 3, 20)
     trainer = ga.Trainer(
         model, step_size=ga.RobbinsMonro(), learning_rate_decay_steps=learning_rate_decay_steps
     )
