@@ -403,12 +403,15 @@ def _add_report_parser(commands: Any) -> None:
     )
     report.add_argument(
         "source",
-        help="a compare or benchmark folder (every results.json below it) or a summaries.json",
+        nargs="+",
+        help="compare or benchmark folders (every results.json below each) or summaries.json "
+        "files, reported as one: e.g. the large sets' run at their own budget beside the rest",
     )
     report.add_argument(
         "--output",
         default=None,
-        help="folder for report.md, summaries.json and figures/ (default: the source's folder)",
+        help="folder for report.md, summaries.json and figures/ (default: the one source's "
+        "folder; several sources need it)",
     )
     report.add_argument(
         "--section",

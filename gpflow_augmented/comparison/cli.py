@@ -227,9 +227,11 @@ def _run(args: argparse.Namespace) -> int:
             from .report import read_summaries, report_section, write_report
 
             if args.section is not None:
-                print(report_section(read_summaries(Path(args.source)), args.section), end="")
+                summaries = read_summaries(*map(Path, args.source))
+                print(report_section(summaries, args.section), end="")
             else:
-                print(write_report(Path(args.source), args.output and Path(args.output)))
+                sources = [Path(source) for source in args.source]
+                print(write_report(sources, args.output and Path(args.output)))
             return 0
         _check_options(args)
         options = RunOptions.from_arguments(args)

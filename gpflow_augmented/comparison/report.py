@@ -14,7 +14,7 @@ to a few dozen points), so a report can be rebuilt from committed summaries with
 import json
 import math
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -85,22 +85,48 @@ def summarise(results: Mapping[str, Any], folder: Optional[Path] = None) -> List
     return records
 
 
+_SETTINGS = ("num_inducing", "batch_size", "time_budget", "max_iterations")
+#: What must agree between the runs of one report: its stamp names one machine and one version.
+_MACHINE = ("processor", "cpu_count", "tensorflow", "gpflow", "gpflow_augmented")
+
+
 def _stamp(payloads: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     dates = sorted({p["created"][:10] for p in payloads if "created" in p}) or ["an unknown date"]
-    return {
-        "measured": dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}",
-        "machine": payloads[0].get("machine", {}),
-        "settings": {
-            key: payloads[0]["settings"].get(key)
-            for key in ("num_inducing", "batch_size", "time_budget", "max_iterations")
-        },
-    }
+    by_dataset: Dict[str, Dict[str, Any]] = {}
+    for p in payloads:
+        settings = {key: p["settings"].get(key) for key in _SETTINGS}
+        if by_dataset.setdefault(p["dataset"], settings) != settings:
+            raise ValueError(
+                f"the runs of {p['dataset']} differ in M, B or budget: report them apart"
+            )
+    return _settings_stamp(
+        dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}",
+        payloads[0].get("machine", {}),
+        by_dataset,
+    )
 
 
-def read_summaries(source: Path) -> Dict[str, Any]:
-    """The summaries of every ``results.json`` under the folder ``source``, or those a
-    ``summaries.json`` holds: ``{"stamp": …, "records": […]}``."""
-    source = Path(source)
+def _settings_stamp(
+    measured: str, machine: Mapping[str, Any], by_dataset: Mapping[str, Mapping[str, Any]]
+) -> Dict[str, Any]:
+    """A stamp whose ``settings`` are the most datasets' and ``settings_by_dataset`` the rest's."""
+    groups = [dict(s) for s in {tuple(s.items()) for s in by_dataset.values()}]
+    common = max(groups, key=lambda g: (sum(s == g for s in by_dataset.values()), str(g)))
+    stamp = {"measured": measured, "machine": dict(machine), "settings": common}
+    others = {d: dict(s) for d, s in sorted(by_dataset.items()) if s != common}
+    if others:
+        stamp["settings_by_dataset"] = others
+    return stamp
+
+
+def _dataset_settings(summaries: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    stamp = summaries["stamp"]
+    exceptions = stamp.get("settings_by_dataset", {})
+    datasets = {r["dataset"] for r in summaries["records"]}
+    return {d: dict(exceptions.get(d, stamp.get("settings", {}))) for d in datasets}
+
+
+def _read_one(source: Path) -> Dict[str, Any]:
     if source.is_file():
         return json.loads(source.read_text())
     paths = sorted(source.rglob("results.json"))
@@ -108,10 +134,49 @@ def read_summaries(source: Path) -> Dict[str, Any]:
         raise ValueError(f"{source} holds no results.json: run compare or benchmark into it")
     payloads = [json.loads(p.read_text()) for p in paths]
     records = [r for p, payload in zip(paths, payloads) for r in summarise(payload, p.parent)]
-    keys = [(r["dataset"], r["method"], r["seed"]) for r in records]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"{source} holds two runs of one dataset, method and seed")
     return {"stamp": _stamp(payloads), "records": records}
+
+
+def _dates(measured: str) -> List[str]:
+    return [part for part in measured.split(" to ") if part != "an unknown date"]
+
+
+def _merged(parts: Sequence[Mapping[str, Any]], sources: Sequence[Path]) -> Dict[str, Any]:
+    machines = {tuple(p["stamp"].get("machine", {}).get(k) for k in _MACHINE) for p in parts}
+    if len(machines) > 1:
+        raise ValueError(
+            f"{', '.join(map(str, sources))} were run on different machines or versions "
+            f"({'; '.join(map(str, sorted(machines, key=str)))}): report them apart"
+        )
+    by_dataset: Dict[str, Dict[str, Any]] = {}
+    for part in parts:
+        for dataset, settings in _dataset_settings(part).items():
+            if by_dataset.setdefault(dataset, settings) != settings:
+                raise ValueError(
+                    f"the runs of {dataset} differ in M, B or budget: report them apart"
+                )
+    dates = sorted(d for p in parts for d in _dates(p["stamp"]["measured"])) or ["an unknown date"]
+    measured = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    stamp = _settings_stamp(measured, parts[0]["stamp"].get("machine", {}), by_dataset)
+    return {"stamp": stamp, "records": [r for p in parts for r in p["records"]]}
+
+
+def read_summaries(*sources: Path) -> Dict[str, Any]:
+    """The summaries of every ``results.json`` under each folder of ``sources``, or those each
+    ``summaries.json`` of them holds, as one: ``{"stamp": …, "records": […]}``. The sources may
+    differ in M, B and budget from dataset to dataset (the stamp says where), not in the
+    machine, the versions, or within one dataset."""
+    if not sources:
+        raise ValueError("no source to report: give a results folder or a summaries.json")
+    paths = [Path(source) for source in sources]
+    parts = [_read_one(path) for path in paths]
+    summaries = parts[0] if len(parts) == 1 else _merged(parts, paths)
+    keys = [(r["dataset"], r["method"], r["seed"]) for r in summaries["records"]]
+    if len(set(keys)) != len(keys):
+        raise ValueError(
+            f"{', '.join(map(str, paths))} hold two runs of one dataset, method and seed"
+        )
+    return summaries
 
 
 def _by_dataset(records: Iterable[Mapping[str, Any]]) -> Dict[str, Dict[str, Dict[int, Any]]]:
@@ -266,15 +331,25 @@ def _methods(table: Mapping[str, Any]) -> List[str]:
     return sorted(names, key=lambda m: (m != PACKAGE_METHOD, m))
 
 
+def _settings_text(settings: Mapping[str, Any]) -> str:
+    return (
+        f"M = {settings.get('num_inducing')}, B = {settings.get('batch_size')}, "
+        f"{_budget(settings)} a method"
+    )
+
+
 def _stamp_line(stamp: Mapping[str, Any]) -> str:
     machine = stamp.get("machine", {})
-    settings = stamp.get("settings", {})
+    groups: Dict[str, List[str]] = {}
+    for dataset, settings in stamp.get("settings_by_dataset", {}).items():
+        groups.setdefault(_settings_text(settings), []).append(dataset)
+    exceptions = "".join(f"; {', '.join(d)}: {text}" for text, d in groups.items())
     return (
         f"Measured {stamp['measured']} on {machine.get('processor', '?')}, "
         f"{machine.get('cpu_count', '?')} cores; gpflow_augmented "
         f"{machine.get('gpflow_augmented', '?')}, TensorFlow {machine.get('tensorflow', '?')}, "
-        f"GPflow {machine.get('gpflow', '?')}. M = {settings.get('num_inducing')}, "
-        f"B = {settings.get('batch_size')}, {_budget(settings)} a method."
+        f"GPflow {machine.get('gpflow', '?')}. {_settings_text(stamp.get('settings', {}))}"
+        f"{exceptions}."
     )
 
 
@@ -345,22 +420,25 @@ def _curves(table: Mapping[str, Any]) -> Dict[str, Dict[str, List[Any]]]:
     }
 
 
-def write_report(source: Path, output: Optional[Path] = None) -> str:
-    """Read the summaries of ``source`` (a results folder or a ``summaries.json``) and write
-    ``summaries.json`` (from a results folder), ``report.md``, ``figures/ranks.png`` and
-    ``figures/anytime.png`` to ``output`` (default: ``source``, or the file's folder); returns the
-    Markdown."""
+def write_report(source: Union[Path, Sequence[Path]], output: Optional[Path] = None) -> str:
+    """Read the summaries of ``source`` (a results folder or a ``summaries.json``, or several of
+    them) and write ``summaries.json`` (unless it is the source), ``report.md``,
+    ``figures/ranks.png`` and ``figures/anytime.png`` to ``output`` (default: the one source's
+    folder, or the file's; several sources need it); returns the Markdown."""
     from .plots import anytime_figure, rank_figure, save_figure
     from .runs import write_atomically, write_json
 
-    source = Path(source)
-    summaries = read_summaries(source)
+    sources = [Path(source)] if isinstance(source, (str, Path)) else [Path(s) for s in source]
+    if output is None and len(sources) > 1:
+        raise ValueError("a report of several sources needs an output folder (--output)")
+    summaries = read_summaries(*sources)
     if output is None:
-        output = source.parent if source.is_file() else source
+        output = sources[0].parent if sources[0].is_file() else sources[0]
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    if not source.is_file():
-        write_json(output / "summaries.json", summaries)
+    kept = output / "summaries.json"
+    if not any(s.is_file() and s.resolve() == kept.resolve() for s in sources):
+        write_json(kept, summaries)
     text = report_markdown(summaries)
     write_atomically(output / "report.md", lambda handle: handle.write(text))
     table = _by_dataset(summaries["records"])

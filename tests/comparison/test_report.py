@@ -137,3 +137,43 @@ def test_three_methods_on_three_datasets_get_the_rank_diagram(tmp_path):
     text = write_report(path)
     assert "Friedman's test over 3 datasets" in text
     assert (tmp_path / "figures" / "ranks.png").read_bytes().startswith(b"\x89PNG")
+
+
+def _large(budget=120.0, machine=None):
+    """Summaries of a run of another dataset at its own budget, as a separate folder gives."""
+    stamp = dict(STAMP, settings=dict(STAMP["settings"], time_budget=budget))
+    if machine is not None:
+        stamp["machine"] = machine
+    records = [dict(r, dataset="large") for r in _summaries({"lsm": 0.0, "softmax": 0.1})["records"]
+               if r["dataset"] == "a"]  # fmt: skip
+    return {"stamp": stamp, "records": records}
+
+
+def test_sources_at_other_budgets_report_as_one_and_the_stamp_says_which(tmp_path):
+    small, large = tmp_path / "small.json", tmp_path / "large.json"
+    small.write_text(json.dumps(_summaries({"lsm": 0.0, "softmax": 0.1})))
+    large.write_text(json.dumps(_large()))
+    text = write_report([small, large], tmp_path / "both")
+    assert "M = 100, B = 200, 20 s a method; large: M = 100, B = 200, 120 s a method." in text
+    assert "| large | 5 |" in text and "| a | 5 |" in text
+    # The merged summaries, committed, rebuild the same report alone.
+    assert main(["report", str(tmp_path / "both" / "summaries.json")]) == 0
+    assert (tmp_path / "both" / "report.md").read_text() == text
+
+
+def test_sources_from_other_machines_or_with_one_dataset_at_two_budgets_are_refused(tmp_path):
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(_summaries({"lsm": 0.0, "softmax": 0.1})))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(_large(machine=dict(STAMP["machine"], cpu_count=16))))
+    with pytest.raises(ValueError, match="different machines or versions"):
+        read_summaries(small, other)
+    twice = tmp_path / "twice.json"
+    twice.write_text(json.dumps({**_large(), "records": [
+        dict(r, dataset="a", seed=r["seed"] + 10) for r in _large()["records"]]}))  # fmt: skip
+    with pytest.raises(ValueError, match="runs of a differ in M, B or budget"):
+        read_summaries(small, twice)
+    with pytest.raises(ValueError, match="two runs of one dataset, method and seed"):
+        read_summaries(small, small)
+    with pytest.raises(ValueError, match="needs an output folder"):
+        write_report([small, small])
