@@ -416,8 +416,8 @@ def _add_report_parser(commands: Any) -> None:
     report.add_argument(
         "--section",
         default=None,
-        help="print only this section's table (nll, error, wins, ranks, time, calibration) and "
-        "write nothing: the form docs/ embed",
+        help="print only this section's table (nll, error, standings, wins, ranks, time, "
+        "calibration) and write nothing: the form docs/ embed",
     )
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "TRACE_POINTS",
     "dataset_verdicts",
     "report_section",
+    "standings",
     "times_to_target",
     "win_tie_loss",
     "summarise",
@@ -241,6 +242,29 @@ def win_tie_loss(
     return counts[0], counts[1], counts[2]
 
 
+def standings(table: Mapping[str, Any], metric: str = "nll") -> Dict[str, Tuple[int, int, int]]:
+    """Each method's datasets (best, tied, behind) on ``metric``, by the verdicts of the
+    datasets' tables (all methods that ran each dataset, over the seeds all of them ran)."""
+    counts: Dict[str, List[int]] = {}
+    position = {BEST: 0, TIED: 1, BEHIND: 2}
+    for runs in table.values():
+        for name, verdict in dataset_verdicts(runs, metric).items():
+            counts.setdefault(name, [0, 0, 0])[position[verdict.verdict]] += 1
+    return {name: (c[0], c[1], c[2]) for name, c in counts.items()}
+
+
+def _standing_lines(table: Mapping[str, Any], methods: Sequence[str]) -> List[str]:
+    by_metric = {metric: standings(table, metric) for metric in ("nll", "error")}
+    lines = [
+        "| method | datasets | NLL best / tied / behind | error best / tied / behind |",
+        "|---|---|---|---|",
+    ]
+    for m in methods:
+        cells = [" / ".join(map(str, by_metric[metric][m])) for metric in ("nll", "error")]
+        lines.append(f"| {m} | {sum(by_metric['nll'][m])} | {cells[0]} | {cells[1]} |")
+    return lines
+
+
 def _time_to_target(trace: Sequence[Sequence[float]], target: float) -> float:
     return next((t for t, nll in trace if nll <= target), math.inf)
 
@@ -371,6 +395,11 @@ SECTIONS = (
         "difference's interval covers 0, or the gap is under 1 %) or behind:",
     ),
     ("error", "Test error, the same way:"),
+    (
+        "standings",
+        "Each method's datasets by its verdict there, on test NLL and on test error (a tie "
+        "counts for every method it joins):",
+    ),
     ("wins", f"{PACKAGE_METHOD} against each peer on test NLL, datasets won / tied / lost:"),
     ("ranks", "Average ranks by mean test NLL across the datasets all methods ran:"),
     (
@@ -395,6 +424,7 @@ def report_section(summaries: Mapping[str, Any], name: str) -> str:
     make = {
         "nll": lambda: _metric_table(table, methods, "nll"),
         "error": lambda: _metric_table(table, methods, "error"),
+        "standings": lambda: _standing_lines(table, methods),
         "wins": lambda: _win_tie_loss_lines(table, methods),
         "ranks": lambda: _rank_lines(table, methods)[0],
         "time": lambda: _time_table(table, methods),

@@ -9,6 +9,7 @@ from gpflow_augmented.comparison.cli import main
 from gpflow_augmented.comparison.report import (
     read_summaries,
     report_markdown,
+    standings,
     times_to_target,
     win_tie_loss,
     write_report,
@@ -48,7 +49,9 @@ def test_a_method_ahead_by_construction_is_best_everywhere_and_wins_every_datase
     summaries = _summaries({"lsm": 0.0, "softmax": 0.10, "rm": 0.20})
     table = _by_dataset(summaries["records"])
     assert win_tie_loss(table, "lsm", "softmax") == (3, 0, 0)
+    assert standings(table) == {"lsm": (3, 0, 0), "softmax": (0, 0, 3), "rm": (0, 0, 3)}
     text = report_markdown(summaries)
+    assert "| lsm | 3 | 3 / 0 / 0 | 3 / 0 / 0 |" in text
     assert text.count(" best |") == 2 * 3  # NLL and error tables, three datasets
     assert "| lsm | 1.00 |" in text and "| rm | 3.00 |" in text
     assert "Measured 2026-01-02 on cpu-x, 2 cores" in text
@@ -59,6 +62,9 @@ def test_a_copy_of_a_method_is_tied_with_it_on_every_dataset():
     copies = [dict(r, method="copy") for r in summaries["records"] if r["method"] == "lsm"]
     table = _by_dataset(summaries["records"] + copies)
     assert win_tie_loss(table, "lsm", "copy") == (0, 3, 0)
+    found = standings(table)
+    assert [sum(found[m][:2]) for m in ("lsm", "copy")] == [3, 3]  # best or tied everywhere
+    assert found["softmax"] == (0, 0, 3)
 
 
 def test_time_to_target_is_when_the_trace_first_reaches_the_best_final_nll_times_1_02():
