@@ -222,6 +222,21 @@ def _benchmark_output(options: RunOptions, names: Sequence[str]) -> Path:
     )
 
 
+def _compare_apart(dataset: Any, options: RunOptions, folder: Path) -> None:
+    """:func:`~.runs.run_comparison` into ``folder``, in a process of its own. What TensorFlow
+    keeps of each method's traced functions after the method is gone grows one process by gigabytes
+    over a benchmark's hours; a process a dataset frees it all. A process that dies (killed for
+    memory, say) raises ``BrokenProcessPool``. Each dataset picks its own default methods."""
+    import concurrent.futures
+    import multiprocessing
+
+    from .runs import run_comparison
+
+    context = multiprocessing.get_context("spawn")  # a fork would share TensorFlow's threads
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        pool.submit(run_comparison, dataset, options, folder, tensorboard=False).result()
+
+
 def _run_dataset(
     load: Callable[[], Any],
     options: RunOptions,
@@ -233,7 +248,9 @@ def _run_dataset(
     """Run one dataset's comparison into ``output``/<its name> (or, re-reading or resuming, read
     it); returns its name and its methods' results. One unusable dataset is reported, added to
     ``failed`` under ``label`` with the reason, and skipped, so it cannot sink the benchmark."""
-    from .runs import check_run, prepare_output, read_json, release_output, run_comparison
+    from concurrent.futures.process import BrokenProcessPool
+
+    from .runs import check_run, prepare_output, read_json, release_output
     from ..validation import InvalidDataError, NumericalError
 
     def not_run(reason: str) -> None:
@@ -255,11 +272,10 @@ def _run_dataset(
             check_run(dataset, options)
             folder = prepare_output(folder, resume=options.resume, overwrite=False, explicit=True)
             try:
-                # Each dataset picks its own default methods (binary or multi-class labels).
-                run_comparison(dataset, options, folder, tensorboard=False)
+                _compare_apart(dataset, options, folder)
             finally:
                 release_output(folder)
-        except (InvalidDataError, NumericalError, ValueError) as error:
+        except (InvalidDataError, NumericalError, ValueError, BrokenProcessPool) as error:
             not_run(str(error))
             return None
     results_file = folder / "results.json"
