@@ -4,7 +4,8 @@ Importing TensorFlow writes a screenful of C++ log lines to the process's standa
 CUDA drivers, CPU features) before its own log level applies, and later CUDA and rendezvous
 messages. The command-line tool raises TensorFlow's C++ log level (unless the user has set
 ``TF_CPP_MIN_LOG_LEVEL``) and sends file descriptor 2 to the null device while TensorFlow loads,
-unless ``--verbose`` is given. Importing the library from Python changes nothing.
+unless ``--verbose`` is given; the processes it starts (a benchmark's, one a dataset) load as
+quietly. Importing the library from Python changes nothing.
 
 A training step factorises matrices that may not be positive definite on purpose (its backoff and
 trust region test them so), and TensorFlow's CPU kernel logs a warning for each one that fails.
@@ -21,6 +22,9 @@ from typing import IO, Iterator, List, Optional
 
 __all__ = ["quiet_start_up", "running_the_command_line_tool", "without_cholesky_warnings"]
 
+#: Set by a quiet start-up, so that the processes the tool starts start quietly too.
+_QUIET_CHILDREN = "GPFLOW_AUGMENTED_QUIET_START"
+
 
 def running_the_command_line_tool() -> bool:
     """Whether this process is ``gpflow-augmented`` or ``python -m gpflow_augmented``."""
@@ -36,10 +40,12 @@ def running_the_command_line_tool() -> bool:
 def quiet_start_up() -> Iterator[None]:
     """For the command-line tool without ``--verbose``: TensorFlow's C++ log level at 3 (errors
     the tool reports itself) and standard error muted while the libraries load."""
-    if not running_the_command_line_tool() or "--verbose" in sys.argv[1:]:
+    quiet = running_the_command_line_tool() and "--verbose" not in sys.argv[1:]
+    if not (quiet or os.environ.get(_QUIET_CHILDREN) == "1"):
         yield
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ[_QUIET_CHILDREN] = "1"  # the processes it starts (benchmark) load as quietly
     sys.stderr.flush()
     saved = os.dup(2)
     null = os.open(os.devnull, os.O_WRONLY)

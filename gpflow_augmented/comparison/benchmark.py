@@ -230,11 +230,16 @@ def _compare_apart(dataset: Any, options: RunOptions, folder: Path) -> None:
     import concurrent.futures
     import multiprocessing
 
-    from .runs import run_comparison
-
     context = multiprocessing.get_context("spawn")  # a fork would share TensorFlow's threads
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-        pool.submit(run_comparison, dataset, options, folder, tensorboard=False).result()
+        pool.submit(_compare, dataset, options, folder).result()
+
+
+def _compare(dataset: Any, options: RunOptions, folder: Path) -> None:
+    """:func:`_compare_apart`'s work in its process; what it returns (models) stays there."""
+    from .runs import run_comparison
+
+    run_comparison(dataset, options, folder, tensorboard=False)
 
 
 def _run_dataset(
@@ -275,8 +280,11 @@ def _run_dataset(
                 _compare_apart(dataset, options, folder)
             finally:
                 release_output(folder)
-        except (InvalidDataError, NumericalError, ValueError, BrokenProcessPool) as error:
+        except (InvalidDataError, NumericalError, ValueError) as error:
             not_run(str(error))
+            return None
+        except BrokenProcessPool as error:
+            not_run(f"its process died before it finished, killed perhaps for memory ({error})")
             return None
     results_file = folder / "results.json"
     if not results_file.exists():

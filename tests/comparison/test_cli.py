@@ -806,6 +806,39 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, m
     assert list((tmp_path / "nothing").iterdir()) == []
 
 
+def test_a_dataset_whose_process_dies_is_reported_and_the_benchmark_goes_on(
+    tiny_npz, tmp_path, monkeypatch
+):
+    """Each dataset runs in a process of its own; one killed (for memory, say) is not run, in
+    words, and the datasets after it still run."""
+    import concurrent.futures
+    from concurrent.futures.process import BrokenProcessPool
+
+    real = concurrent.futures.ProcessPoolExecutor
+    started = []
+
+    def dies_first(*args, **kwargs):
+        started.append(1)
+        if len(started) == 1:
+            raise BrokenProcessPool("A child process terminated abruptly")
+        return real(*args, **kwargs)
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    for name in ("first", "second"):
+        (data_dir / f"{name}.npz").write_bytes(tiny_npz.read_bytes())
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", dies_first)
+    monkeypatch.setattr(benchmark, "_STEP_TIME_SIZES", ((16, 4, 3),))
+    options = ["--data-dir", str(data_dir), "--datasets", "first,second", "--methods", "softmax"]
+    options += ["--max-iterations", "2", "--num-inducing", "5", "--time-budget", "0"]
+    options += ["--output", str(tmp_path / "bench"), "--no-progress", "--seeds", "0"]
+    assert main(["benchmark", *options]) == 1
+    report = (tmp_path / "bench" / "seed-0" / "benchmark.md").read_text()
+    assert "- **first**: its process died before it finished, killed perhaps for memory" in report
+    assert "| second | softmax |" in report
+    assert not (tmp_path / "bench" / "seed-0" / "first" / "results.json").exists()
+
+
 def test_start_up_is_quiet_unless_verbose():
     """`python -m gpflow_augmented` and the `gpflow-augmented` script print no TensorFlow log
     lines: test_compare_end_to_end checks the one and
