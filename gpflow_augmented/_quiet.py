@@ -23,7 +23,7 @@ from typing import IO, Iterator, List, Optional
 __all__ = ["quiet_start_up", "running_the_command_line_tool", "without_cholesky_warnings"]
 
 #: Set by a quiet start-up, so that the processes the tool starts start quietly too.
-_QUIET_CHILDREN = "GPFLOW_AUGMENTED_QUIET_START"
+_QUIET_START = "GPFLOW_AUGMENTED_QUIET_START"
 
 
 def running_the_command_line_tool() -> bool:
@@ -40,12 +40,12 @@ def running_the_command_line_tool() -> bool:
 def quiet_start_up() -> Iterator[None]:
     """For the command-line tool without ``--verbose``: TensorFlow's C++ log level at 3 (errors
     the tool reports itself) and standard error muted while the libraries load."""
-    quiet = running_the_command_line_tool() and "--verbose" not in sys.argv[1:]
-    if not (quiet or os.environ.get(_QUIET_CHILDREN) == "1"):
+    started_quietly = os.environ.get(_QUIET_START) == "1"  # by a quiet tool (benchmark)
+    if "--verbose" in sys.argv[1:] or not (running_the_command_line_tool() or started_quietly):
         yield
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    os.environ[_QUIET_CHILDREN] = "1"  # the processes it starts (benchmark) load as quietly
+    os.environ[_QUIET_START] = "1"
     sys.stderr.flush()
     saved = os.dup(2)
     null = os.open(os.devnull, os.O_WRONLY)

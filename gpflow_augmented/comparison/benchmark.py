@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from .options import RunOptions
+from .report import _cores
 
 __all__ = [
     "BINARY_TASKS",
@@ -222,24 +223,77 @@ def _benchmark_output(options: RunOptions, names: Sequence[str]) -> Path:
     )
 
 
-def _compare_apart(dataset: Any, options: RunOptions, folder: Path) -> None:
-    """:func:`~.runs.run_comparison` into ``folder``, in a process of its own. What TensorFlow
-    keeps of each method's traced functions after the method is gone grows one process by gigabytes
-    over a benchmark's hours; a process a dataset frees it all. A process that dies (killed for
-    memory, say) raises ``BrokenProcessPool``. Each dataset picks its own default methods."""
-    import concurrent.futures
+def _compare_apart(dataset: Any, options: RunOptions, folder: Path) -> Optional[str]:
+    """:func:`~.runs.run_comparison` into ``folder``, in a process of its own; ``None`` when it
+    ran, else why it could not. What TensorFlow keeps of each method's traced functions after the
+    method is gone grows one process by gigabytes over a benchmark's hours; a process a dataset
+    frees it all. This process interrupted (Ctrl-C, or a signal to it alone) stops that one too,
+    whose finished methods are already written. Each dataset picks its own default methods."""
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")  # a fork would share TensorFlow's threads
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-        pool.submit(_compare, dataset, options, folder).result()
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_compare,
+        args=(send, dataset, options, folder),
+        name=f"gpflow-augmented-{folder.name}",
+        daemon=True,
+    )
+    process.start()
+    send.close()
+    try:
+        process.join()
+    except BaseException:
+        process.join(timeout=10)  # Ctrl-C reaches it too, and it ends by itself
+        if process.is_alive():
+            process.terminate()
+            process.join()
+        raise
+    try:
+        return cast(Optional[str], receive.recv())
+    except EOFError:  # it ended without a word
+        pass
+    code = process.exitcode
+    how = f"was killed by signal {-code}" if code is not None and code < 0 else f"ended ({code})"
+    return f"its process {how} before it finished"
 
 
-def _compare(dataset: Any, options: RunOptions, folder: Path) -> None:
-    """:func:`_compare_apart`'s work in its process; what it returns (models) stays there."""
+def _compare(send: Any, dataset: Any, options: RunOptions, folder: Path) -> None:
+    """:func:`_compare_apart`'s work in its process: sends ``None``, or why the dataset could not
+    run (the errors a dataset is skipped for); what the run returns (models) stays here."""
     from .runs import run_comparison
+    from ..training import raised_by_interrupt
+    from ..validation import InvalidDataError, NumericalError
 
-    run_comparison(dataset, options, folder, tensorboard=False)
+    _end_with_parent()
+    try:
+        run_comparison(dataset, options, folder, tensorboard=False)
+    except (InvalidDataError, NumericalError, ValueError) as error:
+        send.send(str(error))
+        return
+    except BaseException as error:
+        if raised_by_interrupt(error):  # the benchmark reports the interruption, in one line
+            raise SystemExit(130) from None
+        raise
+    send.send(None)
+
+
+def _end_with_parent() -> None:
+    """End this process when the benchmark's ends, however it ended: a benchmark killed (not by
+    Ctrl-C, which reaches both) must not leave its dataset training on."""
+    import multiprocessing
+    import os
+    import threading
+
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="end-with-parent").start()
 
 
 def _run_dataset(
@@ -253,8 +307,6 @@ def _run_dataset(
     """Run one dataset's comparison into ``output``/<its name> (or, re-reading or resuming, read
     it); returns its name and its methods' results. One unusable dataset is reported, added to
     ``failed`` under ``label`` with the reason, and skipped, so it cannot sink the benchmark."""
-    from concurrent.futures.process import BrokenProcessPool
-
     from .runs import check_run, prepare_output, read_json, release_output
     from ..validation import InvalidDataError, NumericalError
 
@@ -277,14 +329,14 @@ def _run_dataset(
             check_run(dataset, options)
             folder = prepare_output(folder, resume=options.resume, overwrite=False, explicit=True)
             try:
-                _compare_apart(dataset, options, folder)
+                reason = _compare_apart(dataset, options, folder)
             finally:
                 release_output(folder)
         except (InvalidDataError, NumericalError, ValueError) as error:
             not_run(str(error))
             return None
-        except BrokenProcessPool as error:
-            not_run(f"its process died before it finished, killed perhaps for memory ({error})")
+        if reason is not None:
+            not_run(reason)
             return None
     results_file = folder / "results.json"
     if not results_file.exists():
@@ -456,7 +508,7 @@ def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
     )
     return (
         f"Measured {when} on {info['processor']}, "
-        f"{info['cpu_count']} cores ({info['platform']}; TensorFlow {info['tensorflow']}, "
+        f"{_cores(info['cpu_count'])} ({info['platform']}; TensorFlow {info['tensorflow']}, "
         f"GPflow {info['gpflow']})"
         + ("." if options.report_only else f"; total {time.perf_counter() - started:.0f} s.")
     )

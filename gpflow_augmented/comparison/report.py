@@ -95,11 +95,7 @@ def _stamp(payloads: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     dates = sorted({p["created"][:10] for p in payloads if "created" in p}) or ["an unknown date"]
     by_dataset: Dict[str, Dict[str, Any]] = {}
     for p in payloads:
-        settings = {key: p["settings"].get(key) for key in _SETTINGS}
-        if by_dataset.setdefault(p["dataset"], settings) != settings:
-            raise ValueError(
-                f"the runs of {p['dataset']} differ in M, B or budget: report them apart"
-            )
+        _same_settings(by_dataset, p["dataset"], {k: p["settings"].get(k) for k in _SETTINGS})
     return _settings_stamp(
         dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}",
         payloads[0].get("machine", {}),
@@ -107,11 +103,23 @@ def _stamp(payloads: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     )
 
 
+def _same_settings(
+    by_dataset: Dict[str, Dict[str, Any]], dataset: str, settings: Dict[str, Any]
+) -> None:
+    """Record ``settings`` as ``dataset``'s, refusing a second, different one."""
+    first = by_dataset.setdefault(dataset, settings)
+    if first != settings:
+        raise ValueError(
+            f"the runs of {dataset} differ in M, B or budget ({_settings_text(first)} / "
+            f"{_settings_text(settings)}): report them apart"
+        )
+
+
 def _settings_stamp(
     measured: str, machine: Mapping[str, Any], by_dataset: Mapping[str, Mapping[str, Any]]
 ) -> Dict[str, Any]:
     """A stamp whose ``settings`` are the most datasets' and ``settings_by_dataset`` the rest's."""
-    groups = [dict(s) for s in {tuple(s.items()) for s in by_dataset.values()}]
+    groups = [dict(s) for s in {tuple(sorted(s.items())) for s in by_dataset.values()}]
     common = max(groups, key=lambda g: (sum(s == g for s in by_dataset.values()), str(g)))
     stamp = {"measured": measured, "machine": dict(machine), "settings": common}
     others = {d: dict(s) for d, s in sorted(by_dataset.items()) if s != common}
@@ -124,10 +132,13 @@ def _dataset_settings(summaries: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]
     stamp = summaries["stamp"]
     exceptions = stamp.get("settings_by_dataset", {})
     datasets = {r["dataset"] for r in summaries["records"]}
-    return {d: dict(exceptions.get(d, stamp.get("settings", {}))) for d in datasets}
+    settings = {d: exceptions.get(d, stamp.get("settings", {})) for d in datasets}
+    return {d: {key: s.get(key) for key in _SETTINGS} for d, s in settings.items()}
 
 
 def _read_one(source: Path) -> Dict[str, Any]:
+    if not source.exists():
+        raise ValueError(f"{source} does not exist: give a results folder or a summaries.json")
     if source.is_file():
         return json.loads(source.read_text())
     paths = sorted(source.rglob("results.json"))
@@ -143,19 +154,17 @@ def _dates(measured: str) -> List[str]:
 
 
 def _merged(parts: Sequence[Mapping[str, Any]], sources: Sequence[Path]) -> Dict[str, Any]:
-    machines = {tuple(p["stamp"].get("machine", {}).get(k) for k in _MACHINE) for p in parts}
-    if len(machines) > 1:
-        raise ValueError(
-            f"{', '.join(map(str, sources))} were run on different machines or versions "
-            f"({'; '.join(map(str, sorted(machines, key=str)))}): report them apart"
-        )
+    for key in _MACHINE:
+        found = {str(p["stamp"].get("machine", {}).get(key)) for p in parts}
+        if len(found) > 1:
+            raise ValueError(
+                f"{', '.join(map(str, sources))} were run on different machines or versions "
+                f"({key}: {' / '.join(sorted(found))}): report them apart"
+            )
     by_dataset: Dict[str, Dict[str, Any]] = {}
     for part in parts:
         for dataset, settings in _dataset_settings(part).items():
-            if by_dataset.setdefault(dataset, settings) != settings:
-                raise ValueError(
-                    f"the runs of {dataset} differ in M, B or budget: report them apart"
-                )
+            _same_settings(by_dataset, dataset, settings)
     dates = sorted(d for p in parts for d in _dates(p["stamp"]["measured"])) or ["an unknown date"]
     measured = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
     stamp = _settings_stamp(measured, parts[0]["stamp"].get("machine", {}), by_dataset)
@@ -172,11 +181,17 @@ def read_summaries(*sources: Path) -> Dict[str, Any]:
     paths = [Path(source) for source in sources]
     parts = [_read_one(path) for path in paths]
     summaries = parts[0] if len(parts) == 1 else _merged(parts, paths)
-    keys = [(r["dataset"], r["method"], r["seed"]) for r in summaries["records"]]
-    if len(set(keys)) != len(keys):
-        raise ValueError(
-            f"{', '.join(map(str, paths))} hold two runs of one dataset, method and seed"
-        )
+    seen = set()
+    for r in summaries["records"]:
+        key = (r["dataset"], r["method"], r["seed"])
+        if key in seen:
+            raise ValueError(
+                f"{', '.join(map(str, paths))} hold two runs of one dataset, method and seed "
+                f"({key[0]}, {key[1]}, seed {key[2]}): a folder and its own summaries.json?"
+            )
+        seen.add(key)
+    if not seen:
+        raise ValueError(f"{', '.join(map(str, paths))} hold no runs to report")
     return summaries
 
 
@@ -328,10 +343,11 @@ def _rank_lines(table: Mapping[str, Any], methods: Sequence[str]) -> Tuple[List[
     )
     test = rank_test(means, methods)
     order = np.argsort(test.average_ranks)
+    geometric = np.exp(np.log(means).mean(axis=0))
     lines = [
-        "| method | average rank (test NLL) |",
-        "|---|---|",
-        *[f"| {methods[i]} | {test.average_ranks[i]:.2f} |" for i in order],
+        "| method | average rank (test NLL) | geometric-mean test NLL |",
+        "|---|---|---|",
+        *[f"| {methods[i]} | {test.average_ranks[i]:.2f} | {geometric[i]:.4f} |" for i in order],
         "",
         f"Friedman's test over {test.num_datasets} datasets: χ² = {test.friedman_statistic:.2f}, "
         f"p = {test.friedman_p_value:.2g}. Nemenyi's critical difference at α = "
@@ -362,6 +378,10 @@ def _settings_text(settings: Mapping[str, Any]) -> str:
     )
 
 
+def _cores(count: Any) -> str:
+    return "1 core" if count == 1 else f"{'?' if count is None else count} cores"
+
+
 def _stamp_line(stamp: Mapping[str, Any]) -> str:
     machine = stamp.get("machine", {})
     groups: Dict[str, List[str]] = {}
@@ -370,7 +390,7 @@ def _stamp_line(stamp: Mapping[str, Any]) -> str:
     exceptions = "".join(f"; {', '.join(d)}: {text}" for text, d in groups.items())
     return (
         f"Measured {stamp['measured']} on {machine.get('processor', '?')}, "
-        f"{machine.get('cpu_count', '?')} cores; gpflow_augmented "
+        f"{_cores(machine.get('cpu_count'))}; gpflow_augmented "
         f"{machine.get('gpflow_augmented', '?')}, TensorFlow {machine.get('tensorflow', '?')}, "
         f"GPflow {machine.get('gpflow', '?')}. {_settings_text(stamp.get('settings', {}))}"
         f"{exceptions}."
@@ -401,7 +421,11 @@ SECTIONS = (
         "counts for every method it joins):",
     ),
     ("wins", f"{PACKAGE_METHOD} against each peer on test NLL, datasets won / tied / lost:"),
-    ("ranks", "Average ranks by mean test NLL across the datasets all methods ran:"),
+    (
+        "ranks",
+        "Average ranks by mean test NLL across the datasets all methods ran, and each method's "
+        "geometric mean of its mean test NLLs over them:",
+    ),
     (
         "time",
         f"Seconds until the test NLL (on the trace's points) is within {TARGET_SLACK:g}× the "
@@ -467,7 +491,7 @@ def write_report(source: Union[Path, Sequence[Path]], output: Optional[Path] = N
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     kept = output / "summaries.json"
-    if not any(s.is_file() and s.resolve() == kept.resolve() for s in sources):
+    if len(sources) > 1 or not (sources[0].is_file() and sources[0].resolve() == kept.resolve()):
         write_json(kept, summaries)
     text = report_markdown(summaries)
     write_atomically(output / "report.md", lambda handle: handle.write(text))

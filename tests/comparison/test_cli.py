@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -811,32 +812,85 @@ def test_a_dataset_whose_process_dies_is_reported_and_the_benchmark_goes_on(
 ):
     """Each dataset runs in a process of its own; one killed (for memory, say) is not run, in
     words, and the datasets after it still run."""
-    import concurrent.futures
-    from concurrent.futures.process import BrokenProcessPool
+    import multiprocessing
 
-    real = concurrent.futures.ProcessPoolExecutor
-    started = []
+    real = multiprocessing.context.SpawnProcess.start
 
-    def dies_first(*args, **kwargs):
-        started.append(1)
-        if len(started) == 1:
-            raise BrokenProcessPool("A child process terminated abruptly")
-        return real(*args, **kwargs)
+    def killed_once(process):
+        real(process)
+        if process.name.endswith("-first"):
+            process.kill()
 
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     for name in ("first", "second"):
         (data_dir / f"{name}.npz").write_bytes(tiny_npz.read_bytes())
-    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", dies_first)
+    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", killed_once)
     monkeypatch.setattr(benchmark, "_STEP_TIME_SIZES", ((16, 4, 3),))
     options = ["--data-dir", str(data_dir), "--datasets", "first,second", "--methods", "softmax"]
     options += ["--max-iterations", "2", "--num-inducing", "5", "--time-budget", "0"]
     options += ["--output", str(tmp_path / "bench"), "--no-progress", "--seeds", "0"]
     assert main(["benchmark", *options]) == 1
     report = (tmp_path / "bench" / "seed-0" / "benchmark.md").read_text()
-    assert "- **first**: its process died before it finished, killed perhaps for memory" in report
+    assert "- **first**: its process was killed by signal 9 before it finished" in report
     assert "| second | softmax |" in report
     assert not (tmp_path / "bench" / "seed-0" / "first" / "results.json").exists()
+
+
+def _children(pid):
+    """The processes whose parent is ``pid``, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+def test_a_killed_benchmark_leaves_no_dataset_training_on(tiny_npz, tmp_path):
+    """Killed outright (not Ctrl-C, which reaches the whole group), the benchmark's dataset
+    process ends too."""
+    import signal
+    import time
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "tiny.npz").write_bytes(tiny_npz.read_bytes())
+    command = ["benchmark", "--data-dir", str(data_dir), "--datasets", "tiny", "--methods"]
+    command += ["softmax", "--num-inducing", "5", "--time-budget", "300", "--seeds", "0"]
+    command += ["--output", str(tmp_path / "bench"), "--no-progress"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpflow_augmented", *command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    started = tmp_path / "bench" / "seed-0" / "tiny" / "run.json"  # the dataset's process wrote it
+    deadline = time.time() + 300
+    while not started.exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.5)
+    assert started.exists(), "the dataset's run never started"
+    children = [c for c in _children(process.pid) if "spawn_main" in _command(c)]
+    assert children, "no process of the dataset's"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    deadline = time.time() + 60
+    while time.time() < deadline and any(_command(c) for c in children):
+        time.sleep(0.2)  # a process that ended has no command line, reaped or not
+    alive = [c for c in children if _command(c)]
+    for pid in alive:  # not left training for the rest of the test session
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"still running after the benchmark was killed: {alive}"
+
+
+def _command(pid):
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def test_start_up_is_quiet_unless_verbose():

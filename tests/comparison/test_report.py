@@ -1,6 +1,7 @@
 """The report over seeds (comparison.report) and the ``report`` command, on summaries made here."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ from gpflow_augmented.comparison.cli import main
 from gpflow_augmented.comparison.report import (
     read_summaries,
     report_markdown,
+    report_section,
     standings,
     times_to_target,
     win_tie_loss,
@@ -54,6 +56,12 @@ def test_a_method_ahead_by_construction_is_best_everywhere_and_wins_every_datase
     assert "| lsm | 3 | 3 / 0 / 0 | 3 / 0 / 0 |" in text
     assert text.count(" best |") == 2 * 3  # NLL and error tables, three datasets
     assert "| lsm | 1.00 |" in text and "| rm | 3.00 |" in text
+    # NLL = noise × (1 + gap): the geometric means stand in the ratios 1 : 1.1 : 1.2
+    ranks = report_section(summaries, "ranks")
+    geometric = {m: float(re.search(rf"\| {m} \| [0-9.]+ \| ([0-9.]+) \|", ranks)[1])
+                 for m in ("lsm", "softmax", "rm")}  # fmt: skip
+    assert geometric["softmax"] / geometric["lsm"] == pytest.approx(1.1, rel=2e-3)
+    assert geometric["rm"] / geometric["lsm"] == pytest.approx(1.2, rel=2e-3)
     assert "Measured 2026-01-02 on cpu-x, 2 cores" in text
 
 
@@ -74,10 +82,10 @@ def test_time_to_target_is_when_the_trace_first_reaches_the_best_final_nll_times
     assert times["softmax"] == [np.inf] * 3  # 10 % above the best: never within 2 %
 
 
-def test_the_report_rebuilds_from_its_summaries_alone(tmp_path):
-    # A results folder as compare writes it: a results.json per seed.
-    for seed in (0, 1, 2):
-        folder = tmp_path / "run" / f"seed-{seed}"
+def _results_folder(root, dataset="d", seeds=(0, 1, 2)):
+    """A results folder as compare writes it: a results.json per seed, and saved probabilities."""
+    for seed in seeds:
+        folder = root / f"seed-{seed}"
         folder.mkdir(parents=True)
         methods = [
             {
@@ -92,14 +100,19 @@ def test_the_report_rebuilds_from_its_summaries_alone(tmp_path):
         payload = {
             "created": "2026-01-02T00:00:00+00:00",
             "machine": STAMP["machine"],
-            "dataset": "d",
-            "settings": {"seed": seed, **STAMP["settings"]},
+            "dataset": dataset,
+            "settings": {"seed": seed, "max_iterations": None, **STAMP["settings"]},
             "methods": methods,
         }
         (folder / "results.json").write_text(json.dumps(payload))
         (folder / "methods").mkdir()
         for name in ("lsm", "softmax"):  # confidences 0.9 and 0.6
             np.save(folder / "methods" / f"{name}.npy", np.array([[0.9, 0.1], [0.4, 0.6]]))
+    return root
+
+
+def test_the_report_rebuilds_from_its_summaries_alone(tmp_path):
+    _results_folder(tmp_path / "run")
     text = write_report(tmp_path / "run")
     assert (tmp_path / "run" / "report.md").read_text() == text
     assert (tmp_path / "run" / "figures" / "anytime.png").exists()
@@ -167,12 +180,25 @@ def test_sources_at_other_budgets_report_as_one_and_the_stamp_says_which(tmp_pat
     assert (tmp_path / "both" / "report.md").read_text() == text
 
 
+def test_a_results_folder_and_a_summaries_file_report_as_one(tmp_path):
+    # The file's stamp leaves out max_iterations, which the folder's runs give as None: the same.
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(_summaries({"lsm": 0.0, "softmax": 0.1})))
+    summaries = read_summaries(_results_folder(tmp_path / "run"), small)
+    assert "settings_by_dataset" not in summaries["stamp"]
+    assert {r["dataset"] for r in summaries["records"]} == {"a", "b", "c", "d"}
+    with pytest.raises(ValueError, match=r"two runs of one dataset, method and seed \(d, lsm"):
+        read_summaries(tmp_path / "run", tmp_path / "run" / "seed-0")
+    with pytest.raises(ValueError, match="does not exist"):
+        read_summaries(tmp_path / "missing.json")
+
+
 def test_sources_from_other_machines_or_with_one_dataset_at_two_budgets_are_refused(tmp_path):
     small = tmp_path / "small.json"
     small.write_text(json.dumps(_summaries({"lsm": 0.0, "softmax": 0.1})))
     other = tmp_path / "other.json"
     other.write_text(json.dumps(_large(machine=dict(STAMP["machine"], cpu_count=16))))
-    with pytest.raises(ValueError, match="different machines or versions"):
+    with pytest.raises(ValueError, match="different machines or versions .cpu_count: 16 / 2"):
         read_summaries(small, other)
     twice = tmp_path / "twice.json"
     twice.write_text(json.dumps({**_large(), "records": [
