@@ -4,7 +4,9 @@
 (:mod:`benchmarks.stability`); ``scale`` times one step against C, N, M and the precision
 (:mod:`benchmarks.scaling`); ``large-data`` measures a large dataset's time per epoch and peak
 memory against N, and the step against M (:mod:`benchmarks.large_data`); ``matched`` sets `lsm`
-beside its peers at swapped kernels on validation splits (:mod:`benchmarks.matched`);
+beside its peers at swapped kernels on validation splits (:mod:`benchmarks.matched`); ``confidence``
+scores `lsm` with and without the latent variance its inducing points cannot explain
+(:mod:`benchmarks.confidence`);
 ``export-hlo`` writes
 each method's compiled step as XLA HLO for another XLA client, such as a GPU machine without
 TensorFlow (:mod:`benchmarks.hlo_export`).
@@ -92,6 +94,7 @@ def _integer(minimum: int) -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     from .hlo_export import DEFAULT_METHODS
+    from . import confidence
     from .matched import DEFAULT_DATASETS, DEFAULT_PEERS
     from .stability import SUITE_METHODS, SUITE_SETS
 
@@ -159,6 +162,23 @@ def build_parser() -> argparse.ArgumentParser:
     matched.add_argument("--seeds", type=_integers(0), default=[0])
     matched.add_argument("--time-budget", type=float, default=40.0, help="seconds a method")
     matched.add_argument("--output", default="matched", help="folder for matched.json, .md")
+
+    sources = commands.add_parser(
+        "confidence",
+        help="lsm's validation NLL and confidence with and without the Nyström residual, at each M",
+    )
+    sources.add_argument(
+        "--data-dir",
+        default=os.environ.get(DATA_DIR_VARIABLE) or None,
+        help=f"folder of .npz datasets (default: ${DATA_DIR_VARIABLE}, else the bundled sets)",
+    )
+    sources.add_argument("--datasets", type=_names, default=list(confidence.DEFAULT_DATASETS))
+    sources.add_argument("--seeds", type=_integers(0), default=[0])
+    sources.add_argument(
+        "--num-inducing", type=_integers(1), default=list(confidence.DEFAULT_NUM_INDUCING)
+    )
+    sources.add_argument("--time-budget", type=float, default=40.0, help="seconds a run")
+    sources.add_argument("--output", default="confidence", help="folder for confidence.json, .md")
 
     export = commands.add_parser("export-hlo", help="each method's step as an XLA HLO module")
     export.add_argument("output", help="folder for the modules and manifest.json")
@@ -280,6 +300,19 @@ def _run_matched(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_confidence(args: argparse.Namespace) -> int:
+    from .confidence import confidence_report, run_confidence
+
+    if not args.time_budget > 0:
+        raise ValueError(f"--time-budget must be > 0, got {args.time_budget}")
+    rows = run_confidence(
+        args.output, args.data_dir, args.datasets, args.seeds, args.time_budget, args.num_inducing
+    )
+    print(confidence_report(rows))
+    print(f"written to {args.output}/ (confidence.json, confidence.md)")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -294,6 +327,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _run_large_data(args)
         if args.command == "matched":
             return _run_matched(args)
+        if args.command == "confidence":
+            return _run_confidence(args)
         from .scaling import run_scaling, scaling_report
 
         print(scaling_report(run_scaling(args.output, quick=args.quick)))

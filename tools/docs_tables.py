@@ -2,7 +2,8 @@
 
 A generated table sits between two markers, which name the committed summaries and the report's
 section (``gpflow-augmented report SUMMARIES --section NAME`` prints the same), or a study's
-results and ``matched`` (the table ``python -m benchmarks matched`` writes)::
+results and ``matched`` or ``confidence`` (the tables ``python -m benchmarks matched`` and
+``confidence`` write)::
 
     <!-- report: docs/results/kddcup-20s/summaries.json nll -->
     | dataset | seeds | lsm | softmax |
@@ -44,6 +45,10 @@ def _table(results: dict, section: str) -> str:
         from benchmarks.matched import matched_report
 
         return matched_report(results["rows"]) + "\n"
+    if section == "confidence":
+        from benchmarks.confidence import confidence_report
+
+        return confidence_report(results["rows"]) + "\n"
     return report_section(results, section)
 
 

@@ -1,0 +1,45 @@
+"""The under-confidence study: the Nyström residual, and the study's command on a bundled set."""
+
+import json
+
+import gpflow
+import numpy as np
+import pytest
+
+import gpflow_augmented as ga
+from benchmarks.__main__ import main
+from benchmarks.confidence import nystrom_residual
+
+
+def _model(X, Z, variance=2.5):
+    kernel = gpflow.kernels.SquaredExponential(variance=variance, lengthscales=0.7)
+    return ga.LogisticSoftmaxSVGP(kernel, Z, num_classes=3, num_data=len(X))
+
+
+def test_the_residual_is_zero_at_the_inducing_points_and_the_prior_variance_far_from_them():
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(8, 2))
+    model = _model(Z, Z)
+    # At Z itself, K_ZZ⁻¹ reproduces k exactly but for the jitter (1e-6 of a variance of 2.5).
+    np.testing.assert_allclose(nystrom_residual(model, Z), 0.0, atol=1e-5)
+    far = Z + 50.0
+    np.testing.assert_allclose(nystrom_residual(model, far), 2.5, rtol=1e-12)
+    between = rng.normal(size=(20, 2))
+    residual = nystrom_residual(model, between)
+    assert np.all(residual > 0.0) and np.all(residual < 2.5)
+    # What is left over the prior of the latent variance: q(u) = p(u) (whitened, the default).
+    _, variance = model.predict_f(between)
+    np.testing.assert_allclose(variance[:, 0], 2.5, rtol=1e-6)
+
+
+@pytest.mark.integration
+def test_the_study_scores_each_model_with_and_without_the_residual(tmp_path):
+    argv = ["confidence", "--datasets", "vehicle", "--num-inducing", "10,20", "--time-budget", "2"]
+    assert main(argv + ["--output", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "confidence.json").read_text())["rows"]
+    assert [r["num_inducing"] for r in rows] == [10, 20]
+    for r in rows:
+        assert 0.0 < r["residual"] < r["latent_variance"]
+        assert 0.25 <= r["confidence"] <= 1.0 and 0.25 <= r["confidence_without_residual"] <= 1.0
+        assert 0.0 < r["nll"] < 2.0 and 0.0 < r["nll_without_residual"] < 2.0
+    assert "| vehicle | 0 | 20 |" in (tmp_path / "confidence.md").read_text()
