@@ -12,8 +12,6 @@ the mean latent variance and residual.
     python -m benchmarks confidence --data-dir ../shared/data --datasets letter,usps11k,optdigits
 """
 
-import datetime
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -92,7 +90,7 @@ def run_confidence(
     """Every dataset, seed and M's row, written to ``output``/confidence.json (with the machine,
     the versions and the date) and confidence.md."""
     from gpflow_augmented.comparison.protocol import compare
-    from gpflow_augmented.comparison.runs import machine
+    from .matched import write_study
     from gpflow_augmented.comparison.tuning import validation_split
     from gpflow_augmented.datasets import load_dataset
 
@@ -113,11 +111,7 @@ def run_confidence(
                 )
                 row = _row(trained["lsm"].model, split, result.methods[0].iterations)
                 rows.append({"dataset": name, "seed": seed, **row})
-    folder = Path(output)
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = {**machine(), "measured": datetime.date.today().isoformat(), "time_budget": time_budget}
-    (folder / "confidence.json").write_text(json.dumps({"stamp": stamp, "rows": rows}, indent=1))
-    (folder / "confidence.md").write_text(confidence_report(rows) + "\n")
+    write_study(Path(output), "confidence", rows, confidence_report(rows), time_budget)
     return rows
 
 

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["DEFAULT_DATASETS", "DEFAULT_PEERS", "run_matched", "matched_report"]
+__all__ = ["DEFAULT_DATASETS", "DEFAULT_PEERS", "run_matched", "matched_report", "write_study"]
 
 DEFAULT_DATASETS = ("optdigits", "usps11k", "letter")
 DEFAULT_PEERS = ("rm", "sep")
@@ -129,14 +129,21 @@ def run_matched(
             split = validation_split(dataset, _VALIDATION_FRACTION, seed)
             for row in _matched_rows(split, peers, seed, time_budget):
                 rows.append({"dataset": name, "seed": seed, **row})
+    write_study(Path(output), "matched", rows, matched_report(rows), time_budget)
+    return rows
+
+
+def write_study(
+    folder: Path, name: str, rows: List[Dict[str, Any]], table: str, time_budget: float
+) -> None:
+    """A validation study's rows as ``folder``/<name>.json, stamped with the machine, the versions,
+    the date and the budget, and its ``table`` as <name>.md."""
     from gpflow_augmented.comparison.runs import machine
 
-    folder = Path(output)
     folder.mkdir(parents=True, exist_ok=True)
     stamp = {**machine(), "measured": datetime.date.today().isoformat(), "time_budget": time_budget}
-    (folder / "matched.json").write_text(json.dumps({"stamp": stamp, "rows": rows}, indent=1))
-    (folder / "matched.md").write_text(matched_report(rows) + "\n")
-    return rows
+    (folder / f"{name}.json").write_text(json.dumps({"stamp": stamp, "rows": rows}, indent=1))
+    (folder / f"{name}.md").write_text(table + "\n")
 
 
 def matched_report(rows: Sequence[Dict[str, Any]]) -> str:
