@@ -3,13 +3,11 @@
 ``stability`` leaves each method running for thousands of steps over a grid and checks the trace
 (:mod:`benchmarks.stability`); ``scale`` times one step against C, N, M and the precision
 (:mod:`benchmarks.scaling`); ``large-data`` measures a large dataset's time per epoch and peak
-memory against N, and the step against M (:mod:`benchmarks.large_data`); ``matched`` sets `lsm`
-beside its peers at swapped kernels on validation splits (:mod:`benchmarks.matched`); ``confidence``
-scores `lsm` with and without the latent variance its inducing points cannot explain
-(:mod:`benchmarks.confidence`);
-``export-hlo`` writes
-each method's compiled step as XLA HLO for another XLA client, such as a GPU machine without
-TensorFlow (:mod:`benchmarks.hlo_export`).
+memory against N, and the step against M and C (:mod:`benchmarks.large_data`); ``matched`` sets
+`lsm` beside its peers at swapped kernels on validation splits (:mod:`benchmarks.matched`);
+``confidence`` scores `lsm` with and without the latent variance its inducing points cannot
+explain (:mod:`benchmarks.confidence`); ``export-hlo`` writes each method's compiled step as XLA
+HLO for another XLA client, such as a GPU machine without TensorFlow (:mod:`benchmarks.hlo_export`).
 """
 
 import argparse
@@ -133,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
 
     large = commands.add_parser(
-        "large-data", help="a large dataset's time per epoch and peak memory against N, and M"
+        "large-data", help="a large dataset's time per epoch and peak memory against N; M and C"
     )
     large.add_argument("data", help="the .npz file (e.g. ../shared/data/kddcup.npz)")
     large.add_argument("--output", default="large-data", help="folder for large_data.json, .md")
@@ -146,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     large.add_argument("--methods", type=_names, default=["lsm", "softmax"])
     large.add_argument("--inducing", type=_integers(1), default=[50, 100, 200])
+    large.add_argument(
+        "--classes",
+        type=_integers(2),
+        default=[],
+        help="numbers of classes to fold the labels into at the whole set (k mod C), for the "
+        "step against C (default: none)",
+    )
     large.add_argument("--batch-size", type=_integer(1), default=200)
     large.add_argument("--steps", type=_integer(1), default=30, help="timed steps of each")
 
@@ -276,6 +281,7 @@ def _run_large_data(args: argparse.Namespace) -> int:
         sizes=sizes,
         methods=args.methods,
         inducing=args.inducing,
+        classes=args.classes,
         batch_size=args.batch_size,
         steps=args.steps,
     )

@@ -1,6 +1,7 @@
 """
 A large real dataset against its size: each method's time per epoch and the process's peak memory
-on seeded subsamples of N rows, and at the whole set the step's cost against M.
+on seeded subsamples of N rows, and at the whole set the step's cost against M and against C (the
+labels folded into fewer classes, k ↦ k mod C: a step's cost depends on C only through its shapes).
 
 Each (N, method) runs in a process of its own that reads only its N rows (a subsample written
 beforehand), held as NumPy arrays as ``compare`` holds them; each step is given its minibatch
@@ -12,6 +13,7 @@ of compiled, warmed-up steps; an epoch is that × N / B.
     python -m benchmarks large-data ../shared/data/kddcup.npz --output large-data
 """
 
+import datetime
 import json
 import os
 import subprocess
@@ -25,7 +27,14 @@ import numpy as np
 
 _ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["DEFAULT_SIZES", "write_subsamples", "measure", "run_large_data", "large_data_report"]
+__all__ = [
+    "DEFAULT_SIZES",
+    "write_subsamples",
+    "write_folded",
+    "measure",
+    "run_large_data",
+    "large_data_report",
+]
 
 DEFAULT_SIZES = (10_000, 50_000, 100_000, 250_000, None)  # None: every row
 
@@ -60,6 +69,20 @@ def write_subsamples(path: str, sizes: Sequence[Optional[int]], folder: Path) ->
             X, Y = X[keep], Y[keep]
         files.append(folder / f"rows-{len(X)}.npz")
         np.savez(files[-1], X=X, Y=Y, num_classes=dataset.num_classes)
+    return files
+
+
+def write_folded(sample: Path, classes: Sequence[int]) -> List[Path]:
+    """``sample``'s rows with their labels folded into each number of classes in ``classes``
+    (k ↦ k mod C, every C at most the sample's), one ``.npz`` each beside it."""
+    with np.load(sample) as arrays:
+        X, Y, num_classes = arrays["X"], arrays["Y"], int(arrays["num_classes"])
+    files = []
+    for C in classes:
+        if not 2 <= C <= num_classes:
+            raise ValueError(f"cannot fold {num_classes} classes into {C}: give 2 to {num_classes}")
+        files.append(sample.with_name(f"{sample.stem}-C{C}.npz"))
+        np.savez(files[-1], X=X, Y=Y % C, num_classes=C)
     return files
 
 
@@ -133,14 +156,20 @@ def run_large_data(
     sizes: Sequence[Optional[int]] = DEFAULT_SIZES,
     methods: Sequence[str] = ("lsm", "softmax"),
     inducing: Sequence[int] = (50, 100, 200),
+    classes: Sequence[int] = (),
     batch_size: int = 200,
     steps: int = 30,
-) -> Dict[str, List[Dict[str, Any]]]:
-    """Every measurement, one process each; with ``output``, writes large_data.json and
-    large_data.md there."""
+) -> Dict[str, Any]:
+    """Every measurement, one process each (the last size is the one measured against M and C);
+    with ``output``, writes large_data.json (stamped with the machine, the versions and the date)
+    and large_data.md there."""
+    from gpflow_augmented.comparison.runs import machine
+
     with tempfile.TemporaryDirectory() as scratch:
         samples = write_subsamples(path, sizes, Path(scratch))
+        folded = write_folded(samples[-1], classes)
         results = {
+            "stamp": {**machine(), "measured": datetime.date.today().isoformat()},
             "sizes": [
                 _in_process(str(sample), method, 100, batch_size, steps)
                 for sample in samples
@@ -149,6 +178,11 @@ def run_large_data(
             "inducing": [
                 _in_process(str(samples[-1]), method, M, batch_size, steps)
                 for M in inducing
+                for method in methods
+            ],
+            "classes": [
+                _in_process(str(sample), method, 100, batch_size, steps)
+                for sample in folded
                 for method in methods
             ],
         }
@@ -160,7 +194,7 @@ def run_large_data(
     return results
 
 
-def large_data_report(results: Dict[str, List[Dict[str, Any]]]) -> str:
+def large_data_report(results: Dict[str, Any]) -> str:
     """The Markdown tables of :func:`run_large_data`'s results."""
     lines = [
         "| N | method | step | epoch | data | initialisation, beyond the data | "
@@ -178,4 +212,10 @@ def large_data_report(results: Dict[str, List[Dict[str, Any]]]) -> str:
         lines.append(
             f"| {r['M']} | {r['method']} | {1e3 * r['step_s']:.1f} ms | {r['epoch_s']:.1f} s |"
         )
+    if results.get("classes"):
+        lines += ["", "| C | method | step | epoch |", "|---|---|---|---|"]
+        for r in results["classes"]:
+            lines.append(
+                f"| {r['C']} | {r['method']} | {1e3 * r['step_s']:.1f} ms | {r['epoch_s']:.1f} s |"
+            )
     return "\n".join(lines) + "\n"

@@ -2,8 +2,8 @@
 
 A generated table sits between two markers, which name the committed summaries and the report's
 section (``gpflow-augmented report SUMMARIES --section NAME`` prints the same), or a study's
-results and ``matched`` or ``confidence`` (the tables ``python -m benchmarks matched`` and
-``confidence`` write)::
+results and ``matched``, ``confidence`` or ``large_data`` (the tables ``python -m benchmarks
+matched``, ``confidence`` and ``large-data`` write)::
 
     <!-- report: docs/results/kddcup-20s/summaries.json nll -->
     | dataset | seeds | lsm | softmax |
@@ -49,6 +49,10 @@ def _table(results: dict, section: str) -> str:
         from benchmarks.confidence import confidence_report
 
         return confidence_report(results["rows"]) + "\n"
+    if section == "large_data":
+        from benchmarks.large_data import large_data_report
+
+        return large_data_report(results)
     return report_section(results, section)
 
 

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.integration
 
 def test_the_large_data_command_measures_each_size_in_its_own_process(tmp_path, capsys):
     argv = ["large-data", str(_DATA / "vehicle.npz"), "--sizes", "100", "--methods", "lsm"]
-    argv += ["--inducing", "10", "--batch-size", "50", "--steps", "2", "--output", str(tmp_path)]
+    argv += ["--inducing", "10", "--classes", "2", "--batch-size", "50", "--steps", "2"]
+    argv += ["--output", str(tmp_path)]
     assert main(argv) == 0
     results = json.loads((tmp_path / "large_data.json").read_text())
     assert [r["N"] for r in results["sizes"]] == [100, 677]  # the subsample, then every row
@@ -24,7 +25,13 @@ def test_the_large_data_command_measures_each_size_in_its_own_process(tmp_path, 
         assert row["beyond_data_mb"] == row["peak_rss_mb"] - row["rss_with_data_mb"]
         assert row["epoch_s"] == pytest.approx(row["step_s"] * row["N"] / 50)
     assert [(r["M"], r["N"]) for r in results["inducing"]] == [(10, 677)]
-    assert "| 677 | lsm |" in (tmp_path / "large_data.md").read_text()
+    # vehicle's four classes folded into two: the step's shapes, at every row
+    assert [(r["C"], r["N"], r["M"]) for r in results["classes"]] == [(2, 677, 100)]
+    assert results["stamp"]["processor"] and results["stamp"]["measured"]
+    table = (tmp_path / "large_data.md").read_text()
+    assert "| 677 | lsm |" in table and "| 2 | lsm |" in table
+    assert main([*argv[:2], "--classes", "5", "--output", str(tmp_path / "bad")]) == 2
+    assert "cannot fold 4 classes into 5" in capsys.readouterr().err
     assert main(["large-data", str(tmp_path / "missing.npz")]) == 2
     assert "no such file" in capsys.readouterr().err
 
