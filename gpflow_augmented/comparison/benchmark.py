@@ -445,7 +445,7 @@ def _settings_line(options: RunOptions, payloads: List[Dict[str, Any]]) -> str:
         f"Settings: M={options.num_inducing}, B={options.batch_size}, {_budget(options)} of "
         f"training per method, "
         + (
-            "learning rate, positive bijector and ρ schedule of each method chosen on a "
+            "learning rate and positive bijector of each method chosen on a "
             "validation split of the training data (column 'settings')"
             if options.tune
             else _option_text("Adam rate", options.learning_rate, "learning_rate", payloads)

@@ -166,8 +166,12 @@ def _check_options(args: argparse.Namespace) -> None:
             raise ValueError(
                 "--alpha-epsilon is an option of dirichlet, which --methods does not name"
             )
-        if getattr(args, "tune", False):
-            raise ValueError("--alpha-epsilon fixes what --tune would choose; give one of them")
+    for option in ("learning_rate", "positive_bijector"):
+        if getattr(args, option, None) is not None and getattr(args, "tune", False):
+            name = "--" + option.replace("_", "-")
+            raise ValueError(f"{name} fixes what --tune would choose; give one of them")
+    if getattr(args, "tune_budget", None) is not None and not getattr(args, "tune", False):
+        raise ValueError("--tune-budget is the budget of --tune's candidates; add --tune")
     if getattr(args, "command", None) == "benchmark" and args.data_dir is None:
         raise ValueError(
             f"benchmark needs a folder of .npz datasets: pass --data-dir or set {DATA_DIR_VARIABLE}"

@@ -29,6 +29,8 @@ class RunOptions:
     positive_bijector: Optional[str] = None
     #: choose each method's settings on a validation split of the training data first
     tune: bool = False
+    #: each tuning candidate's training seconds; ``None``: ``time_budget``'s
+    tune_budget: Optional[float] = None
     class_subset_size: Optional[int] = None
     alpha_epsilon: Optional[float] = None
     train_inducing_points: bool = False

@@ -86,7 +86,8 @@ def summarise(results: Mapping[str, Any], folder: Optional[Path] = None) -> List
     return records
 
 
-_SETTINGS = ("num_inducing", "batch_size", "time_budget", "max_iterations")
+#: What a report's runs of one dataset share; "tuned": the tuning candidates' budget, or None.
+_SETTINGS = ("num_inducing", "batch_size", "time_budget", "max_iterations", "tuned")
 #: What must agree between the runs of one report: its stamp names one machine and one version.
 _MACHINE = ("processor", "cpu_count", "tensorflow", "gpflow", "gpflow_augmented")
 
@@ -95,12 +96,20 @@ def _stamp(payloads: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     dates = sorted({p["created"][:10] for p in payloads if "created" in p}) or ["an unknown date"]
     by_dataset: Dict[str, Dict[str, Any]] = {}
     for p in payloads:
-        _same_settings(by_dataset, p["dataset"], {k: p["settings"].get(k) for k in _SETTINGS})
+        _same_settings(by_dataset, p["dataset"], _settings_of(p["settings"]))
     return _settings_stamp(
         dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}",
         payloads[0].get("machine", {}),
         by_dataset,
     )
+
+
+def _settings_of(run: Mapping[str, Any]) -> Dict[str, Any]:
+    """A run's settings (its ``results.json``'s) as a report compares them."""
+    settings = {key: run.get(key) for key in _SETTINGS}
+    budget = run.get("tune_budget") or run.get("time_budget") or "the run's budget"
+    settings["tuned"] = budget if run.get("tune") else None
+    return settings
 
 
 def _same_settings(
@@ -110,7 +119,7 @@ def _same_settings(
     first = by_dataset.setdefault(dataset, settings)
     if first != settings:
         raise ValueError(
-            f"the runs of {dataset} differ in M, B or budget ({_settings_text(first)} / "
+            f"the runs of {dataset} differ in M, B, budget or tuning ({_settings_text(first)} / "
             f"{_settings_text(settings)}): report them apart"
         )
 
@@ -372,10 +381,21 @@ def _methods(table: Mapping[str, Any]) -> List[str]:
 
 
 def _settings_text(settings: Mapping[str, Any]) -> str:
+    tuned = settings.get("tuned")
     return (
         f"M = {settings.get('num_inducing')}, B = {settings.get('batch_size')}, "
         f"{_budget(settings)} a method"
+        + (
+            ""
+            if tuned is None
+            else ", each method's learning rate and positive bijector chosen on a validation "
+            f"split of the training data (candidates at {_seconds_or_text(tuned)})"
+        )
     )
+
+
+def _seconds_or_text(value: Any) -> str:
+    return f"{value:g} s" if isinstance(value, (int, float)) else str(value)
 
 
 def _cores(count: Any) -> str:

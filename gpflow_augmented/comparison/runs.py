@@ -242,6 +242,7 @@ def _run_settings(dataset: Any, options: RunOptions) -> Dict[str, Any]:
         "learning_rate",
         "positive_bijector",
         "tune",
+        "tune_budget",
         "class_subset_size",
         "alpha_epsilon",
         "train_inducing_points",
@@ -530,14 +531,30 @@ def _tuning(
     fixed_options: Dict[str, Dict[str, Any]],
     shared: Dict[str, Any],
 ) -> Dict[str, Any]:
-    """The settings chosen on the validation split (``tuning.json``, re-read on a resume)."""
+    """The settings chosen on the validation split (``tuning.json``). Each candidate is written
+    there as it finishes, so that a resumed run keeps an interrupted tuning's candidates."""
     from .tuning import settings_text, tune
 
     tuning_file = output / "tuning.json"
-    if options.resume and tuning_file.exists():
-        tuning = read_json(tuning_file)
+    earlier = read_json(tuning_file) if options.resume and tuning_file.exists() else {}
+    if "chosen" in earlier:
+        tuning = earlier
     else:
-        tuning = tune(dataset, options.methods, method_options=fixed_options, **shared).to_json()
+        ran: List[Dict[str, Any]] = list(earlier.get("candidates", []))
+
+        def save(candidate: Dict[str, Any]) -> None:
+            ran.append(candidate)
+            write_json(tuning_file, {"candidates": ran})
+
+        budget = {} if options.tune_budget is None else {"time_budget": options.tune_budget}
+        tuning = tune(
+            dataset,
+            options.methods,
+            method_options=fixed_options,
+            finished=ran[:],
+            on_candidate=save,
+            **{**shared, **budget},
+        ).to_json()
         write_json(tuning_file, tuning)
     print(
         "  chosen on the validation split: "

@@ -2,28 +2,25 @@
 Tuned against tuned: every method's settings chosen on a validation split carved from the training
 data, never on the test set.
 
-Every method gets the same grid of Adam learning rates (:data:`LEARNING_RATES`) times the same
-positive bijectors (softplus, exp:
-:data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`); the CAVI methods also choose
-their ρ schedule on minibatches
-(:data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`),
-and the Dirichlet classifier its α_ε (:data:`ALPHA_EPSILONS`).
-Each candidate is one :func:`~gpflow_augmented.comparison.compare` run on the training part of the
-split, under the same budget as the final run, scored by its final validation NLL. The test set is
+Every method gets the same grid: the Adam learning rates :data:`LEARNING_RATES` times the positive
+bijectors (softplus, exp: :data:`~gpflow_augmented.comparison.baselines.POSITIVE_BIJECTORS`).
+What only some methods have (a CAVI method's ρ schedule, the Dirichlet classifier's α_ε) keeps its
+default or the value given, so that no method is chosen from more candidates than another. Each
+candidate is one :func:`~gpflow_augmented.comparison.compare` run on the training part of the
+split, every candidate under the same budget, scored by its final validation NLL. The test set is
 not read until the chosen settings are run on the whole training set.
 """
 
 import math
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .baselines import DAMPED_METHODS, POSITIVE_BIJECTORS, STEP_SIZE_SCHEDULES, default_methods
+from .baselines import POSITIVE_BIJECTORS, default_methods
 from .protocol import check_methods, compare
 from ..datasets import Dataset, from_arrays, train_test_split
 
 __all__ = [
-    "ALPHA_EPSILONS",
     "LEARNING_RATES",
     "TuningResult",
     "candidate_settings",
@@ -32,10 +29,8 @@ __all__ = [
     "validation_split",
 ]
 
-LEARNING_RATES = (0.003, 0.01, 0.03, 0.1)
-# The Dirichlet classifier's α_ε: GPyTorch's suggested 0.01 and a decade either side (Milios et al.
-# tune it; it sets how far below the label's target the other classes' targets sit).
-ALPHA_EPSILONS = (0.001, 0.01, 0.1)
+#: Each method's own default rate is one of these (``baselines.METHOD_SPECS``).
+LEARNING_RATES = (0.01, 0.03, 0.1)
 
 
 def validation_split(dataset: Dataset, fraction: float = 0.2, seed: int = 0) -> Dataset:
@@ -51,25 +46,13 @@ def validation_split(dataset: Dataset, fraction: float = 0.2, seed: int = 0) -> 
     return split
 
 
-def candidate_settings(method: str, full_batch: bool) -> List[Dict[str, Any]]:
-    """The grid a method is tuned over: every learning rate and positive bijector, times every ρ
-    schedule for a CAVI method on minibatches, or every α_ε for the Dirichlet classifier."""
-    schedules: Sequence[Optional[str]] = (None,)
-    if method in DAMPED_METHODS and not full_batch:
-        schedules = tuple(STEP_SIZE_SCHEDULES)
-    grid = [
-        {"learning_rate": rate, "positive_bijector": bijector, "step_size": schedule}
+def candidate_settings() -> List[Dict[str, Any]]:
+    """The grid every method is tuned over: every learning rate with every positive bijector."""
+    return [
+        {"learning_rate": rate, "positive_bijector": bijector}
         for bijector in POSITIVE_BIJECTORS
-        for schedule in schedules
         for rate in LEARNING_RATES
     ]
-    if method == "dirichlet":
-        grid = [
-            {**settings, "alpha_epsilon": alpha_epsilon}
-            for alpha_epsilon in ALPHA_EPSILONS
-            for settings in grid
-        ]
-    return grid
 
 
 def settings_text(settings: Dict[str, Any]) -> str:
@@ -101,15 +84,18 @@ def tune(
     batch_size: int = 200,
     progress: bool = False,
     method_options: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    finished: Sequence[Mapping[str, Any]] = (),
+    on_candidate: Optional[Callable[[Dict[str, Any]], None]] = None,
     **compare_options: Any,
 ) -> TuningResult:
     """Choose each method's settings by its final NLL on a validation split of the training data.
 
     ``compare_options`` (``num_inducing``, ``time_budget``, ``max_iterations``, …) are passed to
-    every :func:`~gpflow_augmented.comparison.compare` run, so candidates are trained as the final
-    run will be. ``method_options`` are a method's settings that are not tuned (e.g.
-    ``class_subset_size``); every candidate carries them. A candidate whose validation NLL is not
-    finite is never chosen."""
+    every :func:`~gpflow_augmented.comparison.compare` run. ``method_options`` are a method's
+    settings that are not tuned (e.g. ``class_subset_size``); every candidate carries them. A
+    candidate whose validation NLL is not finite is never chosen. ``finished`` are candidates an
+    earlier, interrupted tuning ran (its ``candidates``), kept rather than run again;
+    ``on_candidate`` is given each candidate as it finishes, so that a caller can save them."""
     if methods is None:
         methods = default_methods(dataset.num_classes)
     # On the whole training set: what the final run would refuse is refused before any candidate.
@@ -121,33 +107,44 @@ def tune(
         train_inducing_points=compare_options.get("train_inducing_points", False),
     )
     split = validation_split(dataset, validation_fraction, seed)
-    full_batch = batch_size >= len(split.X_train)
+    run_options = dict(seed=seed, batch_size=batch_size, progress=progress, **compare_options)
     chosen: Dict[str, Dict[str, Any]] = {}
     candidates: List[Dict[str, Any]] = []
     for method in methods:
         scored = []
-        for candidate in candidate_settings(method, full_batch):
+        for candidate in candidate_settings():
             settings = {**dict((method_options or {}).get(method, {})), **candidate}
-            result = compare(
-                split,
-                [method],
-                method_options={method: settings},
-                seed=seed,
-                batch_size=batch_size,
-                progress=progress,
-                **compare_options,
-            )
-            final = result.methods[0].final_metrics
-            candidates.append(
-                {
-                    "method": method,
-                    **settings,
-                    "validation_error": final["error"],
-                    "validation_nll": final["nll"],
-                    "iterations": result.methods[0].iterations,
-                }
-            )
-            scored.append((final["nll"] if np.isfinite(final["nll"]) else math.inf, settings))
-        # Ties go to the earlier candidate: the smaller learning rate, the default schedule.
+            record = _earlier(finished, method, settings)
+            if record is None:
+                record = _run_candidate(split, method, settings, run_options)
+                if on_candidate is not None:
+                    on_candidate(record)
+            candidates.append(record)
+            nll = record["validation_nll"]
+            scored.append((nll if nll is not None and np.isfinite(nll) else math.inf, settings))
+        # Ties go to the earlier candidate: the smaller learning rate, softplus.
         chosen[method] = dict(min(scored, key=lambda pair: pair[0])[1])
     return TuningResult(chosen, candidates)
+
+
+def _earlier(
+    finished: Sequence[Mapping[str, Any]], method: str, settings: Mapping[str, Any]
+) -> Optional[Dict[str, Any]]:
+    for record in finished:
+        if record["method"] == method and all(record.get(k) == v for k, v in settings.items()):
+            return dict(record)
+    return None
+
+
+def _run_candidate(
+    split: Dataset, method: str, settings: Dict[str, Any], run_options: Dict[str, Any]
+) -> Dict[str, Any]:
+    result = compare(split, [method], method_options={method: settings}, **run_options)
+    final = result.methods[0].final_metrics
+    return {
+        "method": method,
+        **settings,
+        "validation_error": final["error"],
+        "validation_nll": final["nll"],
+        "iterations": result.methods[0].iterations,
+    }

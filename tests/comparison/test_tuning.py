@@ -1,17 +1,16 @@
 """Tuned against tuned: settings are chosen on a validation split of the training data, the test set
 is never read while choosing, and the chosen settings are the ones the final run uses."""
 
+import json
+import shutil
+
 import numpy as np
 import pytest
 
 import gpflow_augmented as ga
 from gpflow_augmented.comparison import tuning
 from gpflow_augmented.comparison import compare
-from gpflow_augmented.comparison.baselines import (
-    STEP_SIZE_SCHEDULES,
-    method_learning_rate,
-    method_positive_bijector,
-)
+from gpflow_augmented.comparison.baselines import method_learning_rate, method_positive_bijector
 
 # The integration tier (whole tuning and comparison runs): run by --slow or -m integration.
 pytestmark = pytest.mark.integration
@@ -46,20 +45,17 @@ def test_validation_split_is_carved_from_the_training_points_only(tiny):
     np.testing.assert_array_equal(again.X_test, split.X_test)
 
 
-def test_candidate_grid():
-    # Every method gets both positive bijectors with every learning rate.
-    assert len(tuning.candidate_settings("softmax", full_batch=False)) == 4 * 2
-    assert len(tuning.candidate_settings("lsm", full_batch=False)) == 4 * 2 * 3
-    assert len(tuning.candidate_settings("lsm", full_batch=True)) == 4 * 2  # ρ = 1 on full batches
-    dirichlet = tuning.candidate_settings("dirichlet", full_batch=False)
-    assert len(dirichlet) == 4 * 2 * 3
-    assert {c["alpha_epsilon"] for c in dirichlet} == set(tuning.ALPHA_EPSILONS)
-    for method in ("softmax", "rm", "lsm", "sep", "dirichlet"):
-        grid = tuning.candidate_settings(method, full_batch=False)
-        for bijector in ("softplus", "exp"):
-            assert {c["learning_rate"] for c in grid if c["positive_bijector"] == bijector} == set(
-                tuning.LEARNING_RATES
-            )
+def test_every_method_is_tuned_over_the_same_grid_which_holds_its_own_defaults():
+    grid = tuning.candidate_settings()
+    assert len(grid) == len(tuning.LEARNING_RATES) * 2
+    for bijector in ("softplus", "exp"):
+        rates = {c["learning_rate"] for c in grid if c["positive_bijector"] == bijector}
+        assert rates == set(tuning.LEARNING_RATES)
+    for method in ("lsm", "softmax", "rm", "sep", "dirichlet", "lsm-vi"):
+        own = {"learning_rate": method_learning_rate(method)}
+        own["positive_bijector"] = method_positive_bijector(method)
+        assert own in grid, method
+    assert all(set(c) == {"learning_rate", "positive_bijector"} for c in grid)
 
 
 class _Unreadable:
@@ -91,8 +87,8 @@ class _Unreadable:
 
 def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, monkeypatch):
     monkeypatch.setattr(tuning, "LEARNING_RATES", (0.1,))
-    # A CAVI method (it chooses a ρ schedule too) and a GPflow one; lsm-gamma-poisson is the CAVI
-    # method whose step traces fastest (each candidate is a run that traces its step).
+    # A CAVI method and a GPflow one; lsm-gamma-poisson is the CAVI method whose step traces
+    # fastest (each candidate is a run that traces its step).
     options = dict(
         methods=["lsm-gamma-poisson", "softmax"],
         max_iterations=4,
@@ -109,14 +105,13 @@ def test_tune_never_reads_the_test_set_and_picks_the_best_validation_nll(tiny, m
     )
     assert uses == []
 
-    assert len(result.candidates) == (3 + 1) * 2  # lsm-gamma-poisson's 3 ρ schedules, softmax; × 2
+    assert len(result.candidates) == 2 * 2  # two bijectors, two methods: no method has more
     for method in ("lsm-gamma-poisson", "softmax"):
         runs = [c for c in result.candidates if c["method"] == method]
         best = min(runs, key=lambda c: c["validation_nll"])
         assert result.chosen[method] == {
             "learning_rate": best["learning_rate"],
             "positive_bijector": best["positive_bijector"],
-            "step_size": best["step_size"],
         }
     # Different settings gave different validation scores, so the choice was not vacuous.
     assert len({c["validation_nll"] for c in result.candidates}) > 2
@@ -181,9 +176,6 @@ def test_a_setting_that_is_not_tuned_is_carried_by_every_candidate(tiny, monkeyp
     # Two candidates (each a traced compare run) suffice: the second shows the setting is carried
     # past the first, not used up by it.
     monkeypatch.setattr(tuning, "LEARNING_RATES", (0.01,))
-    monkeypatch.setattr(
-        tuning, "STEP_SIZE_SCHEDULES", {"robbins-monro": STEP_SIZE_SCHEDULES["robbins-monro"]}
-    )
     result = tuning.tune(
         tiny,
         ["lsm-subsets"],
@@ -193,7 +185,7 @@ def test_a_setting_that_is_not_tuned_is_carried_by_every_candidate(tiny, monkeyp
         batch_size=40,
         method_options={"lsm-subsets": {"class_subset_size": 2}},
     )
-    assert len(result.candidates) == 1 * 2  # one rate, one ρ schedule, two bijectors
+    assert len(result.candidates) == 1 * 2  # one rate, two bijectors
     assert all(c["class_subset_size"] == 2 for c in result.candidates)
     assert result.chosen["lsm-subsets"]["class_subset_size"] == 2
     assert tuning.settings_text(result.chosen["lsm-subsets"]).endswith("|K| 2")
@@ -207,3 +199,33 @@ def test_a_setting_that_is_not_tuned_is_carried_by_every_candidate(tiny, monkeyp
         method_options=result.chosen,
     )
     assert run.methods[0].method.trainer.cavi.class_sampler.subset_size == 2
+
+
+def test_an_interrupted_tuning_keeps_its_finished_candidates(tiny, monkeypatch, tmp_path):
+    from gpflow_augmented.comparison.cli import main
+
+    monkeypatch.setattr(tuning, "LEARNING_RATES", (0.1,))
+    # The first candidate finished before an interruption, with a validation NLL no run reaches:
+    # kept, it is the one chosen; the other is run and saved as it finishes.
+    argv = ["vehicle", "--methods", "softmax", "--tune", "--max-iterations", "20", "--seeds", "0"]
+    argv += ["--tune-budget", "0.001", "--num-inducing", "10", "--output", str(tmp_path / "run")]
+    output = tmp_path / "run" / "seed-0"
+    assert main([*argv, "--no-progress"]) == 0
+    first = json.loads((output / "tuning.json").read_text())
+    assert [c["positive_bijector"] for c in first["candidates"]] == ["softplus", "exp"]
+    # the candidates ran for their own budget, the final run for the run's
+    assert all(c["iterations"] < 20 for c in first["candidates"])
+    assert json.loads((output / "results.json").read_text())["methods"][0]["iterations"] == 20
+    for name in ("results.json", "methods"):
+        shutil.rmtree(output / name) if (output / name).is_dir() else (output / name).unlink()
+    kept = {**first["candidates"][0], "validation_nll": 1e-9}
+    (output / "tuning.json").write_text(json.dumps({"candidates": [kept]}))
+    assert main([*argv, "--no-progress", "--resume"]) == 0
+    resumed = json.loads((output / "tuning.json").read_text())
+    assert resumed["candidates"][0] == kept
+    assert resumed["candidates"][1]["positive_bijector"] == "exp"
+    assert resumed["chosen"]["softmax"] == {"learning_rate": 0.1, "positive_bijector": "softplus"}
+    results = json.loads((output / "results.json").read_text())
+    assert results["tuning"]["chosen"] == resumed["chosen"]
+    # The candidates' own budget, apart from the final run's, is refused without --tune.
+    assert main(["vehicle", "--tune-budget", "5", "--output", str(tmp_path / "x")]) == 2
