@@ -90,8 +90,9 @@ def measure(
     sample: str, method: str, num_inducing: int, batch_size: int, steps: int
 ) -> Dict[str, Any]:
     """In this process: ``method``'s median step on the rows of ``sample`` (a
-    :func:`write_subsamples` file), and the peak memory beyond the data of its initialisation
-    (the inducing points by k-means++ over every row, the model) and of its training."""
+    :func:`write_subsamples` or :func:`write_folded` file), and the peak memory beyond the data
+    of its initialisation (the inducing points by k-means++ over every row, the model) and of its
+    training."""
     import tensorflow as tf
 
     from gpflow_augmented.comparison.baselines import build_method
@@ -195,8 +196,14 @@ def run_large_data(
 
 
 def large_data_report(results: Dict[str, Any]) -> str:
-    """The Markdown tables of :func:`run_large_data`'s results."""
+    """The Markdown tables of :func:`run_large_data`'s results, under the line that says where and
+    when they were measured."""
+    stamp = results.get("stamp", {})
     lines = [
+        f"Measured {stamp.get('measured', 'on an unknown date')} on "
+        f"{stamp.get('processor', 'an unknown processor')}, {stamp.get('cpu_count', '?')} core(s); "
+        f"TensorFlow {stamp.get('tensorflow', '?')}, GPflow {stamp.get('gpflow', '?')}.",
+        "",
         "| N | method | step | epoch | data | initialisation, beyond the data | "
         "training, beyond the data | peak memory |",
         "|---|---|---|---|---|---|---|---|",

@@ -154,10 +154,10 @@ def compare(
     :func:`~gpflow_augmented.comparison.baselines.method_positive_bijector`, chosen for all by the
     same rule on validation splits), which each result's ``options`` record.
 
-    ``method_options`` gives a method its own ``learning_rate``, ``positive_bijector`` and (CAVI
-    methods) ``step_size`` (a name in
-    :data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`), e.g. as chosen by
-    :func:`~gpflow_augmented.comparison.tuning.tune`; ``lsm-subsets`` its ``class_subset_size``;
+    ``method_options`` gives a method its own ``learning_rate`` and ``positive_bijector`` (e.g. as
+    chosen by :func:`~gpflow_augmented.comparison.tuning.tune`), (CAVI methods) ``step_size`` (a
+    name in :data:`~gpflow_augmented.comparison.baselines.STEP_SIZE_SCHEDULES`);
+    ``lsm-subsets`` its ``class_subset_size``;
     this package's methods ``update_variance`` (``False``: Adam trains the kernel variance). The
     others use ``learning_rate`` (or their own) and the default ρ.
 

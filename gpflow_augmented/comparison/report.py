@@ -96,7 +96,7 @@ def _stamp(payloads: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     dates = sorted({p["created"][:10] for p in payloads if "created" in p}) or ["an unknown date"]
     by_dataset: Dict[str, Dict[str, Any]] = {}
     for p in payloads:
-        _same_settings(by_dataset, p["dataset"], _settings_of(p["settings"]))
+        _same_settings(by_dataset, p["dataset"], _settings_of(p))
     return _settings_stamp(
         dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}",
         payloads[0].get("machine", {}),
@@ -104,11 +104,14 @@ def _stamp(payloads: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     )
 
 
-def _settings_of(run: Mapping[str, Any]) -> Dict[str, Any]:
-    """A run's settings (its ``results.json``'s) as a report compares them."""
-    settings = {key: run.get(key) for key in _SETTINGS}
-    budget = run.get("tune_budget") or run.get("time_budget") or "the run's budget"
-    settings["tuned"] = budget if run.get("tune") else None
+def _settings_of(results: Mapping[str, Any]) -> Dict[str, Any]:
+    """A run's settings (from its ``results.json``) as a report compares them; "tuned" is the
+    tuning candidates' budget, or None for a run at each method's defaults."""
+    settings = {key: results["settings"].get(key) for key in _SETTINGS}
+    tuning = results.get("tuning")
+    settings["tuned"] = None
+    if tuning is not None:
+        settings["tuned"] = _budget(tuning["budget"]) if "budget" in tuning else "the run's budget"
     return settings
 
 
@@ -183,8 +186,9 @@ def _merged(parts: Sequence[Mapping[str, Any]], sources: Sequence[Path]) -> Dict
 def read_summaries(*sources: Path) -> Dict[str, Any]:
     """The summaries of every ``results.json`` under each folder of ``sources``, or those each
     ``summaries.json`` of them holds, as one: ``{"stamp": …, "records": […]}``. The sources may
-    differ in M, B and budget from dataset to dataset (the stamp says where), not in the
-    machine, the versions, or within one dataset."""
+    differ in M, B, budget and tuning from dataset to dataset (the stamp says where), not in the
+    machine, the versions, or within one dataset (tuned and untuned runs of one dataset are
+    refused)."""
     if not sources:
         raise ValueError("no source to report: give a results folder or a summaries.json")
     paths = [Path(source) for source in sources]
@@ -389,13 +393,9 @@ def _settings_text(settings: Mapping[str, Any]) -> str:
             ""
             if tuned is None
             else ", each method's learning rate and positive bijector chosen on a validation "
-            f"split of the training data (candidates at {_seconds_or_text(tuned)})"
+            f"split of the training data (candidates at {tuned})"
         )
     )
-
-
-def _seconds_or_text(value: Any) -> str:
-    return f"{value:g} s" if isinstance(value, (int, float)) else str(value)
 
 
 def _cores(count: Any) -> str:

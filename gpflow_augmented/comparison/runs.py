@@ -531,12 +531,20 @@ def _tuning(
     fixed_options: Dict[str, Dict[str, Any]],
     shared: Dict[str, Any],
 ) -> Dict[str, Any]:
-    """The settings chosen on the validation split (``tuning.json``). Each candidate is written
-    there as it finishes, so that a resumed run keeps an interrupted tuning's candidates."""
-    from .tuning import settings_text, tune
+    """The settings chosen on the validation split (``tuning.json``, with the grid and the
+    candidates' budget). Each candidate is written there as it finishes, so that a resumed run
+    keeps an interrupted tuning's candidates."""
+    from .tuning import candidate_settings, settings_text, tune
 
     tuning_file = output / "tuning.json"
+    budget = {
+        "time_budget": options.tune_budget or shared["time_budget"],
+        "max_iterations": shared["max_iterations"],
+    }
+    plan = {"grid": candidate_settings(), "budget": budget}
     earlier = read_json(tuning_file) if options.resume and tuning_file.exists() else {}
+    if any(earlier.get(key) != value for key, value in plan.items()):
+        earlier = {}  # another version's grid: its candidates are not this tuning's
     if "chosen" in earlier:
         tuning = earlier
     else:
@@ -544,17 +552,17 @@ def _tuning(
 
         def save(candidate: Dict[str, Any]) -> None:
             ran.append(candidate)
-            write_json(tuning_file, {"candidates": ran})
+            write_json(tuning_file, {**plan, "candidates": ran})
 
-        budget = {} if options.tune_budget is None else {"time_budget": options.tune_budget}
-        tuning = tune(
+        found = tune(
             dataset,
             options.methods,
             method_options=fixed_options,
             finished=ran[:],
             on_candidate=save,
             **{**shared, **budget},
-        ).to_json()
+        )
+        tuning = {**plan, **found.to_json()}
         write_json(tuning_file, tuning)
     print(
         "  chosen on the validation split: "

@@ -16,7 +16,12 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Seq
 
 import numpy as np
 
-from .baselines import POSITIVE_BIJECTORS, default_methods
+from .baselines import (
+    POSITIVE_BIJECTORS,
+    default_methods,
+    method_learning_rate,
+    method_positive_bijector,
+)
 from .protocol import check_methods, compare
 from ..datasets import Dataset, from_arrays, train_test_split
 
@@ -93,7 +98,8 @@ def tune(
     ``compare_options`` (``num_inducing``, ``time_budget``, ``max_iterations``, …) are passed to
     every :func:`~gpflow_augmented.comparison.compare` run. ``method_options`` are a method's
     settings that are not tuned (e.g. ``class_subset_size``); every candidate carries them. A
-    candidate whose validation NLL is not finite is never chosen. ``finished`` are candidates an
+    candidate whose validation NLL is not finite is never chosen; where none is finite, the
+    method keeps its own defaults. ``finished`` are candidates an
     earlier, interrupted tuning ran (its ``candidates``), kept rather than run again;
     ``on_candidate`` is given each candidate as it finishes, so that a caller can save them."""
     if methods is None:
@@ -122,8 +128,15 @@ def tune(
             candidates.append(record)
             nll = record["validation_nll"]
             scored.append((nll if nll is not None and np.isfinite(nll) else math.inf, settings))
-        # Ties go to the earlier candidate: the smaller learning rate, softplus.
-        chosen[method] = dict(min(scored, key=lambda pair: pair[0])[1])
+        # Ties go to the earlier candidate in the grid's order (softplus first, then the rates).
+        best_nll, best = min(scored, key=lambda pair: pair[0])
+        if best_nll == math.inf:
+            best = {
+                **dict((method_options or {}).get(method, {})),
+                "learning_rate": method_learning_rate(method),
+                "positive_bijector": method_positive_bijector(method),
+            }
+        chosen[method] = dict(best)
     return TuningResult(chosen, candidates)
 
 

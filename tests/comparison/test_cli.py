@@ -327,6 +327,13 @@ def test_error_messages_name_the_problem(tmp_path, capsys):
     assert "unknown method 'gibbs'" in capsys.readouterr().err
     main(["vehicle", "--methods", "rm", "--class-subset-size", "2"])
     assert "--class-subset-size is an option of lsm-subsets" in capsys.readouterr().err
+    for option, value in (("--learning-rate", "0.1"), ("--positive-bijector", "exp")):
+        main(["vehicle", option, value, "--tune"])
+        assert f"{option} fixes what --tune would choose" in capsys.readouterr().err
+    main(["vehicle", "--tune-budget", "5"])
+    assert "--tune-budget is the budget of --tune's candidates; add --tune" in (
+        capsys.readouterr().err
+    )
     # Without --methods the option was ignored, while run.json recorded it (issue 57, item 3).
     assert main(["vehicle", "--class-subset-size", "2", "--output", str(tmp_path / "o")]) == 2
     assert "which --methods does not name (the default methods do not include it)" in (

@@ -82,9 +82,9 @@ def test_time_to_target_is_when_the_trace_first_reaches_the_best_final_nll_times
     assert times["softmax"] == [np.inf] * 3  # 10 % above the best: never within 2 %
 
 
-def _results_folder(root, dataset="d", seeds=(0, 1, 2), **settings):
+def _results_folder(root, dataset="d", seeds=(0, 1, 2), tuning=None):
     """A results folder as compare writes it: a results.json per seed, and saved probabilities;
-    ``settings``: the runs' other settings (e.g. tune)."""
+    ``tuning``: what a tuned run writes of its tuning (its grid's budget)."""
     for seed in seeds:
         folder = root / f"seed-{seed}"
         folder.mkdir(parents=True)
@@ -102,7 +102,8 @@ def _results_folder(root, dataset="d", seeds=(0, 1, 2), **settings):
             "created": "2026-01-02T00:00:00+00:00",
             "machine": STAMP["machine"],
             "dataset": dataset,
-            "settings": {"seed": seed, "max_iterations": None, **STAMP["settings"], **settings},
+            "settings": {"seed": seed, "max_iterations": None, **STAMP["settings"]},
+            "tuning": tuning,
             "methods": methods,
         }
         (folder / "results.json").write_text(json.dumps(payload))
@@ -195,18 +196,18 @@ def test_a_results_folder_and_a_summaries_file_report_as_one(tmp_path):
 
 
 def test_tuned_runs_say_so_in_the_stamp_and_never_merge_with_untuned_ones(tmp_path):
-    tuned = _results_folder(tmp_path / "tuned", tune=True, tune_budget=5.0)
-    stamp = read_summaries(tuned)["stamp"]
-    assert stamp["settings"]["tuned"] == 5.0
+    budget = {"time_budget": 5.0, "max_iterations": None}
+    tuned = _results_folder(tmp_path / "tuned", tuning={"budget": budget, "chosen": {}})
+    assert read_summaries(tuned)["stamp"]["settings"]["tuned"] == "5 s"
     text = write_report(tuned)
     assert "20 s a method, each method's learning rate and positive bijector chosen" in text
     assert "(candidates at 5 s)" in text
-    # tuned with the candidates at the run's own budget, and the same runs untuned
-    same_budget = _results_folder(tmp_path / "same", dataset="e", tune=True, tune_budget=None)
-    assert read_summaries(same_budget)["stamp"]["settings"]["tuned"] == 20.0
-    untuned = _results_folder(tmp_path / "untuned", seeds=(3,), tune=False)
+    untuned = _results_folder(tmp_path / "untuned", seeds=(3,))
     with pytest.raises(ValueError, match="runs of d differ in M, B, budget or tuning"):
         read_summaries(tuned, untuned)
+    # the same tuning, run apart, reports as one
+    more = _results_folder(tmp_path / "more", seeds=(3,), tuning={"budget": budget})
+    assert len(read_summaries(tuned, more)["records"]) == 4 * 2
 
 
 def test_sources_from_other_machines_or_with_one_dataset_at_two_budgets_are_refused(tmp_path):

@@ -2,7 +2,6 @@
 is never read while choosing, and the chosen settings are the ones the final run uses."""
 
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -201,31 +200,55 @@ def test_a_setting_that_is_not_tuned_is_carried_by_every_candidate(tiny, monkeyp
     assert run.methods[0].method.trainer.cavi.class_sampler.subset_size == 2
 
 
-def test_an_interrupted_tuning_keeps_its_finished_candidates(tiny, monkeypatch, tmp_path):
+def test_an_interrupted_tuning_keeps_its_finished_candidates(monkeypatch, tmp_path):
     from gpflow_augmented.comparison.cli import main
+    from gpflow_augmented.comparison.report import read_summaries
 
     monkeypatch.setattr(tuning, "LEARNING_RATES", (0.1,))
-    # The first candidate finished before an interruption, with a validation NLL no run reaches:
-    # kept, it is the one chosen; the other is run and saved as it finishes.
     argv = ["vehicle", "--methods", "softmax", "--tune", "--max-iterations", "20", "--seeds", "0"]
     argv += ["--tune-budget", "0.001", "--num-inducing", "10", "--output", str(tmp_path / "run")]
+    argv += ["--no-progress"]
     output = tmp_path / "run" / "seed-0"
-    assert main([*argv, "--no-progress"]) == 0
-    first = json.loads((output / "tuning.json").read_text())
-    assert [c["positive_bijector"] for c in first["candidates"]] == ["softplus", "exp"]
-    # the candidates ran for their own budget, the final run for the run's
-    assert all(c["iterations"] < 20 for c in first["candidates"])
-    assert json.loads((output / "results.json").read_text())["methods"][0]["iterations"] == 20
-    for name in ("results.json", "methods"):
-        shutil.rmtree(output / name) if (output / name).is_dir() else (output / name).unlink()
-    kept = {**first["candidates"][0], "validation_nll": 1e-9}
-    (output / "tuning.json").write_text(json.dumps({"candidates": [kept]}))
-    assert main([*argv, "--no-progress", "--resume"]) == 0
+    run_candidate, ran = tuning._run_candidate, []
+
+    def interrupted_at_the_second(*arguments):
+        if len(ran) == 1:
+            raise KeyboardInterrupt
+        ran.append(run_candidate(*arguments))
+        return ran[-1]
+
+    monkeypatch.setattr(tuning, "_run_candidate", interrupted_at_the_second)
+    assert main(argv) == 130
+    saved = json.loads((output / "tuning.json").read_text())
+    assert saved["candidates"] == ran  # written as it finished, before the interruption
+    assert "chosen" not in saved and not (output / "results.json").exists()
+    # the candidates ran for their own budget (0.001 s), not the run's 20 steps
+    assert ran[0]["iterations"] < 20
+
+    # Resumed: the finished candidate is kept (its NLL made one no run reaches, so that it is
+    # the one chosen), the other is run.
+    kept = {**saved["candidates"][0], "validation_nll": 1e-9}
+    (output / "tuning.json").write_text(json.dumps({**saved, "candidates": [kept]}))
+    monkeypatch.setattr(tuning, "_run_candidate", run_candidate)
+    assert main([*argv, "--resume"]) == 0
     resumed = json.loads((output / "tuning.json").read_text())
     assert resumed["candidates"][0] == kept
     assert resumed["candidates"][1]["positive_bijector"] == "exp"
     assert resumed["chosen"]["softmax"] == {"learning_rate": 0.1, "positive_bijector": "softplus"}
     results = json.loads((output / "results.json").read_text())
     assert results["tuning"]["chosen"] == resumed["chosen"]
-    # The candidates' own budget, apart from the final run's, is refused without --tune.
-    assert main(["vehicle", "--tune-budget", "5", "--output", str(tmp_path / "x")]) == 2
+    assert results["methods"][0]["iterations"] == 20  # the final run at the run's budget
+    stamp = read_summaries(tmp_path / "run")["stamp"]
+    assert stamp["settings"]["tuned"] == "0.001 s or 20 steps"  # what stopped the candidates
+
+
+def test_a_method_whose_every_candidate_fails_keeps_its_own_defaults(tiny, monkeypatch):
+    def failed(split, method, settings, run_options):
+        return {"method": method, **settings, "validation_nll": None, "iterations": 0}
+
+    monkeypatch.setattr(tuning, "_run_candidate", failed)
+    result = tuning.tune(tiny, ["softmax"], max_iterations=1, time_budget=None)
+    assert result.chosen["softmax"] == {
+        "learning_rate": method_learning_rate("softmax"),
+        "positive_bijector": method_positive_bijector("softmax"),
+    }
