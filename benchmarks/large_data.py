@@ -198,11 +198,11 @@ def run_large_data(
 def large_data_report(results: Dict[str, Any]) -> str:
     """The Markdown tables of :func:`run_large_data`'s results, under the line that says where and
     when they were measured."""
+    from gpflow_augmented.comparison.report import measured_line
+
     stamp = results.get("stamp", {})
     lines = [
-        f"Measured {stamp.get('measured', 'on an unknown date')} on "
-        f"{stamp.get('processor', 'an unknown processor')}, {stamp.get('cpu_count', '?')} core(s); "
-        f"TensorFlow {stamp.get('tensorflow', '?')}, GPflow {stamp.get('gpflow', '?')}.",
+        measured_line(stamp.get("measured", "on an unknown date"), stamp),
         "",
         "| N | method | step | epoch | data | initialisation, beyond the data | "
         "training, beyond the data | peak memory |",
@@ -214,15 +214,11 @@ def large_data_report(results: Dict[str, Any]) -> str:
             f"{r['data_mb']:.0f} MB | {r['initialisation_beyond_data_mb']:.0f} MB | "
             f"{r['beyond_data_mb']:.0f} MB | {r['peak_rss_mb']:.0f} MB |"
         )
-    lines += ["", "| M | method | step | epoch |", "|---|---|---|---|"]
-    for r in results["inducing"]:
-        lines.append(
-            f"| {r['M']} | {r['method']} | {1e3 * r['step_s']:.1f} ms | {r['epoch_s']:.1f} s |"
-        )
-    if results.get("classes"):
-        lines += ["", "| C | method | step | epoch |", "|---|---|---|---|"]
-        for r in results["classes"]:
-            lines.append(
-                f"| {r['C']} | {r['method']} | {1e3 * r['step_s']:.1f} ms | {r['epoch_s']:.1f} s |"
-            )
+    for key, rows in (("M", results["inducing"]), ("C", results.get("classes", []))):
+        if rows:
+            lines += ["", f"| {key} | method | step | epoch |", "|---|---|---|---|"]
+            lines += [
+                f"| {r[key]} | {r['method']} | {1e3 * r['step_s']:.1f} ms | {r['epoch_s']:.1f} s |"
+                for r in rows
+            ]
     return "\n".join(lines) + "\n"

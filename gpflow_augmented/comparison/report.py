@@ -32,6 +32,7 @@ __all__ = [
     "win_tie_loss",
     "summarise",
     "read_summaries",
+    "measured_line",
     "report_markdown",
     "write_report",
 ]
@@ -402,18 +403,25 @@ def _cores(count: Any) -> str:
     return "1 core" if count == 1 else f"{'?' if count is None else count} cores"
 
 
+def measured_line(measured: str, machine: Mapping[str, Any]) -> str:
+    """ "Measured DATE on CPU, N cores; gpflow_augmented …, TensorFlow …, GPflow …." for a
+    machine as :func:`~gpflow_augmented.comparison.runs.machine` describes it."""
+    return (
+        f"Measured {measured} on {machine.get('processor', '?')}, "
+        f"{_cores(machine.get('cpu_count'))}; gpflow_augmented "
+        f"{machine.get('gpflow_augmented', '?')}, TensorFlow {machine.get('tensorflow', '?')}, "
+        f"GPflow {machine.get('gpflow', '?')}."
+    )
+
+
 def _stamp_line(stamp: Mapping[str, Any]) -> str:
-    machine = stamp.get("machine", {})
     groups: Dict[str, List[str]] = {}
     for dataset, settings in stamp.get("settings_by_dataset", {}).items():
         groups.setdefault(_settings_text(settings), []).append(dataset)
     exceptions = "".join(f"; {', '.join(d)}: {text}" for text, d in groups.items())
     return (
-        f"Measured {stamp['measured']} on {machine.get('processor', '?')}, "
-        f"{_cores(machine.get('cpu_count'))}; gpflow_augmented "
-        f"{machine.get('gpflow_augmented', '?')}, TensorFlow {machine.get('tensorflow', '?')}, "
-        f"GPflow {machine.get('gpflow', '?')}. {_settings_text(stamp.get('settings', {}))}"
-        f"{exceptions}."
+        f"{measured_line(stamp['measured'], stamp.get('machine', {}))} "
+        f"{_settings_text(stamp.get('settings', {}))}{exceptions}."
     )
 
 

@@ -117,9 +117,10 @@ def tune(
     chosen: Dict[str, Dict[str, Any]] = {}
     candidates: List[Dict[str, Any]] = []
     for method in methods:
+        fixed = dict((method_options or {}).get(method, {}))
         scored = []
         for candidate in candidate_settings():
-            settings = {**dict((method_options or {}).get(method, {})), **candidate}
+            settings = {**fixed, **candidate}
             record = _earlier(finished, method, settings)
             if record is None:
                 record = _run_candidate(split, method, settings, run_options)
@@ -132,7 +133,7 @@ def tune(
         best_nll, best = min(scored, key=lambda pair: pair[0])
         if best_nll == math.inf:
             best = {
-                **dict((method_options or {}).get(method, {})),
+                **fixed,
                 "learning_rate": method_learning_rate(method),
                 "positive_bijector": method_positive_bijector(method),
             }
