@@ -26,6 +26,7 @@ from .class_subsets import (
     subset_classes,
     variational_parameters,
 )
+from .averaging import IterateAverage
 from .bounds import Bound, check_hyperparameter_bound
 from .distributed import (
     loss_and_gradients,
@@ -115,6 +116,11 @@ class CAVI(tf.Module):
         requires it; ``None`` applies it wherever it can: a stationary kernel whose variance is
         trainable and has no prior, without class subsets (the default of
         :class:`~gpflow_augmented.Trainer` and :func:`~gpflow_augmented.fit`).
+    :param averaging: η of the averaged q(u) that the model holds for prediction on minibatches
+        (:mod:`~gpflow_augmented.averaging`): the steps go on from the last iterate, which this
+        optimizer keeps, and the model's q_mu and q_sqrt are the polynomial-decay average of the
+        iterates, reaching back about the last t / (η + 1) of t steps. ``None`` (default): the
+        model holds the iterate. A full-batch step is never averaged.
     :param compile: wrap the step in ``tf.function``.
     :param jit_compile: compile the step with XLA.
 
@@ -137,6 +143,7 @@ class CAVI(tf.Module):
         seed: int = 0,
         warm_start_iterations: Optional[int] = None,
         update_variance: Optional[bool] = False,
+        averaging: Optional[float] = None,
         compile: bool = True,
         jit_compile: bool = False,
         name: str = "CAVI",
@@ -175,6 +182,15 @@ class CAVI(tf.Module):
             self.class_sampler = ClassSubsetSampler(
                 model.num_latent_gps, class_subset_size, seed, minimum
             )
+        #: the averaged q(u)'s iterate and state, where ``averaging`` is given
+        self.average: Optional[IterateAverage] = None
+        if averaging is not None:
+            if class_subset_size is not None:
+                raise ValueError(
+                    "averaging moves every class's q(u) at each step, which class subsets are "
+                    "there to avoid: give one or the other"
+                )
+            self.average = IterateAverage(model, averaging, self.iteration)
         self.variances = updated_variances(
             model.kernel, update_variance, self.class_sampler is not None
         )
@@ -245,7 +261,30 @@ class CAVI(tf.Module):
             (:func:`~gpflow_augmented.line_search.single_trial`) and returns ``retry`` where the
             bound fell; the caller then calls again with ``halvings + 1`` on the same batch, and
             the step ends where :func:`~gpflow_augmented.line_search.halving_search` would.
+
+        With ``averaging``, the step goes from the iterate, and the model holds the average after
+        it (:class:`~gpflow_augmented.averaging.IterateAverage`).
         """
+        if self.average is None or is_full_batch(self.model.num_data, X.shape[0]) is True:
+            return self._update_iterate(
+                X, Y, subset, hyperparameters, hyperparameter_bound, halvings
+            )
+        average = self.average.swap_in(self.model, self.iteration)
+        update = self._update_iterate(X, Y, subset, hyperparameters, hyperparameter_bound, halvings)
+        taken = (update.status == OK) & ~update.retry
+        self.average.publish(self.model, average, self.iteration, taken)
+        return update
+
+    def _update_iterate(
+        self,
+        X: tf.Tensor,
+        Y: tf.Tensor,
+        subset: Optional[ClassSubset],
+        hyperparameters: Sequence[tf.Variable],
+        hyperparameter_bound: Optional[Bound],
+        halvings: Optional[tf.Tensor],
+    ) -> CAVIUpdate:
+        """:meth:`update` of the model's q(u) as it stands."""
         model = self.model
         subset = as_class_subset(subset, model.num_classes)
         if subset is None:

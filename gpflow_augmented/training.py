@@ -129,6 +129,8 @@ class Trainer(tf.Module):
     :param update_variance: see :class:`~gpflow_augmented.CAVI`: by default (``None``) the
         kernel variance is updated in closed form with q(u) wherever that applies, and Adam trains
         the other hyperparameters; never when ``train_hyperparameters`` is false.
+    :param averaging: see :class:`~gpflow_augmented.CAVI`: the model holds the average of q(u)'s
+        minibatch iterates; ``None`` (default): the last iterate.
 
     A loop of your own, checkpointed (:func:`~gpflow_augmented.restore_checkpoint` resumes it)::
 
@@ -153,6 +155,7 @@ class Trainer(tf.Module):
         warm_start_iterations: Optional[int] = None,
         update_variance: Optional[bool] = None,
         learning_rate_decay_steps: Optional[float] = None,
+        averaging: Optional[float] = None,
     ) -> None:
         super().__init__(name="Trainer")
         if learning_rate is None:
@@ -183,6 +186,7 @@ class Trainer(tf.Module):
                 warm_start_iterations=warm_start_iterations,
                 jit_compile=jit_compile,
                 update_variance=update_variance if train_hyperparameters else False,
+                averaging=averaging,
             )
             #: Adam's rate at its first step; assign to change it
             self.learning_rate = tf.Variable(
@@ -434,6 +438,7 @@ def fit(
     hyperparameter_bound: Optional[Bound] = None,
     warm_start_iterations: Optional[int] = None,
     update_variance: Optional[bool] = None,
+    averaging: Optional[float] = None,
 ) -> FitResult:
     """Train ``model`` on ``data = (X [N, D], Y [N, 1])`` for ``iterations`` steps.
 
@@ -466,6 +471,8 @@ def fit(
         steps at ρ = 1 can oscillate before they settle).
     :param update_variance: the kernel variance in closed form with q(u) (default: wherever it
         applies; see :class:`~gpflow_augmented.CAVI`).
+    :param averaging: the model holds the average of q(u)'s minibatch iterates, with this η (see
+        :class:`~gpflow_augmented.CAVI`); default ``None``, the last iterate.
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a
         :class:`gpflow.monitor.Monitor` fits here.
 
@@ -498,6 +505,7 @@ def fit(
             hyperparameter_bound=hyperparameter_bound,
             warm_start_iterations=warm_start_iterations,
             update_variance=update_variance,
+            averaging=averaging,
         )
     else:
         _check_continued_trainer(trainer, model, strategy)

@@ -33,7 +33,7 @@ def problem(strategy, scheme, dtype):
     return model, (X, y[:, None])
 
 
-def run(strategy, steps, batch_size, class_subset_size, scheme, dtype):
+def run(strategy, steps, batch_size, class_subset_size, scheme, dtype, averaging=None):
     model, data = problem(strategy, scheme, dtype)
     result = ga.fit(
         model,
@@ -45,6 +45,7 @@ def run(strategy, steps, batch_size, class_subset_size, scheme, dtype):
         seed=3,
         progress=False,
         strategy=strategy,
+        averaging=averaging,
     )
     return model, result
 
