@@ -78,6 +78,9 @@ class Bound:
     #: Adam's rate decays as 1/√(1 + t / this)
     #: (:class:`~gpflow_augmented.schedules.InverseSquareRootDecay`; ``inf``: constant).
     learning_rate_decay_steps: float = float("inf")
+    #: η of the averaged q(u) the model holds on minibatches (:class:`~gpflow_augmented.CAVI`'s
+    #: ``averaging``; ``inf``: the last iterate).
+    averaging: float = float("inf")
     #: How many first steps take the augmented bound's sites instead of this bound's own.
     warm_start_iterations: int = 0
     #: The smallest class subset whose step estimates this bound.

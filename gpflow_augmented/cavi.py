@@ -119,8 +119,10 @@ class CAVI(tf.Module):
     :param averaging: η of the averaged q(u) that the model holds for prediction on minibatches
         (:mod:`~gpflow_augmented.averaging`): the steps go on from the last iterate, which this
         optimizer keeps, and the model's q_mu and q_sqrt are the polynomial-decay average of the
-        iterates, reaching back about the last t / (η + 1) of t steps. ``None`` (default): the
-        model holds the iterate. A full-batch step is never averaged.
+        iterates, reaching back about the last t / (η + 1) of t steps; ``math.inf``: the model
+        holds the last iterate. Default: the model's bound's ``averaging`` (``math.inf`` on each
+        bound), but never with class subsets, whose steps leave most classes alone. A full-batch
+        step is never averaged.
     :param compile: wrap the step in ``tf.function``.
     :param jit_compile: compile the step with XLA.
 
@@ -184,7 +186,9 @@ class CAVI(tf.Module):
             )
         #: the averaged q(u)'s iterate and state, where ``averaging`` is given
         self.average: Optional[IterateAverage] = None
-        if averaging is not None:
+        if averaging is None and class_subset_size is None:
+            averaging = model.bound.averaging
+        if averaging is not None and averaging != float("inf"):
             if class_subset_size is not None:
                 raise ValueError(
                     "averaging moves every class's q(u) at each step, which class subsets are "

@@ -129,8 +129,9 @@ class Trainer(tf.Module):
     :param update_variance: see :class:`~gpflow_augmented.CAVI`: by default (``None``) the
         kernel variance is updated in closed form with q(u) wherever that applies, and Adam trains
         the other hyperparameters; never when ``train_hyperparameters`` is false.
-    :param averaging: see :class:`~gpflow_augmented.CAVI`: the model holds the average of q(u)'s
-        minibatch iterates; ``None`` (default): the last iterate.
+    :param averaging: see :class:`~gpflow_augmented.CAVI`: η of the average of q(u)'s minibatch
+        iterates that the model holds; default the model's bound's ``averaging`` (``math.inf`` on
+        each bound: the last iterate).
 
     A loop of your own, checkpointed (:func:`~gpflow_augmented.restore_checkpoint` resumes it)::
 
@@ -471,8 +472,9 @@ def fit(
         steps at ρ = 1 can oscillate before they settle).
     :param update_variance: the kernel variance in closed form with q(u) (default: wherever it
         applies; see :class:`~gpflow_augmented.CAVI`).
-    :param averaging: the model holds the average of q(u)'s minibatch iterates, with this η (see
-        :class:`~gpflow_augmented.CAVI`); default ``None``, the last iterate.
+    :param averaging: η of the average of q(u)'s minibatch iterates that the model holds (see
+        :class:`~gpflow_augmented.CAVI`); default the model's bound's
+        ``averaging`` (``math.inf`` on each bound: the last iterate).
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a
         :class:`gpflow.monitor.Monitor` fits here.
 

@@ -2,6 +2,8 @@
 polynomial-decay weights, the steps themselves are those of a run without it, and a q(u) assigned
 from outside restarts the average."""
 
+import math
+
 import gpflow
 import numpy as np
 import pytest
@@ -105,7 +107,7 @@ def test_a_wrong_average_is_caught(monkeypatch, name, broken):
 def test_the_steps_are_those_of_a_run_without_averaging():
     iterates, _ = _averaged_run()
     model, (X, Y) = _problem()
-    cavi = ga.CAVI(model, ga.RobbinsMonro())
+    cavi = ga.CAVI(model, ga.RobbinsMonro(), averaging=math.inf)
     for batch, (mu, sqrt) in zip(_batches(X, Y), iterates):
         cavi.step(batch)
         np.testing.assert_allclose(model.q_mu.numpy(), mu, atol=1e-10)
@@ -123,7 +125,7 @@ def test_a_q_u_assigned_from_outside_restarts_the_average():
     cavi.step(batches[5])
     # The step went from the assigned prior, and the average restarted at that iterate.
     control, _ = _problem()
-    reference = ga.CAVI(control, ga.RobbinsMonro())
+    reference = ga.CAVI(control, ga.RobbinsMonro(), averaging=math.inf)
     reference.iteration.assign(5)
     reference.step(batches[5])
     np.testing.assert_allclose(model.q_mu.numpy(), control.q_mu.numpy(), atol=1e-10)
@@ -134,7 +136,7 @@ def test_a_full_batch_step_is_not_averaged():
     model, (X, Y) = _problem()
     averaged = ga.CAVI(model, averaging=ETA)
     control, _ = _problem()
-    plain = ga.CAVI(control)
+    plain = ga.CAVI(control, averaging=math.inf)
     for _ in range(3):
         averaged.step((X, Y))
         plain.step((X, Y))
@@ -181,3 +183,14 @@ def test_averaging_with_class_subsets_is_refused():
     model, _ = _problem()
     with pytest.raises(ValueError, match="class subsets"):
         ga.CAVI(model, class_subset_size=2, averaging=ETA)
+
+
+def test_the_default_is_the_bound_s_and_class_subsets_are_not_averaged(monkeypatch):
+    exact, _ = _problem("exact")
+    assert ga.CAVI(exact).average is None  # every bound's default: the last iterate
+    assert ga.CAVI(exact, averaging=ETA).average.averaging == ETA
+    monkeypatch.setattr(ga.ExactBound, "averaging", 7.0)
+    assert ga.CAVI(exact).average.averaging == 7.0
+    assert ga.CAVI(exact, averaging=math.inf).average is None
+    # Class subsets leave most classes alone at a step: a bound's default does not average them.
+    assert ga.CAVI(exact, class_subset_size=2).average is None

@@ -109,3 +109,10 @@ def test_the_default_settings_are_chosen_on_validation_splits(tmp_path):
         tmp_path / "v.json",
     )
     assert "vehicle" in out and (tmp_path / "v.json").exists()
+
+
+def test_the_averaging_table_scores_the_iterate_and_each_eta():
+    out = run_tool(
+        "averaging_on_validation.py", "vehicle", "--iterations", 20, "--every", 10, "--etas", "1,10"
+    )
+    assert out.count("| 20 |") == 1 and "η = 10: error | NLL" in out
