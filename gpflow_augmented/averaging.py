@@ -20,7 +20,9 @@ from typing import Tuple
 import tensorflow as tf
 from check_shapes import check_shapes
 
+from .class_subsets import assign_variational_parameters, variational_parameters
 from .distributed import replicated_by_first
+from .line_search import all_finite
 from .models import AugmentedSVGP
 from .validation import check_positive_number
 
@@ -88,7 +90,7 @@ class IterateAverage(tf.Module):
         moved = tf.constant(False)
         for variable, published in zip(stored, self.published):
             moved |= tf.reduce_any(tf.not_equal(variable, published))
-        average = (tf.convert_to_tensor(model.q_mu), tf.convert_to_tensor(model.q_sqrt))
+        average = variational_parameters(model.q_mu, model.q_sqrt)
         for variable, iterate in zip(stored, self.iterate):
             iterate.assign(tf.where(moved, variable, iterate))
             variable.assign(tf.identity(iterate))
@@ -104,17 +106,21 @@ class IterateAverage(tf.Module):
     ) -> None:
         """Keep the model's q(u), the iterate after a step, aside, and put into the model the
         average with it if the step was ``taken``, else the average as it was."""
-        new = (tf.convert_to_tensor(model.q_mu), tf.convert_to_tensor(model.q_sqrt))
+        new = variational_parameters(model.q_mu, model.q_sqrt)
         weight = averaging_weight(iteration - self.start, self.averaging)
         mixture = averaged_gaussians(*average, *new, weight)
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in mixture])
+        finite = all_finite(*mixture)
         # A mixture that did not factorise is replaced by the iterate, where the average restarts.
         self.start.assign(tf.where(taken & ~finite, iteration - 1, self.start))
         mixed = [tf.where(finite, m, n) for m, n in zip(mixture, new)]
         stored = (model.q_mu.unconstrained_variable, model.q_sqrt.unconstrained_variable)
         for variable, iterate in zip(stored, self.iterate):
             iterate.assign(tf.identity(variable))
-        model.q_mu.assign(tf.where(taken, mixed[0], average[0]))
-        model.q_sqrt.assign(tf.where(taken, mixed[1], average[1]))
+        assign_variational_parameters(
+            model.q_mu,
+            model.q_sqrt,
+            tf.where(taken, mixed[0], average[0]),
+            tf.where(taken, mixed[1], average[1]),
+        )
         for variable, published in zip(stored, self.published):
             published.assign(tf.identity(variable))
