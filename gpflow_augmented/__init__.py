@@ -29,6 +29,7 @@ from .likelihoods import LogisticSoftmax
 from .models import AugmentedSVGP, BinaryLogisticSVGP, LogisticSoftmaxSVGP
 from .schedules import ConstantStepSize, RobbinsMonro, StepSizeSchedule
 from .bounds import (
+    EXACT_AVERAGING,
     EXACT_LEARNING_RATE,
     EXACT_LEARNING_RATE_DECAY_STEPS,
     EXACT_WARM_START,
@@ -51,6 +52,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointWarning",
     "ConstantStepSize",
+    "EXACT_AVERAGING",
     "EXACT_LEARNING_RATE",
     "EXACT_LEARNING_RATE_DECAY_STEPS",
     "EXACT_WARM_START",

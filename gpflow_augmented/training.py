@@ -130,8 +130,8 @@ class Trainer(tf.Module):
         kernel variance is updated in closed form with q(u) wherever that applies, and Adam trains
         the other hyperparameters; never when ``train_hyperparameters`` is false.
     :param averaging: see :class:`~gpflow_augmented.CAVI`: η of the average of q(u)'s minibatch
-        iterates that the model holds; default the model's bound's ``averaging`` (``math.inf`` on
-        each bound: the last iterate).
+        iterates that the model holds; default the model's bound's ``averaging`` (10 on the exact
+        bound, ``math.inf``, the last iterate, on the augmented ones).
 
     A loop of your own, checkpointed (:func:`~gpflow_augmented.restore_checkpoint` resumes it)::
 
@@ -474,7 +474,7 @@ def fit(
         applies; see :class:`~gpflow_augmented.CAVI`).
     :param averaging: η of the average of q(u)'s minibatch iterates that the model holds (see
         :class:`~gpflow_augmented.CAVI`); default the model's bound's
-        ``averaging`` (``math.inf`` on each bound: the last iterate).
+        ``averaging`` (10 on the exact bound, ``math.inf``, the last iterate, on the augmented ones).
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a
         :class:`gpflow.monitor.Monitor` fits here.
 
