@@ -187,7 +187,9 @@ def test_averaging_with_class_subsets_is_refused():
 
 def test_the_default_is_the_bound_s_and_class_subsets_are_not_averaged(monkeypatch):
     exact, _ = _problem("exact")
-    assert ga.CAVI(exact).average is None  # every bound's default: the last iterate
+    assert ga.CAVI(exact).average.averaging == ga.EXACT_AVERAGING
+    augmented, _ = _problem("negative-multinomial")
+    assert ga.CAVI(augmented).average is None  # the augmented bounds' default: the last iterate
     assert ga.CAVI(exact, averaging=ETA).average.averaging == ETA
     monkeypatch.setattr(ga.ExactBound, "averaging", 7.0)
     assert ga.CAVI(exact).average.averaging == 7.0

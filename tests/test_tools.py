@@ -3,6 +3,7 @@
 The GPU chain (``gpu_step_check.sh``, ``gpu_summary.py``, ``step_parts.py``) needs a device's output
 and is exercised through ``benchmarks/tests/test_hlo_export.py``'s export and run on this CPU."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +117,27 @@ def test_the_averaging_table_scores_the_iterate_and_each_eta():
         "averaging_on_validation.py", "vehicle", "--iterations", 20, "--every", 10, "--etas", "1,10"
     )
     assert out.count("| 20 |") == 1 and "η = 10: error | NLL" in out
+
+
+def test_the_control_table_pairs_two_reports_by_seed(tmp_path):
+    def summaries(name, nlls):
+        records = [
+            {
+                "dataset": "vehicle",
+                "seed": seed,
+                "method": "lsm",
+                "nll": nll,
+                "error": 0.1,
+                "iterations": 1,
+            }
+            for seed, nll in enumerate(nlls)
+        ]
+        (tmp_path / name).write_text(json.dumps({"records": records}))
+        return tmp_path / name
+
+    control = summaries("control.json", [0.30, 0.40, 0.35])
+    # 10 % higher on every seed: the paired interval excludes 0 although the seeds spread by 0.1
+    table = run_tool(
+        "defaults_against_control.py", control, summaries("v.json", [0.33, 0.44, 0.385])
+    )
+    assert "| vehicle | 3 | 0.3500 | 0.3850 | 1.100 | +0.0350 [+0.0226, +0.0474] |" in table

@@ -7,6 +7,13 @@ with their geometric mean (docs/stability.md, "What it costs").
 Each folder is one seed's folder of a ``gpflow-augmented benchmark --methods lsm`` output
 (``OUTPUT/seed-S``; the control run with the variant to compare against; the first seed folder on
 the control's seed).
+
+Given two reports' ``summaries.json`` instead, every seed both hold: each dataset's mean test NLL
+of the control and of the variant, their ratio, the paired difference with its 95 % interval
+(``comparison.statistics.paired_difference``), the mean errors and steps (docs/stability.md, "The
+averaged q(u)"):
+
+    python tools/defaults_against_control.py control/summaries.json variant/summaries.json
 """
 
 import json
@@ -46,5 +53,46 @@ def main(control: str, seeds: list) -> None:
     print(f"| geometric mean |{' |' * (len(seeds) + 1)} {geometric:.3f} |")
 
 
+def _records(path: str) -> dict:
+    with open(path) as file:
+        records = json.load(file)["records"]
+    return {(r["dataset"], r["seed"]): r for r in records if r["method"] == METHOD}
+
+
+def paired(control_path: str, variant_path: str) -> None:
+    from gpflow_augmented.comparison.statistics import mean_interval, paired_difference
+
+    control, variant = _records(control_path), _records(variant_path)
+    print(
+        "| dataset | seeds | control NLL | variant NLL | ÷ control | paired difference [95 %] "
+        "| error, control / variant | steps, control / variant |"
+    )
+    print("|---" * 8 + "|")
+    ratios = []
+    for dataset in sorted({name for name, _ in control}):
+        seeds = sorted(s for name, s in control if name == dataset and (name, s) in variant)
+        if not seeds:
+            continue
+
+        def column(records: dict, key: str) -> list:
+            return [records[(dataset, seed)][key] for seed in seeds]
+
+        before, after = mean_interval(column(control, "nll")), mean_interval(column(variant, "nll"))
+        difference = paired_difference(column(variant, "nll"), column(control, "nll"))
+        ratios.append(after.mean / before.mean)
+        errors = [mean_interval(column(r, "error")).mean for r in (control, variant)]
+        steps = [mean_interval(column(r, "iterations")).mean for r in (control, variant)]
+        print(
+            f"| {dataset} | {len(seeds)} | {before.mean:.4f} | {after.mean:.4f} | {ratios[-1]:.3f} "
+            f"| {difference.mean:+.4f} [{difference.low:+.4f}, {difference.high:+.4f}] "
+            f"| {errors[0]:.4f} / {errors[1]:.4f} | {steps[0]:.0f} / {steps[1]:.0f} |"
+        )
+    geometric = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    print(f"| geometric mean | | | | {geometric:.3f} | | | |")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    if len(sys.argv) == 3 and all(path.endswith(".json") for path in sys.argv[1:]):
+        paired(sys.argv[1], sys.argv[2])
+    else:
+        main(sys.argv[1], sys.argv[2:])
