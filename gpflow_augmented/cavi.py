@@ -121,8 +121,8 @@ class CAVI(tf.Module):
         optimizer keeps, and the model's q_mu and q_sqrt are the polynomial-decay average of the
         iterates, reaching back about the last t / (η + 1) of t steps; ``math.inf``: the model
         holds the last iterate. Default: the model's bound's ``averaging`` (10 on the exact bound,
-        ``math.inf`` on the augmented ones), but never with class subsets, whose steps leave most classes alone. A full-batch
-        step is never averaged.
+        ``math.inf`` on the augmented ones), but never with class subsets, whose steps leave most
+        classes alone. A full-batch step is never averaged.
     :param compile: wrap the step in ``tf.function``.
     :param jit_compile: compile the step with XLA.
 

@@ -473,8 +473,8 @@ def fit(
     :param update_variance: the kernel variance in closed form with q(u) (default: wherever it
         applies; see :class:`~gpflow_augmented.CAVI`).
     :param averaging: η of the average of q(u)'s minibatch iterates that the model holds (see
-        :class:`~gpflow_augmented.CAVI`); default the model's bound's
-        ``averaging`` (10 on the exact bound, ``math.inf``, the last iterate, on the augmented ones).
+        :class:`~gpflow_augmented.CAVI`); default the model's bound's ``averaging`` (10 on the
+        exact bound, ``math.inf``, the last iterate, on the augmented ones).
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a
         :class:`gpflow.monitor.Monitor` fits here.
 
