@@ -8,7 +8,7 @@ import pytest
 
 import gpflow_augmented as ga
 from benchmarks.__main__ import main
-from benchmarks.confidence import nystrom_residual
+from benchmarks.confidence import _rule_scores, nystrom_residual
 
 
 def _model(X, Z, variance=2.5):
@@ -32,6 +32,22 @@ def test_the_residual_is_zero_at_the_inducing_points_and_the_prior_variance_far_
     np.testing.assert_allclose(variance[:, 0], 2.5, rtol=1e-6)
 
 
+def test_both_rules_are_the_predictive_where_q_f_has_no_variance():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(12, 2))
+    Y = rng.integers(0, 3, size=(12, 1))
+    model = _model(X, X.copy())
+    model.q_mu.assign(rng.normal(scale=2.0, size=(12, 3)))
+    model.q_sqrt.assign(np.tile(1e-6 * np.eye(12), (3, 1, 1)))
+    # Z = X: no residual at the points, so q(f) is a point mass at its mean there (up to jitter).
+    own = -float(np.mean(model.predict_log_density((X, Y))))
+    np.testing.assert_allclose(_rule_scores(model, X, Y), [own, own], rtol=1e-4)
+    # With q(u)'s prior variance the rules part: E log σ(f) < log σ(E f) lowers every class.
+    model.q_sqrt.assign(np.tile(np.eye(12), (3, 1, 1)))
+    plug_in, geometric = _rule_scores(model, X, Y)
+    assert abs(plug_in - geometric) > 1e-3
+
+
 @pytest.mark.integration
 def test_the_study_scores_each_model_with_and_without_the_residual(tmp_path):
     argv = ["confidence", "--datasets", "vehicle", "--num-inducing", "10,20", "--time-budget", "2"]
@@ -42,4 +58,5 @@ def test_the_study_scores_each_model_with_and_without_the_residual(tmp_path):
         assert 0.0 < r["residual"] < r["latent_variance"]
         assert 0.25 <= r["confidence"] <= 1.0 and 0.25 <= r["confidence_without_residual"] <= 1.0
         assert 0.0 < r["nll"] < 2.0 and 0.0 < r["nll_without_residual"] < 2.0
+        assert 0.0 < r["nll_plug_in"] < 2.0 and 0.0 < r["nll_geometric"] < 2.0
     assert "| vehicle | 0 | 20 |" in (tmp_path / "confidence.md").read_text()
