@@ -11,6 +11,7 @@ from .augmentation import LogisticSoftmaxAugmentation, MeanFieldGammaPoisson, Ne
 from .expectation import log_logistic_softmax
 from .logistic_softmax import (
     DEFAULT_NUM_PREDICTIVE_SAMPLES,
+    PREDICTIVES,
     LogisticSoftmax,
     quasi_normal_samples,
     sobol_uniforms,
@@ -25,6 +26,7 @@ __all__ = [
     "Marginals",
     "MeanFieldGammaPoisson",
     "NegativeMultinomial",
+    "PREDICTIVES",
     "binary_local_elbo",
     "log_logistic_softmax",
     "quasi_normal_samples",

@@ -48,6 +48,7 @@ from .expectation import (
     S_STEP,
     exact_sites,
     expected_log_logistic_softmax,
+    expected_log_sigmoid,
     log_logistic_softmax,
     sites_from_derivatives,
     subset_site_weights,
@@ -59,10 +60,14 @@ __all__ = [
     "quasi_normal_samples",
     "sobol_uniforms",
     "DEFAULT_NUM_PREDICTIVE_SAMPLES",
+    "PREDICTIVES",
     "quasi_latent_samples",
 ]
 
 DEFAULT_NUM_PREDICTIVE_SAMPLES = 1000
+#: The predictive rules of :class:`LogisticSoftmax`: ``"mean"``, E_q p(y = k | f), and
+#: ``"geometric-mean"``, exp E_q log p(y = k | f) normalised over k.
+PREDICTIVES = ("mean", "geometric-mean")
 
 
 def sobol_uniforms(num_samples: int, dim: int) -> np.ndarray:
@@ -116,6 +121,14 @@ class LogisticSoftmax(AugmentedLikelihood):
     :param augmentation: the variational family of the augmented model,
         :class:`~gpflow_augmented.likelihoods.NegativeMultinomial` (default) or
         :class:`~gpflow_augmented.likelihoods.MeanFieldGammaPoisson`.
+    :param predictive: what ``predict_mean_and_var`` and ``predict_log_density`` give for
+        q(f) = N(Fmu, Fvar). ``"mean"`` (default): the posterior predictive E_q p(y | f), by
+        quasi-Monte Carlo. ``"geometric-mean"``: exp E_q log p(y = k | f) normalised over k, which
+        is ∝ θ_k exp E_q log σ(f_k) (one Gauss–Hermite integral a class, deterministic): the
+        per-point likelihood the ELBO fits. Far below 0, E log σ(f) ≈ E f whatever Var f, where
+        E σ(f) ≈ exp(E f + Var f / 2), so a class whose latent the data leave uncertain there
+        does not lift the normaliser (docs/benchmarks.md, "Where lsm's under-confidence comes
+        from"); it also leaves out the hedging that variance gives elsewhere.
     """
 
     def __init__(
@@ -126,6 +139,7 @@ class LogisticSoftmax(AugmentedLikelihood):
         seed: int = 0,
         class_weights: bool = False,
         augmentation: Optional[LogisticSoftmaxAugmentation] = None,
+        predictive: str = "mean",
         **kwargs: Any,
     ) -> None:
         num_classes = check_num_classes(num_classes)
@@ -136,6 +150,9 @@ class LogisticSoftmax(AugmentedLikelihood):
             num_predictive_samples, "num_predictive_samples"
         )
         self.seed = check_integer(seed, "seed", minimum=0)
+        if predictive not in PREDICTIVES:
+            raise ValueError(f"predictive must be one of {PREDICTIVES}, got {predictive!r}")
+        self.predictive = predictive
         # The exp bijector makes the unconstrained variable log θ: the closed-form update's
         # statistic is the gradient with respect to it.
         self.class_weights: Optional[Parameter] = (
@@ -229,18 +246,33 @@ class LogisticSoftmax(AugmentedLikelihood):
             soft_labels=is_soft(Y, self.num_classes),
         )
 
+    def _log_geometric_mean(self, Fmu: TensorType, Fvar: TensorType) -> tf.Tensor:
+        """log of exp E log p(y = k | f) normalised over k [N, C]: the normaliser Σ_c θ_c σ(f_c)
+        is the same for every k, so only θ_k exp E log σ(f_k) is left to normalise."""
+        Fmu = tf.convert_to_tensor(Fmu)
+        log_weighted = expected_log_sigmoid(Fmu, tf.convert_to_tensor(Fvar, Fmu.dtype))
+        if self.class_weights is not None:
+            log_weighted += self.log_class_weights()
+        return tf.nn.log_softmax(log_weighted, axis=-1)
+
     @inherit_check_shapes
     def _predict_mean_and_var(
         self, X: TensorType, Fmu: TensorType, Fvar: TensorType
     ) -> MeanAndVariance:
-        F = self._latent_samples(Fmu, Fvar, self.num_predictive_samples)
-        p = tf.reduce_mean(tf.exp(log_logistic_softmax(F, self.log_class_weights())), axis=0)
+        if self.predictive == "geometric-mean":
+            p = tf.exp(self._log_geometric_mean(Fmu, Fvar))
+        else:
+            F = self._latent_samples(Fmu, Fvar, self.num_predictive_samples)
+            p = tf.reduce_mean(tf.exp(log_logistic_softmax(F, self.log_class_weights())), axis=0)
         return p, p - tf.square(p)
 
     @inherit_check_shapes
     def _predict_log_density(
         self, X: TensorType, Fmu: TensorType, Fvar: TensorType, Y: TensorType
     ) -> tf.Tensor:
+        if self.predictive == "geometric-mean":
+            log_p = self._log_geometric_mean(Fmu, Fvar)
+            return tf.reduce_sum(self._one_hot(Y, log_p.dtype, allow_soft=False) * log_p, axis=-1)
         F = self._latent_samples(Fmu, Fvar, self.num_predictive_samples)
         # The predictive density of an observed class: integer labels only.
         log_p = tf.reduce_sum(  # [S, N]

@@ -2,6 +2,7 @@
 
 import gpflow
 import numpy as np
+import pytest
 from scipy.special import expit
 
 import gpflow_augmented as ga
@@ -65,3 +66,105 @@ def test_works_inside_stock_svgp():
     before = float(loss())
     gpflow.optimizers.Scipy().minimize(loss, svgp.trainable_variables, options=dict(maxiter=50))
     assert float(loss()) < before
+
+
+def _geometric_mean_reference(Fmu, Fvar, log_weights, rng):
+    """exp E log p(y = k | f) normalised over k, E by 400 000 plain Monte Carlo draws of f, and
+    the standard error of each E log p."""
+    F = Fmu + np.sqrt(Fvar) * rng.normal(size=(400_000,) + Fmu.shape)
+    log_weighted = -np.logaddexp(0.0, -F) + log_weights
+    log_p = log_weighted - np.log(np.exp(log_weighted).sum(-1, keepdims=True))
+    expected = log_p.mean(0)
+    reference = np.exp(expected) / np.exp(expected).sum(-1, keepdims=True)
+    return reference, log_p.std(0) / np.sqrt(len(F))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_geometric_mean_predictive_matches_monte_carlo(weighted):
+    """The definition, normaliser and class weights included, against a Monte Carlo E log p(y = k
+    | f): log p̂_k is a difference of such expectations, so 4.5 standard errors of each, doubled,
+    bound its error."""
+    rng = np.random.default_rng(2)
+    Fmu, Fvar = rng.normal(scale=2.0, size=(5, 3)), rng.uniform(0.1, 3.0, (5, 3))
+    Y = rng.integers(0, 3, (5, 1))
+    lik = ga.LogisticSoftmax(3, predictive="geometric-mean", class_weights=weighted)
+    log_weights = np.zeros(3)
+    if weighted:
+        lik.class_weights.assign([0.5, 1.0, 3.0])
+        log_weights = np.log([0.5, 1.0, 3.0])
+    reference, error = _geometric_mean_reference(Fmu, Fvar, log_weights, rng)
+    p, var = lik.predict_mean_and_var(None, Fmu, Fvar)
+    np.testing.assert_allclose(np.log(p.numpy()), np.log(reference), atol=9.0 * error.max())
+    np.testing.assert_allclose(var.numpy(), p.numpy() * (1.0 - p.numpy()), rtol=1e-12)
+    log_density = lik.predict_log_density(None, Fmu, Fvar, Y).numpy()
+    np.testing.assert_allclose(log_density, np.log(p.numpy()[np.arange(5), Y[:, 0]]), rtol=1e-12)
+
+
+def _quadrature_reference(Fmu, Fvar):
+    """θ = 1: p̂_k ∝ exp E log σ(f_k), the class-independent normaliser cancelled, each E by
+    adaptive quadrature (scipy's QUADPACK, independent of the Gauss–Hermite rule)."""
+    from scipy import integrate, stats
+
+    def expected_log_sigmoid(mu, var):
+        def integrand(f):
+            return -np.logaddexp(0.0, -f) * stats.norm.pdf(f, mu, np.sqrt(var))
+
+        width = 12.0 * np.sqrt(var)
+        return integrate.quad(integrand, mu - width, mu + width, epsabs=1e-12, limit=200)[0]
+
+    expected = np.vectorize(expected_log_sigmoid)(Fmu, Fvar)
+    return np.exp(expected) / np.exp(expected).sum(-1, keepdims=True)
+
+
+def _quadrature_problem():
+    rng = np.random.default_rng(4)
+    return rng.normal(scale=3.0, size=(4, 3)), rng.uniform(0.1, 6.0, (4, 3))
+
+
+def test_the_geometric_mean_predictive_matches_quadrature():
+    """To 1e-8: the 40-node Gauss–Hermite rule integrates log σ(f), smooth and nearly linear in
+    its tails, far more accurately than that at Var f ≤ 6."""
+    Fmu, Fvar = _quadrature_problem()
+    reference = _quadrature_reference(Fmu, Fvar)
+    p, _ = ga.LogisticSoftmax(3, predictive="geometric-mean").predict_mean_and_var(None, Fmu, Fvar)
+    np.testing.assert_allclose(p.numpy(), reference, atol=1e-8)
+    # The posterior-predictive mean is another quantity: less confident where Var f is large.
+    mean_rule, _ = ga.LogisticSoftmax(3).predict_mean_and_var(None, Fmu, Fvar)
+    assert np.max(np.abs(mean_rule.numpy() - reference)) > 1e-2
+
+
+def test_a_wrong_geometric_mean_is_caught(monkeypatch):
+    """log E σ(f) in place of E log σ(f), the quantity the mean rule averages, is caught."""
+    import gpflow_augmented.likelihoods.logistic_softmax as module
+
+    def log_of_mean(Fmu, Fvar, num_hermite=40):
+        z, w = np.polynomial.hermite_e.hermegauss(num_hermite)
+        f = np.asarray(Fmu)[..., None] + np.sqrt(np.asarray(Fvar))[..., None] * z
+        return np.log((expit(f) * w).sum(-1) / w.sum())
+
+    Fmu, Fvar = _quadrature_problem()
+    reference = _quadrature_reference(Fmu, Fvar)
+    monkeypatch.setattr(module, "expected_log_sigmoid", log_of_mean)
+    p, _ = ga.LogisticSoftmax(3, predictive="geometric-mean").predict_mean_and_var(None, Fmu, Fvar)
+    assert np.max(np.abs(p.numpy() - reference)) > 1e-2
+
+
+def test_both_predictives_agree_without_variance_and_a_bad_one_is_refused():
+    rng = np.random.default_rng(3)
+    Fmu = rng.normal(scale=3.0, size=(6, 4))
+    Y = rng.integers(0, 4, (6, 1))
+    zero = np.zeros_like(Fmu)
+    exact = np.exp(ga.LogisticSoftmax(4).log_prob(None, Fmu, Y).numpy())
+    for rule in ga.likelihoods.PREDICTIVES:
+        lik = ga.LogisticSoftmax(4, predictive=rule)
+        got = np.exp(lik.predict_log_density(None, Fmu, zero, Y).numpy())
+        np.testing.assert_allclose(got, exact, rtol=1e-6)
+    with pytest.raises(ValueError, match="predictive"):
+        ga.LogisticSoftmax(4, predictive="median")
+
+
+def test_the_geometric_mean_works_in_float32():
+    lik = ga.LogisticSoftmax(3, predictive="geometric-mean")
+    Fmu = np.array([[8.0, -30.0, 0.5]], np.float32)
+    p, _ = lik.predict_mean_and_var(None, Fmu, np.full_like(Fmu, 4.0))
+    assert p.dtype == np.float32 and np.isclose(float(np.sum(p)), 1.0, atol=1e-6)
