@@ -62,17 +62,16 @@ def _scores(model: Any, X: np.ndarray, Y: np.ndarray, variance: Any) -> Tuple[fl
 
 
 def _rule_scores(model: Any, X: np.ndarray, Y: np.ndarray) -> Tuple[float, float]:
-    """Validation NLL of the plug-in p(y | E f) and of the normalised exp E log p(y | f)."""
-    import tensorflow as tf
-
-    from gpflow_augmented.likelihoods.expectation import expected_log_sigmoid
+    """Validation NLL of the plug-in p(y | E f) and of the normalised exp E log p(y | f) (the
+    likelihood's ``predictive="geometric-mean"``, on a copy that shares its parameters)."""
+    import copy
 
     mean, variance = model.predict_f(X)
-    labels = Y[:, 0].astype(int)
-    rows = np.arange(len(labels))
-    plug_in = model.likelihood.predict_log_density(X, mean, tf.zeros_like(variance), Y)
-    geometric = tf.nn.log_softmax(expected_log_sigmoid(mean, variance), axis=1).numpy()
-    return -float(np.mean(plug_in)), -float(np.mean(geometric[rows, labels]))
+    plug_in = model.likelihood.log_prob(X, mean, Y)
+    geometric_rule = copy.copy(model.likelihood)
+    geometric_rule.predictive = "geometric-mean"
+    geometric = geometric_rule.predict_log_density(X, mean, variance, Y)
+    return -float(np.mean(plug_in)), -float(np.mean(geometric))
 
 
 def _row(model: Any, split: Any, iterations: int) -> Dict[str, Any]:

@@ -19,6 +19,7 @@ averaged q(u)"):
 import json
 import math
 import os
+import statistics
 import sys
 
 METHOD = "lsm"
@@ -80,8 +81,8 @@ def paired(control_path: str, variant_path: str) -> None:
         before, after = mean_interval(column(control, "nll")), mean_interval(column(variant, "nll"))
         difference = paired_difference(column(variant, "nll"), column(control, "nll"))
         ratios.append(after.mean / before.mean)
-        errors = [mean_interval(column(r, "error")).mean for r in (control, variant)]
-        steps = [mean_interval(column(r, "iterations")).mean for r in (control, variant)]
+        errors = [statistics.fmean(column(r, "error")) for r in (control, variant)]
+        steps = [statistics.fmean(column(r, "iterations")) for r in (control, variant)]
         print(
             f"| {dataset} | {len(seeds)} | {before.mean:.4f} | {after.mean:.4f} | {ratios[-1]:.3f} "
             f"| {difference.mean:+.4f} [{difference.low:+.4f}, {difference.high:+.4f}] "
