@@ -121,10 +121,11 @@ def test_a_jit_compiled_trainer_traces_once_and_reads_its_variables_at_every_ste
         # The warm start's choice of sites; loops: the backoff's, the line search's and the
         # backoff's again inside the search's halving. Factorisations: K_uu, the step, the trust
         # region, the two of the backoff's retry and the mean's (ExactBound.mean_sites), then
-        # the same five in the halving. Solves: the projection and its gradient, the current
-        # natural parameters once (not again in the retry), the step's inverse, the retry's and
-        # the mean's two; in the halving the last five again.
-        ("lsm", 1, 3, 11, 13),
+        # the same five in the halving, and the averaged q(u)'s covariance after the step.
+        # Solves: the projection and its gradient, the current natural parameters once (not
+        # again in the retry), the step's inverse, the retry's and the mean's two; in the
+        # halving the last five again.
+        ("lsm", 1, 3, 12, 13),
         # K_uu for the step and for the hyperparameters' loss after it; the step and its retry:
         # no trust region, whose sites are never negative, and no search: an augmented step
         # ascends its bound at any ρ.
