@@ -3,6 +3,7 @@ MirroredStrategy on two logical CPU devices (the script runs in a subprocess, wh
 before TensorFlow initialises it), and MultiWorkerMirroredStrategy across two processes on
 127.0.0.1."""
 
+import contextlib
 import json
 import os
 import signal
@@ -345,29 +346,42 @@ def test_ctrl_c_on_the_launcher_stops_the_workers_in_one_line(tmp_path):
     """Ctrl-C on the launcher printed four KeyboardInterrupt tracebacks, and a worker outlived it
     by about 20 s (issue 57, item 19)."""
     script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
+    # A shell runs a background job (`.ci/run &`) with SIGINT ignored, which Python keeps; Ctrl-C at
+    # a terminal reaches a launcher with the default disposition.
     launcher = subprocess.Popen(
         [sys.executable, str(script), "--workers", "2", "--iterations", "100000"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 60
     children = []
-    while len(children) < 2:
-        assert time.monotonic() < deadline, "the workers did not start"
-        listed = subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True)
-        children = [int(pid) for pid in listed.stdout.split()]
-        time.sleep(0.2)
-    time.sleep(5)  # into TensorFlow's start-up or the first steps
-    launcher.send_signal(signal.SIGINT)
-    _, err = launcher.communicate(timeout=30)
-    assert launcher.returncode == 130
-    assert err.strip().splitlines()[-1].endswith("interrupted; the workers were stopped")
-    assert "Traceback" not in err
-    for pid in children:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+    try:
+        deadline = time.monotonic() + 60
+        while len(children) < 2:
+            assert time.monotonic() < deadline, "the workers did not start"
+            listed = subprocess.run(
+                ["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True
+            )
+            children = [int(pid) for pid in listed.stdout.split()]
+            time.sleep(0.2)
+        time.sleep(5)  # into TensorFlow's start-up or the first steps
+        launcher.send_signal(signal.SIGINT)
+        _, err = launcher.communicate(timeout=30)
+        assert launcher.returncode == 130
+        assert err.strip().splitlines()[-1].endswith("interrupted; the workers were stopped")
+        assert "Traceback" not in err
+        for pid in children:
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        # A failure must not leave two workers training 100,000 steps beside the other tests:
+        # each leads a session of its own, and its training child dies with it.
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        launcher.kill()
 
 
 @pytest.mark.integration

@@ -8,7 +8,8 @@ import pytest
 
 import gpflow_augmented as ga
 from benchmarks.__main__ import main
-from benchmarks.confidence import _rule_scores, nystrom_residual
+import benchmarks.confidence as confidence_module
+from benchmarks.confidence import _rule_scores, _scored_points, nystrom_residual
 
 
 def _model(X, Z, variance=2.5):
@@ -41,11 +42,26 @@ def test_both_rules_are_the_predictive_where_q_f_has_no_variance():
     model.q_sqrt.assign(np.tile(1e-6 * np.eye(12), (3, 1, 1)))
     # Z = X: no residual at the points, so q(f) is a point mass at its mean there (up to jitter).
     own = -float(np.mean(model.predict_log_density((X, Y))))
-    np.testing.assert_allclose(_rule_scores(model, X, Y), [own, own], rtol=1e-4)
+    np.testing.assert_allclose(_rule_scores(model, X, Y)[:2], [own, own], rtol=1e-4)
     # With q(u)'s prior variance the rules part: E log σ(f) < log σ(E f) lowers every class.
     model.q_sqrt.assign(np.tile(np.eye(12), (3, 1, 1)))
-    plug_in, geometric = _rule_scores(model, X, Y)
+    plug_in, geometric, confidence = _rule_scores(model, X, Y)
     assert abs(plug_in - geometric) > 1e-3
+    assert 1.0 / 3.0 < confidence < 1.0
+
+
+def test_a_large_split_is_scored_on_a_seeded_sample_of_its_rows(monkeypatch):
+    class Split:
+        X_test = np.arange(50.0)[:, None]
+        Y_test = np.arange(50)[:, None]
+
+    assert _scored_points(Split, 0)[0].shape == (50, 1)
+    monkeypatch.setattr(confidence_module, "_MAX_SCORED", 10)
+    X, Y = _scored_points(Split, 3)
+    assert X.shape == (10, 1) and len(np.unique(X)) == 10
+    np.testing.assert_array_equal(X[:, 0], Y[:, 0])  # each point keeps its own label
+    np.testing.assert_array_equal(X, _scored_points(Split, 3)[0])
+    assert not np.array_equal(X, _scored_points(Split, 4)[0])
 
 
 @pytest.mark.integration
@@ -59,4 +75,5 @@ def test_the_study_scores_each_model_with_and_without_the_residual(tmp_path):
         assert 0.25 <= r["confidence"] <= 1.0 and 0.25 <= r["confidence_without_residual"] <= 1.0
         assert 0.0 < r["nll"] < 2.0 and 0.0 < r["nll_without_residual"] < 2.0
         assert 0.0 < r["nll_plug_in"] < 2.0 and 0.0 < r["nll_geometric"] < 2.0
+        assert 0.25 <= r["confidence_geometric"] <= 1.0
     assert "| vehicle | 0 | 20 |" in (tmp_path / "confidence.md").read_text()
