@@ -41,8 +41,14 @@ LEARNING_RATES = (0.01, 0.03, 0.1)
 def validation_split(dataset: Dataset, fraction: float = 0.2, seed: int = 0) -> Dataset:
     """The training data split again: a seeded ``fraction`` of it becomes the "test" set of the
     returned dataset (re-standardised with the remaining points' statistics). The test set of
-    ``dataset`` is not part of it."""
+    ``dataset`` is not part of it. A class whose every training point the draw would put into
+    validation keeps its first one for training (kddcup has a class with one training point)."""
     is_validation = train_test_split(len(dataset.X_train), fraction, seed)
+    labels = dataset.Y_train[:, 0]
+    trained = np.zeros(dataset.num_classes, dtype=bool)
+    trained[labels[~is_validation]] = True
+    for label in np.setdiff1d(labels, np.flatnonzero(trained)):
+        is_validation[np.flatnonzero(labels == label)[0]] = False
     split = from_arrays(
         f"{dataset.name} (validation)", dataset.X_train, dataset.Y_train, is_validation
     )

@@ -10,6 +10,7 @@ import gpflow_augmented as ga
 from gpflow_augmented.comparison import tuning
 from gpflow_augmented.comparison import compare
 from gpflow_augmented.comparison.baselines import method_learning_rate, method_positive_bijector
+from gpflow_augmented.datasets import train_test_split
 
 # The integration tier (whole tuning and comparison runs): run by --slow or -m integration.
 pytestmark = pytest.mark.integration
@@ -42,6 +43,19 @@ def test_validation_split_is_carved_from_the_training_points_only(tiny):
     np.testing.assert_array_equal(labels[order_split], tiny.Y_train[order_original])
     again = tuning.validation_split(tiny, 0.2, seed=3)
     np.testing.assert_array_equal(again.X_test, split.X_test)
+
+
+def test_a_class_with_one_training_point_keeps_it_for_training(tiny):
+    labels = tiny.Y_train.copy()
+    lone = np.flatnonzero(labels[:, 0] == 0)
+    labels[lone[1:]] = 1  # class 0 is left with one training point
+    dataset = tiny._replace(Y_train=labels)
+    held_out = [seed for seed in range(40) if train_test_split(len(labels), 0.2, seed)[lone[0]]]
+    assert held_out  # the draw alone puts it into validation for these seeds
+    for seed in held_out[:3]:
+        split = tuning.validation_split(dataset, 0.2, seed)
+        assert np.sum(split.Y_train == 0) == 1 and np.sum(split.Y_test == 0) == 0
+        assert len(split.X_test) == 29
 
 
 def test_every_method_is_tuned_over_the_same_grid_which_holds_its_own_defaults():
