@@ -162,12 +162,13 @@ def confidence_report(rows: Sequence[Dict[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        # Studies written before the rule's confidence was scored have none.
+        geometric = "-" if "confidence_geometric" not in r else f"{r['confidence_geometric']:.3f}"
         lines.append(
             f"| {r['dataset']} | {r['seed']} | {r['num_inducing']} | {r['steps']} | "
             f"{r['kernel_variance']:.1f} | {r['latent_variance']:.2f} | {r['residual']:.2f} | "
             f"{r['accuracy']:.3f} | {r['nll']:.4f} | {r['confidence']:.3f} | "
             f"{r['nll_without_residual']:.4f} | {r['confidence_without_residual']:.3f} | "
-            f"{r['nll_plug_in']:.4f} | {r['nll_geometric']:.4f} | "
-            f"{r.get('confidence_geometric', float('nan')):.3f} |"
+            f"{r['nll_plug_in']:.4f} | {r['nll_geometric']:.4f} | {geometric} |"
         )
     return "\n".join(lines)

@@ -31,7 +31,7 @@ def test_predictions_match_brute_force_monte_carlo():
     rng = np.random.default_rng(1)
     Fmu, Fvar = rng.normal(size=(5, 3)), rng.uniform(0.1, 3, (5, 3))
     Y = rng.integers(0, 3, (5, 1))
-    lik = ga.LogisticSoftmax(3, num_predictive_samples=2**16)
+    lik = ga.LogisticSoftmax(3, num_predictive_samples=2**16, predictive="mean")
     p, _ = lik.predict_mean_and_var(None, Fmu, Fvar)
     F = Fmu + np.sqrt(Fvar) * rng.normal(size=(400_000, 5, 3))
     draws = expit(F) / expit(F).sum(-1, keepdims=True)  # [S, N, C]
@@ -128,8 +128,10 @@ def test_the_geometric_mean_predictive_matches_quadrature():
     reference = _quadrature_reference(Fmu, Fvar)
     p, _ = ga.LogisticSoftmax(3, predictive="geometric-mean").predict_mean_and_var(None, Fmu, Fvar)
     np.testing.assert_allclose(p.numpy(), reference, atol=1e-8)
+    default, _ = ga.LogisticSoftmax(3).predict_mean_and_var(None, Fmu, Fvar)
+    np.testing.assert_array_equal(default.numpy(), p.numpy())
     # The posterior-predictive mean is another quantity: less confident where Var f is large.
-    mean_rule, _ = ga.LogisticSoftmax(3).predict_mean_and_var(None, Fmu, Fvar)
+    mean_rule, _ = ga.LogisticSoftmax(3, predictive="mean").predict_mean_and_var(None, Fmu, Fvar)
     assert np.max(np.abs(mean_rule.numpy() - reference)) > 1e-2
 
 
