@@ -82,11 +82,10 @@ def _rule_scores(model: Any, X: np.ndarray, Y: np.ndarray) -> Tuple[float, float
 
 def _scored_points(split: Any, seed: int) -> Tuple[np.ndarray, np.ndarray]:
     """The validation points a row scores: all of them, or a seeded sample of ``_MAX_SCORED``."""
-    X, Y = split.X_test, split.Y_test
-    if len(X) <= _MAX_SCORED:
-        return X, Y
-    rows = np.sort(np.random.default_rng(seed).choice(len(X), _MAX_SCORED, replace=False))
-    return X[rows], Y[rows]
+    from gpflow_augmented.datasets import seeded_rows
+
+    rows = seeded_rows(len(split.X_test), _MAX_SCORED, seed)
+    return split.X_test[rows], split.Y_test[rows]
 
 
 def _row(model: Any, split: Any, iterations: int, seed: int) -> Dict[str, Any]:

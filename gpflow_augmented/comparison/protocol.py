@@ -43,7 +43,7 @@ from .baselines import (
 )
 from .methods import Method, hyperparameter_snapshot, positive_parameters
 from .results import ComparisonResult, MethodResult
-from ..datasets import Dataset
+from ..datasets import Dataset, seeded_rows
 from ..initialisation import inducing_points as kmeans_inducing_points
 from ..initialisation import initial_kernel
 
@@ -262,9 +262,7 @@ def _evaluators(
     evaluator = Evaluator(dataset.X_test, dataset.Y_test)
     if trace_test_points is None or len(dataset.X_test) <= trace_test_points:
         return evaluator, evaluator
-    subset = np.sort(
-        np.random.default_rng(seed).choice(len(dataset.X_test), trace_test_points, replace=False)
-    )
+    subset = seeded_rows(len(dataset.X_test), trace_test_points, seed)
     return evaluator, Evaluator(dataset.X_test[subset], dataset.Y_test[subset])
 
 

@@ -45,9 +45,7 @@ def validation_split(dataset: Dataset, fraction: float = 0.2, seed: int = 0) -> 
     validation keeps its first one for training (kddcup has a class with one training point)."""
     is_validation = train_test_split(len(dataset.X_train), fraction, seed)
     labels = dataset.Y_train[:, 0]
-    trained = np.zeros(dataset.num_classes, dtype=bool)
-    trained[labels[~is_validation]] = True
-    for label in np.setdiff1d(labels, np.flatnonzero(trained)):
+    for label in np.setdiff1d(labels, labels[~is_validation]):
         is_validation[np.flatnonzero(labels == label)[0]] = False
     split = from_arrays(
         f"{dataset.name} (validation)", dataset.X_train, dataset.Y_train, is_validation

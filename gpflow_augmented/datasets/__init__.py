@@ -22,6 +22,7 @@ __all__ = [
     "imbalanced_separable_data",
     "load_dataset",
     "one_vs_rest",
+    "seeded_rows",
     "separated_blobs",
     "synthetic_stream",
     "train_test_split",
@@ -65,6 +66,14 @@ def train_test_split(num_points: int, test_fraction: float, seed: int) -> np.nda
     is_test = np.zeros(num_points, dtype=bool)
     is_test[rng.permutation(num_points)[: int(round(test_fraction * num_points))]] = True
     return is_test
+
+
+def seeded_rows(num_points: int, size: int, seed: int) -> np.ndarray:
+    """Sorted indices of a seeded sample of ``size`` of ``num_points`` rows (all of them where
+    there are no more)."""
+    if num_points <= size:
+        return np.arange(num_points)
+    return np.sort(np.random.default_rng(seed).choice(num_points, size, replace=False))
 
 
 def from_arrays(
