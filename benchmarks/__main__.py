@@ -211,7 +211,7 @@ def _run_stability(args: argparse.Namespace) -> int:
         resume=args.resume,
         overwrite=args.overwrite,
         explicit=True,
-        names=("cells", "stability.md"),
+        names=("cells", "stability.md", "summary.json"),
     )
     options = SuiteOptions(
         output,
@@ -233,7 +233,7 @@ def _run_stability(args: argparse.Namespace) -> int:
         raise
     finally:
         release_output(output)
-    print(f"written to {output}/ (cells/, stability.md)")
+    print(f"written to {output}/ (cells/, stability.md, summary.json)")
     return 0
 
 

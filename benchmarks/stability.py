@@ -11,7 +11,9 @@ own ELBO still moves over its last fifth of steps: two runs at one optimum diffe
     python -m benchmarks stability --data-dir ../shared/data --output stability-results
 
 Each cell (set, M, B, seed) is written to ``cells/<set>-M<M>-B<B>-s<seed>.json`` as it finishes,
-so that ``--resume`` continues an interrupted suite; ``stability.md`` is written from the cells.
+so that ``--resume`` continues an interrupted suite; ``stability.md`` and ``summary.json`` (the
+cells' verdicts without their traces, small enough to commit: ``tools/docs_tables.py`` makes the
+docs' table from it) are written from the cells.
 """
 
 import dataclasses
@@ -247,21 +249,45 @@ def _cell_path(output: Path, cell: Tuple[str, int, int, int]) -> Path:
 
 def run_suite(options: SuiteOptions, resume: bool = False) -> str:
     """Run every cell not already in ``options.output`` (all of them unless ``resume``), then
-    write and return ``stability.md``."""
+    write ``summary.json`` and ``stability.md`` and return the latter."""
     for cell in _cells(options):
         path = _cell_path(options.output, cell)
         if resume and path.exists():
             continue
         print(f"{path.stem}: {', '.join(options.methods)}", flush=True)
         write_json(path, _run_cell(options, *cell))
-    report = stability_report(
-        [json.loads(_cell_path(options.output, cell).read_text()) for cell in _cells(options)]
-    )
+    cells = [
+        summarised(json.loads(_cell_path(options.output, cell).read_text()))
+        for cell in _cells(options)
+    ]
+    write_json(options.output / "summary.json", {"cells": cells})
+    report = stability_report(cells)
     write_atomically(options.output / "stability.md", lambda handle: handle.write(report))
     return report
 
 
+def summarised(cell: Mapping[str, Any]) -> Dict[str, Any]:
+    """The cell without its settings and its methods' traces: what the report reads."""
+    methods = {
+        name: {key: value for key, value in record.items() if key != "trace"}
+        for name, record in cell["methods"].items()
+    }
+    keys = ("set", "num_inducing", "batch_size", "seed")
+    return {**{key: cell[key] for key in keys}, "methods": methods}
+
+
 def stability_report(cells: Sequence[Mapping[str, Any]]) -> str:
+    """The property in words and :func:`stability_table`."""
+    return (
+        f"Property: after the first {BURN_IN:.0%} of the steps the test error never rises more "
+        f"than {MAX_ERROR_RISE} above its best so far, and the final NLL is at most "
+        f"{MAX_NLL_RATIO}× the best along the run (tiny sets: training accuracy 1 as well; lsm "
+        "an exact ELBO at least its first step's and update_variance=False's).\n\n"
+        + stability_table(cells)
+    )
+
+
+def stability_table(cells: Sequence[Mapping[str, Any]]) -> str:
     """A Markdown table, a row a set and method: the cells that hold, the largest error rise, the
     largest final ÷ best NLL and the failed steps over its cells, and the cells that fail."""
     rows: Dict[Tuple[str, str], List[Tuple[str, Mapping[str, Any]]]] = {}
@@ -270,11 +296,6 @@ def stability_report(cells: Sequence[Mapping[str, Any]]) -> str:
         for method, record in cell["methods"].items():
             rows.setdefault((cell["set"], method), []).append((label, record))
     lines = [
-        f"Property: after the first {BURN_IN:.0%} of the steps the test error never rises more "
-        f"than {MAX_ERROR_RISE} above its best so far, and the final NLL is at most "
-        f"{MAX_NLL_RATIO}× the best along the run (tiny sets: training accuracy 1 as well; lsm "
-        "an exact ELBO at least its first step's and update_variance=False's).",
-        "",
         "| set | method | holds | largest error rise | largest final ÷ best NLL | failed steps "
         "| failing cells |",
         "|---|---|---|---|---|---|---|",

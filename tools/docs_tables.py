@@ -2,8 +2,8 @@
 
 A generated table sits between two markers, which name the committed summaries and the report's
 section (``gpflow-augmented report SUMMARIES --section NAME`` prints the same), or a study's
-results and ``matched``, ``confidence`` or ``large_data`` (the tables ``python -m benchmarks
-matched``, ``confidence`` and ``large-data`` write)::
+results and ``matched``, ``confidence``, ``large_data`` or ``stability`` (the tables ``python -m
+benchmarks matched``, ``confidence``, ``large-data`` and ``stability`` write)::
 
     <!-- report: docs/results/kddcup-20s/summaries.json nll -->
     | dataset | seeds | lsm | softmax |
@@ -49,6 +49,10 @@ def _table(results: dict, section: str) -> str:
         from benchmarks.confidence import confidence_report
 
         return confidence_report(results["rows"]) + "\n"
+    if section == "stability":
+        from benchmarks.stability import stability_table
+
+        return stability_table(results["cells"])
     if section == "large_data":
         from benchmarks.large_data import large_data_report
 

@@ -99,6 +99,11 @@ def test_the_command_runs_checks_and_resumes_a_suite(tmp_path, capsys, monkeypat
     assert set(range(20, 201, 20)) <= set(iterations)
     report = (tmp_path / "stability.md").read_text()
     assert "| tiny-6 | lsm | 1/1 |" in report and "| synthetic | lsm |" in report
+    # The committed summary: the verdicts without the traces, and the same table.
+    summary = json.loads((tmp_path / "summary.json").read_text())["cells"]
+    assert [cell["set"] for cell in summary] == ["tiny-6", "synthetic"]
+    assert "trace" not in summary[0]["methods"]["lsm"] and summary[0]["methods"]["lsm"]["holds"]
+    assert stability.stability_table(summary) in report
     # A second run into the folder is refused; --resume keeps the cells and runs none again.
     capsys.readouterr()
     assert main(argv) == 2
