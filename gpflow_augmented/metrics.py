@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional
 import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
+from gpflow.models import GPModel
 
 __all__ = [
     "Evaluator",
@@ -164,14 +165,7 @@ class Evaluator:
         points, by one compiled prediction a model (in chunks of ``chunk_size`` rows)."""
         key = id(model)
         if key not in self._compiled:
-            # A model whose two predictions share a costly part gives both from one evaluation.
-            both = getattr(model, "predict_y_and_log_density", None)
-            self._compiled[key] = tf.function(
-                both
-                if both is not None
-                else lambda X, Y: (model.predict_y(X)[0], model.predict_log_density((X, Y))),
-                autograph=False,
-            )
+            self._compiled[key] = tf.function(_both_predictions(model), autograph=False)
         predict = self._compiled[key]
         # Every chunk has one shape, the last one padded with the first rows and cut back: one
         # trace per model. (TensorFlow counts the traces of all models' predictions together, as
@@ -206,3 +200,16 @@ class Evaluator:
             "classwise_ece": classwise_calibration_error(p, y, num_bins=10),
             "brier": brier_score(p, y),
         }
+
+
+def _both_predictions(model: Any) -> Callable:
+    """(X, Y) → (class probabilities, log predictive densities). A model, or a GPflow model's
+    likelihood, whose two predictions share a costly part gives both from one evaluation."""
+    both = getattr(model, "predict_y_and_log_density", None)
+    if both is not None:
+        return both
+    fused = getattr(getattr(model, "likelihood", None), "predict_mean_and_log_density", None)
+    if fused is not None and isinstance(model, GPModel):
+        # A GPflow model predicts y from q(f) at X through its likelihood, as this does.
+        return lambda X, Y: fused(X, *model.predict_f(X), Y)
+    return lambda X, Y: (model.predict_y(X)[0], model.predict_log_density((X, Y)))

@@ -99,3 +99,35 @@ def test_the_evaluator_traces_once_per_model_and_predicts_every_row():
     )
     with pytest.raises(ValueError, match="at least one point"):
         metrics.Evaluator(X[:0], Y[:0])
+
+
+@pytest.mark.parametrize("gpflow_svgp", [False, True])
+def test_the_evaluator_draws_the_predictive_once_for_both_predictions(gpflow_svgp, monkeypatch):
+    """The mean rule's quasi-Monte Carlo draws are the cost of each prediction: the compiled
+    evaluation makes them once for the probabilities and the log densities together, for this
+    package's model and for GPflow's SVGP with the likelihood."""
+    import gpflow
+
+    import gpflow_augmented as ga
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((12, 2)), rng.integers(0, 3, (12, 1))
+    likelihood = ga.LogisticSoftmax(3)
+    kernel, Z = gpflow.kernels.SquaredExponential(), X[:4].copy()
+    model = (
+        gpflow.models.SVGP(kernel, likelihood, Z, num_latent_gps=3)
+        if gpflow_svgp
+        else ga.LogisticSoftmaxSVGP(kernel, Z, 3, likelihood=likelihood)
+    )
+    draws = []
+    sample = type(likelihood)._latent_samples
+    monkeypatch.setattr(
+        type(likelihood),
+        "_latent_samples",
+        lambda self, *args: draws.append(1) or sample(self, *args),
+    )
+    predictions = metrics.Evaluator(X, Y).predictions(model)
+    assert len(draws) == 1
+    np.testing.assert_allclose(
+        predictions["probabilities"], model.predict_y(X)[0].numpy(), rtol=1e-12
+    )

@@ -256,33 +256,43 @@ class LogisticSoftmax(AugmentedLikelihood):
             log_weighted += self.log_class_weights()
         return tf.nn.log_softmax(log_weighted, axis=-1)
 
+    def _log_predictive(self, Fmu: TensorType, Fvar: TensorType) -> tf.Tensor:
+        """log p(y = k) [N, C] under the ``predictive`` rule; the mean rule's average over the
+        quasi-Monte Carlo draws is taken in log space, so a class's tiny probability stays finite
+        as a log density."""
+        if self.predictive == "geometric-mean":
+            return self._log_geometric_mean(Fmu, Fvar)
+        F = self._latent_samples(Fmu, Fvar, self.num_predictive_samples)
+        log_p = log_logistic_softmax(F, self.log_class_weights())  # [S, N, C]
+        num = tf.cast(self.num_predictive_samples, log_p.dtype)
+        return tf.reduce_logsumexp(log_p, axis=0) - tf.math.log(num)
+
+    def _label_log_density(self, log_p: tf.Tensor, Y: TensorType) -> tf.Tensor:
+        # The predictive density of an observed class: integer labels only.
+        return tf.reduce_sum(self._one_hot(Y, log_p.dtype, allow_soft=False) * log_p, axis=-1)
+
     @inherit_check_shapes
     def _predict_mean_and_var(
         self, X: TensorType, Fmu: TensorType, Fvar: TensorType
     ) -> MeanAndVariance:
-        if self.predictive == "geometric-mean":
-            p = tf.exp(self._log_geometric_mean(Fmu, Fvar))
-        else:
-            F = self._latent_samples(Fmu, Fvar, self.num_predictive_samples)
-            p = tf.reduce_mean(tf.exp(log_logistic_softmax(F, self.log_class_weights())), axis=0)
+        p = tf.exp(self._log_predictive(Fmu, Fvar))
         return p, p - tf.square(p)
 
     @inherit_check_shapes
     def _predict_log_density(
         self, X: TensorType, Fmu: TensorType, Fvar: TensorType, Y: TensorType
     ) -> tf.Tensor:
-        if self.predictive == "geometric-mean":
-            log_p = self._log_geometric_mean(Fmu, Fvar)
-            return tf.reduce_sum(self._one_hot(Y, log_p.dtype, allow_soft=False) * log_p, axis=-1)
-        F = self._latent_samples(Fmu, Fvar, self.num_predictive_samples)
-        # The predictive density of an observed class: integer labels only.
-        log_p = tf.reduce_sum(  # [S, N]
-            self._one_hot(Y, F.dtype, allow_soft=False)
-            * log_logistic_softmax(F, self.log_class_weights()),
-            axis=-1,
-        )
-        num = tf.cast(self.num_predictive_samples, log_p.dtype)
-        return tf.reduce_logsumexp(log_p, axis=0) - tf.math.log(num)
+        return self._label_log_density(self._log_predictive(Fmu, Fvar), Y)
+
+    @check_shapes("Fmu: [N, C]", "Fvar: [N, C]", "Y: [N, 1]", "return[0]: [N, C]", "return[1]: [N]")
+    def predict_mean_and_log_density(
+        self, X: TensorType, Fmu: TensorType, Fvar: TensorType, Y: TensorType
+    ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """``predict_mean_and_var``'s class probabilities and ``predict_log_density``'s values
+        from one evaluation of the predictive (the mean rule's draws are the cost of each), for a
+        caller that needs both (:class:`~gpflow_augmented.metrics.Evaluator`)."""
+        log_p = self._log_predictive(Fmu, Fvar)
+        return tf.exp(log_p), self._label_log_density(log_p, Y)
 
     @inherit_check_shapes
     def _conditional_mean(self, X: TensorType, F: TensorType) -> tf.Tensor:

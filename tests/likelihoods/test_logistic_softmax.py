@@ -171,3 +171,20 @@ def test_the_geometric_mean_works_in_float32():
     Fmu = np.array([[8.0, -30.0, 0.5]], np.float32)
     p, _ = lik.predict_mean_and_var(None, Fmu, np.full_like(Fmu, 4.0))
     assert p.dtype == np.float32 and np.isclose(float(np.sum(p)), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("rule", ["mean", "geometric-mean"])
+def test_both_predictions_from_one_evaluation_are_the_two_predictions(rule):
+    """The fused pair is what ``predict_mean_and_var`` and ``predict_log_density`` give, to
+    rounding; a class the predictive all but rules out keeps a finite log density (its
+    probability, ~e^-800, is below what a float64 holds)."""
+    rng = np.random.default_rng(3)
+    Fmu, Fvar = rng.normal(scale=3, size=(6, 4)), rng.uniform(0.1, 4, (6, 4))
+    Fmu[0], Fvar[0] = [800.0, -800.0, 0.0, 0.0], 1e-6
+    Y = np.array([[1], [0], [3], [2], [1], [0]])
+    lik = ga.LogisticSoftmax(4, predictive=rule)
+    p, log_density = lik.predict_mean_and_log_density(None, Fmu, Fvar, Y)
+    np.testing.assert_allclose(p, lik.predict_mean_and_var(None, Fmu, Fvar)[0], rtol=1e-12)
+    np.testing.assert_allclose(log_density, lik.predict_log_density(None, Fmu, Fvar, Y), rtol=1e-12)
+    assert np.isfinite(log_density[0]) and log_density[0] < -700
+    np.testing.assert_allclose(np.sum(p, axis=1), 1.0, rtol=1e-12)
