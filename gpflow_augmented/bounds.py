@@ -98,6 +98,12 @@ class Bound:
     #: the trust region of :func:`~gpflow_augmented.updates.natural_step` (``False`` leaves it out
     #: of the compiled step).
     sites_can_be_negative: bool = True
+    #: Whether :meth:`mean_sites` can give sites apart from the step's own.
+    mean_sites_differ: bool = False
+    #: Whether a minibatch step estimates the data's statistics with each class's own points as a
+    #: stratum (:mod:`~gpflow_augmented.strata`; :class:`~gpflow_augmented.CAVI`'s
+    #: ``label_strata``).
+    label_strata: bool = False
 
     def check(self, likelihood: AugmentedLikelihood) -> None:
         """Raise a ValueError naming the problem if this bound cannot be stepped on with
@@ -221,6 +227,8 @@ class ExactBound(Bound):
     # The subset estimate of the normaliser needs a class besides each point's own.
     min_class_subset_size = 2
     line_searched = True
+    mean_sites_differ = True
+    label_strata = True
 
     warm_start_iterations: int = EXACT_WARM_START
 

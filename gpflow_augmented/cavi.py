@@ -40,9 +40,12 @@ from .line_search import Proposal, all_finite, count_search, halving_search, sin
 from .models import AugmentedSVGP
 from .projection import BatchGeometry, geometry_at
 from .schedules import ConstantStepSize, StepSizeSchedule
+from .strata import LabelStrata
 from .updates import (
+    BatchStatistics,
     batch_elbo,
     batch_size,
+    batch_statistics,
     class_weight_exposure,
     is_full_batch,
     update_class_weights,
@@ -123,6 +126,12 @@ class CAVI(tf.Module):
         holds the last iterate. Default: the model's bound's ``averaging`` (10 on the exact bound,
         ``math.inf`` on the augmented ones), but never with class subsets, whose steps leave most
         classes alone. A full-batch step is never averaged.
+    :param label_strata: estimate a minibatch's statistics with each class's own points as a
+        stratum (:mod:`~gpflow_augmented.strata`): a class absent from the batch keeps the running
+        estimate of its points' sites instead of being estimated as absent from the data, which
+        is what moves a rare class's q(u) on minibatches. Default: the model's bound's (on for
+        the exact bound, off for the augmented ones), but never with class subsets. Full-batch
+        steps and soft labels are unchanged.
     :param compile: wrap the step in ``tf.function``.
     :param jit_compile: compile the step with XLA.
 
@@ -146,6 +155,7 @@ class CAVI(tf.Module):
         warm_start_iterations: Optional[int] = None,
         update_variance: Optional[bool] = False,
         averaging: Optional[float] = None,
+        label_strata: Optional[bool] = None,
         compile: bool = True,
         jit_compile: bool = False,
         name: str = "CAVI",
@@ -208,6 +218,25 @@ class CAVI(tf.Module):
                     trainable=False,
                     name="variance_statistics",
                 )
+        #: the label strata (:mod:`~gpflow_augmented.strata`), where minibatch steps use them
+        self.strata: Optional[LabelStrata] = None
+        one_per_class = model.num_latent_gps == model.num_classes
+        if label_strata is None:
+            label_strata = model.bound.label_strata and class_subset_size is None and one_per_class
+        if label_strata:
+            if not one_per_class:
+                raise ValueError(
+                    f"label strata need one latent GP per class; this model has "
+                    f"{model.num_latent_gps} for {model.num_classes} classes"
+                )
+            if class_subset_size is not None:
+                raise ValueError(
+                    "label strata estimate every class's statistics, which class subsets are "
+                    "there to avoid: give one or the other"
+                )
+            self.strata = LabelStrata(
+                model.num_latent_gps, model.q_mu.shape[0], 2 if model.bound.mean_sites_differ else 1
+            )
         self._step_fn: Callable = self.update
         if compile:
             # The step's loops and branches are TensorFlow's own (tf.while_loop, tf.cond), as XLA
@@ -322,13 +351,16 @@ class CAVI(tf.Module):
         geometry = evaluation.geometry
         scheduled = step_size
         sites = (evaluation.local_elbo, evaluation.linear, evaluation.quadratic)
-        new_mu, new_sqrt, new_state, elbo, step_size, retry = self._step_from_sites(
+        new_mu, new_sqrt, new_state, elbo, step_size, retry, strata = self._step_from_sites(
             geometry, Y, *sites, scale, step_size, halvings
         )
         status = self._accept(
             new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_state, retry
         )
         taken = (status == OK) & ~retry
+        if strata is not None:
+            assert self.strata is not None
+            self.strata.step(strata[0], strata[1], tf.cast(step_size, elbo.dtype), taken)
         count_search((self.shortened_steps, self.kept_steps), scheduled, step_size, taken)
         if log_weights:
             assert evaluation.log_weight_gradient is not None
@@ -375,17 +407,31 @@ class CAVI(tf.Module):
         scale: tf.Tensor,
         step_size: tf.Tensor,
         halvings: Optional[tf.Tensor] = None,
-    ) -> Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor], tf.Tensor, tf.Tensor, tf.Tensor]:
+    ) -> Tuple[
+        tf.Tensor, tf.Tensor, Optional[tf.Tensor], tf.Tensor, tf.Tensor, tf.Tensor, Optional[tuple]
+    ]:
         """The proposal from the batch's sites, nothing assigned: (q_mu, q_sqrt as stored, the
         variances' state (:meth:`_variance_state`) or ``None``, the batch ELBO before the step, ρ
-        as taken, retry (:attr:`CAVIUpdate.retry`)): the natural step (:meth:`_natural_step`) and
-        the kernel variances' (:func:`~gpflow_augmented.kernel_variance.variance_step`),
-        line-searched on the batch's own bound where :meth:`_searches_line`; under a strategy,
-        from ρ halved ``halvings`` times."""
+        as taken, retry (:attr:`CAVIUpdate.retry`), (the strata's estimates, the batch's class
+        counts) for :meth:`~gpflow_augmented.strata.LabelStrata.step` or ``None``): the natural
+        step (:meth:`_natural_step`) and the kernel variances'
+        (:func:`~gpflow_augmented.kernel_variance.variance_step`), line-searched on the batch's own
+        bound where :meth:`_searches_line`; under a strategy, from ρ halved ``halvings`` times."""
         model = self.model
         mean = None
         if self._is_full_batch(geometry) is not True:
             mean = model.bound.mean_sites(model.likelihood, geometry, Y, (linear, quadratic), scale)
+        labels = self._strata_labels(geometry, Y)
+        statistics, estimates, counts = batch_statistics(
+            geometry,
+            local_elbo,
+            linear,
+            quadratic,
+            scale=scale,
+            mean_sites=mean,
+            strata=None if labels is None else self.strata,
+            labels=labels,
+        )
         sites = _Sites(local_elbo, linear, quadratic, mean)
         scheduled = tf.cast(step_size, local_elbo.dtype)
         rho, retry = scheduled, tf.constant(False)
@@ -393,19 +439,33 @@ class CAVI(tf.Module):
         trial = searched and tf.distribute.has_strategy()
         if trial and halvings is not None:
             rho = scheduled * tf.pow(tf.constant(0.5, rho.dtype), tf.cast(halvings, rho.dtype))
-        proposal, elbo = self._joint_proposal(geometry, sites, scale, rho, scheduled)
+        proposal, elbo = self._joint_proposal(geometry, statistics, sites, scale, rho, scheduled)
         if trial:
             proposal, rho, retry = self._single_trial(
                 geometry, Y, scale, rho, proposal, elbo, halvings
             )
         elif searched:
-            proposal, rho = self._line_search(geometry, Y, sites, scale, rho, proposal, elbo)
+            proposal, rho = self._line_search(
+                geometry, Y, statistics, sites, scale, rho, proposal, elbo
+            )
         new_mu, new_sqrt, new_state = proposal
-        return new_mu, new_sqrt, new_state, elbo, rho, retry
+        strata = None if labels is None else (estimates, counts)
+        return new_mu, new_sqrt, new_state, elbo, rho, retry, strata
+
+    def _strata_labels(self, geometry: BatchGeometry, Y: tf.Tensor) -> Optional[tf.Tensor]:
+        """The batch's one-hot labels [B, C] where its step uses the label strata (at trace time:
+        a minibatch of integer labels, all classes), else ``None``."""
+        if self.strata is None or self._is_full_batch(geometry) is True:
+            return None
+        if geometry.marginals.subset is not None or Y.shape[-1] != 1:
+            return None
+        dtype = geometry.marginals.mean.dtype
+        return tf.one_hot(tf.cast(Y[:, 0], tf.int32), self.model.num_latent_gps, dtype=dtype)
 
     def _joint_proposal(
         self,
         geometry: BatchGeometry,
+        statistics: BatchStatistics,
         sites: _Sites,
         scale: tf.Tensor,
         rho: tf.Tensor,
@@ -413,13 +473,13 @@ class CAVI(tf.Module):
     ) -> Tuple[Tuple[tf.Tensor, tf.Tensor, Optional[tf.Tensor]], tf.Tensor]:
         """((q_mu, q_sqrt as stored, the variances' state [4, P] or ``None``), the batch ELBO
         before the step) of a step of size ``rho`` out of the ``scheduled`` ρ. q(u)'s mean comes
-        from the sites' ``mean`` where they have one
+        from the statistics' ``mean`` where they have one
         (:meth:`~gpflow_augmented.bounds.Bound.mean_sites`), its covariance from their own. The
         state is the kernel variances and their running statistics (:meth:`_variance_state`). The
         variance moves only on the model's own sites (not in the warm start: its fixed point is the
         exact ELBO's stationary point) and by the fraction ρ / ``scheduled`` of its update in log
         space, so that a halved step moves both less."""
-        new_mu, new_sqrt, elbo = self._natural_step(geometry, *sites[:3], rho, scale, sites.mean)
+        new_mu, new_sqrt, elbo = self._natural_step(geometry, statistics, rho, scale)
         if not self.variances:
             return (new_mu, new_sqrt, None), elbo
         old_state = self._variance_state()
@@ -476,6 +536,7 @@ class CAVI(tf.Module):
         self,
         geometry: BatchGeometry,
         Y: tf.Tensor,
+        statistics: BatchStatistics,
         sites: _Sites,
         scale: tf.Tensor,
         rho: tf.Tensor,
@@ -491,7 +552,9 @@ class CAVI(tf.Module):
         scheduled = rho
 
         def propose(rho: tf.Tensor) -> Proposal:
-            (mu, sqrt, state), _ = self._joint_proposal(geometry, sites, scale, rho, scheduled)
+            (mu, sqrt, state), _ = self._joint_proposal(
+                geometry, statistics, sites, scale, rho, scheduled
+            )
             return mu, sqrt, state if with_variance else old_state
 
         (mu, sqrt, state), rho = halving_search(
@@ -573,27 +636,20 @@ class CAVI(tf.Module):
     def _natural_step(
         self,
         geometry: BatchGeometry,
-        local_elbo: tf.Tensor,
-        linear: tf.Tensor,
-        quadratic: tf.Tensor,
+        statistics: BatchStatistics,
         step_size: tf.Tensor,
         scale: tf.Tensor,
-        mean_sites: Optional[Tuple[tf.Tensor, tf.Tensor]] = None,
     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """(q_mu, q_sqrt) after a step of size ρ from the batch's sites (the mean from
-        ``mean_sites`` if given), and the global batch's ELBO before it
-        (:func:`~gpflow_augmented.updates.natural_step`; ``scale`` is :meth:`_batch_scale`);
-        nothing is assigned."""
+        """(q_mu, q_sqrt) after a step of size ρ from the batch's statistics, and the global
+        batch's ELBO before it (:func:`~gpflow_augmented.updates.natural_step`; ``scale`` is
+        :meth:`_batch_scale`); nothing is assigned."""
         return natural_step(
             geometry,
-            local_elbo,
-            linear,
-            quadratic,
+            statistics,
             scale=scale,
             step_size=step_size,
             whiten=self.model.whiten,
             trust_region=self._may_need_trust_region(geometry),
-            mean_sites=mean_sites,
         )
 
     def _batch_status(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:

@@ -132,6 +132,8 @@ class Trainer(tf.Module):
     :param averaging: see :class:`~gpflow_augmented.CAVI`: η of the average of q(u)'s minibatch
         iterates that the model holds; default the model's bound's ``averaging`` (10 on the exact
         bound, ``math.inf``, the last iterate, on the augmented ones).
+    :param label_strata: see :class:`~gpflow_augmented.CAVI`: each class's own points as a
+        stratum of a minibatch's estimate; default the model's bound's (on for the exact bound).
 
     A loop of your own, checkpointed (:func:`~gpflow_augmented.restore_checkpoint` resumes it)::
 
@@ -157,6 +159,7 @@ class Trainer(tf.Module):
         update_variance: Optional[bool] = None,
         learning_rate_decay_steps: Optional[float] = None,
         averaging: Optional[float] = None,
+        label_strata: Optional[bool] = None,
     ) -> None:
         super().__init__(name="Trainer")
         if learning_rate is None:
@@ -188,6 +191,7 @@ class Trainer(tf.Module):
                 jit_compile=jit_compile,
                 update_variance=update_variance if train_hyperparameters else False,
                 averaging=averaging,
+                label_strata=label_strata,
             )
             #: Adam's rate at its first step; assign to change it
             self.learning_rate = tf.Variable(
@@ -440,6 +444,7 @@ def fit(
     warm_start_iterations: Optional[int] = None,
     update_variance: Optional[bool] = None,
     averaging: Optional[float] = None,
+    label_strata: Optional[bool] = None,
 ) -> FitResult:
     """Train ``model`` on ``data = (X [N, D], Y [N, 1])`` for ``iterations`` steps.
 
@@ -475,6 +480,9 @@ def fit(
     :param averaging: η of the average of q(u)'s minibatch iterates that the model holds (see
         :class:`~gpflow_augmented.CAVI`); default the model's bound's ``averaging`` (10 on the
         exact bound, ``math.inf``, the last iterate, on the augmented ones).
+    :param label_strata: each class's own points as a stratum of a minibatch's estimate of the
+        data's statistics (see :class:`~gpflow_augmented.CAVI`); default the model's bound's (on
+        for the exact bound).
     :param callback: called after every step as ``callback(step, model=model, elbo=elbo)``; a
         :class:`gpflow.monitor.Monitor` fits here.
 
@@ -508,6 +516,7 @@ def fit(
             warm_start_iterations=warm_start_iterations,
             update_variance=update_variance,
             averaging=averaging,
+            label_strata=label_strata,
         )
     else:
         _check_continued_trainer(trainer, model, strategy)

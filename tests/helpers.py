@@ -189,12 +189,15 @@ def cavi_proposal(cavi, X, Y, step_size, subset=None):
     ClassSubset given), and the batch ELBO before it, nothing validated or assigned: the natural
     step on the model's bound's sites."""
     from gpflow_augmented.class_subsets import as_class_subset
+    from gpflow_augmented.updates import batch_statistics
 
     model = cavi.model
     X = tf.convert_to_tensor(X, dtype=gpflow.default_float())
     geometry = model.batch_geometry(X, as_class_subset(subset, model.num_classes), Y)
     sites = model.bound.sites(model.likelihood, geometry, Y, cavi._in_warm_start())
-    return cavi._natural_step(geometry, *sites, step_size, cavi._batch_scale(X))
+    scale = cavi._batch_scale(X)
+    statistics, _, _ = batch_statistics(geometry, *sites, scale=scale)
+    return cavi._natural_step(geometry, statistics, step_size, scale)
 
 
 #: Long runs in the README's and the docstrings' examples, shortened to what shows the code runs.

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from gpflow_augmented.bounds import ExactBound
 from gpflow_augmented.distributed import free_local_ports
 
 # The integration tier (two logical devices in a subprocess): run by --slow or -m integration.
@@ -170,10 +171,12 @@ def test_the_example_launches_two_workers_and_reports_the_step(tmp_path):
     reduced = [line for line in completed.stdout.splitlines() if line.startswith("all-reduced")]
     assert len(reduced) == 1, completed.stdout
     # The statistics Λ̂ [C, M, M] in float64 (C = 4, M = 10: 3,200 bytes) twice, the
-    # covariance's and the mean's (ExactBound.mean_sites), plus η̂ [C, M] twice and the
-    # hyperparameters' gradients: more than 2 C M², far less than three times it.
+    # covariance's and the mean's (ExactBound.mean_sites), each over all the batch's points and,
+    # with label strata, over each class's own; plus η̂ [C, M] as often and the hyperparameters'
+    # gradients: more than that many C M², far less than one more.
+    copies = 2 * (2 if ExactBound.label_strata else 1)
     total = int(reduced[0].split()[3])
-    assert 2 * 8 * 4 * 10 * 10 < total < 3 * 8 * 4 * 10 * 10, reduced[0]
+    assert copies * 3200 < total < (copies + 1) * 3200, reduced[0]
 
 
 def _start_workers(script, ports, options):

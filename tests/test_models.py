@@ -105,18 +105,9 @@ def test_exact_elbo_and_predictions_equal_stock_svgp_with_the_same_mean():
 class ForgetsTheMean(ga.CAVI):
     """A deliberately wrong step: it feeds the sites in f to q(u) over f - μ."""
 
-    def _natural_step(self, geometry, local_elbo, linear, quadratic, step_size, scale, mean=None):
-        def forget(linear, quadratic):
-            return linear + quadratic * geometry.prior_mean, quadratic
-
-        return super()._natural_step(
-            geometry,
-            local_elbo,
-            *forget(linear, quadratic),
-            step_size,
-            scale,
-            None if mean is None else forget(*mean),
-        )
+    def _step_from_sites(self, geometry, Y, local_elbo, linear, quadratic, *rest):
+        forgotten = linear + quadratic * geometry.prior_mean
+        return super()._step_from_sites(geometry, Y, local_elbo, forgotten, quadratic, *rest)
 
 
 @pytest.mark.parametrize(
