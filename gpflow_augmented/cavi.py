@@ -453,14 +453,18 @@ class CAVI(tf.Module):
         return new_mu, new_sqrt, new_state, elbo, rho, retry, strata
 
     def _strata_labels(self, geometry: BatchGeometry, Y: tf.Tensor) -> Optional[tf.Tensor]:
-        """The batch's one-hot labels [B, C] where its step uses the label strata (at trace time:
-        a minibatch of integer labels, all classes), else ``None``."""
+        """The batch's one-hot strata [B, C] where its step uses the label strata (at trace time:
+        a minibatch, all classes), else ``None``. Rows of labels (one-hot or soft) are stratified by
+        their largest entry: one-hot rows then step as their integer labels do, and any partition
+        of the points keeps each stratum's estimate unbiased."""
         if self.strata is None or self._is_full_batch(geometry) is True:
             return None
-        if geometry.marginals.subset is not None or Y.shape[-1] != 1:
+        num_classes = self.model.num_latent_gps
+        if geometry.marginals.subset is not None or Y.shape[-1] not in (1, num_classes):
             return None
+        label = Y[:, 0] if Y.shape[-1] == 1 else tf.argmax(Y, axis=-1)
         dtype = geometry.marginals.mean.dtype
-        return tf.one_hot(tf.cast(Y[:, 0], tf.int32), self.model.num_latent_gps, dtype=dtype)
+        return tf.one_hot(tf.cast(label, tf.int32), num_classes, dtype=dtype)
 
     def _joint_proposal(
         self,
