@@ -131,7 +131,7 @@ class CAVI(tf.Module):
         estimate of its points' sites instead of being estimated as absent from the data, which
         is what moves a rare class's q(u) on minibatches. Default: the model's bound's (on for
         the exact bound, off for the augmented ones), but never with class subsets. Full-batch
-        steps and soft labels are unchanged.
+        steps are unchanged; rows of class probabilities take the stratum of their largest.
     :param compile: wrap the step in ``tf.function``.
     :param jit_compile: compile the step with XLA.
 
@@ -453,18 +453,14 @@ class CAVI(tf.Module):
         return new_mu, new_sqrt, new_state, elbo, rho, retry, strata
 
     def _strata_labels(self, geometry: BatchGeometry, Y: tf.Tensor) -> Optional[tf.Tensor]:
-        """The batch's one-hot strata [B, C] where its step uses the label strata (at trace time:
-        a minibatch, all classes), else ``None``. Rows of labels (one-hot or soft) are stratified by
-        their largest entry: one-hot rows then step as their integer labels do, and any partition
-        of the points keeps each stratum's estimate unbiased."""
+        """The batch's one-hot strata [B, C] where its step uses the label strata (a minibatch, at
+        trace time), else ``None``: each point in the stratum of its label, a row of class
+        probabilities in that of its largest, so that one-hot rows step as their integer labels
+        do (any partition of the points keeps each stratum's estimate unbiased)."""
         if self.strata is None or self._is_full_batch(geometry) is True:
             return None
-        num_classes = self.model.num_latent_gps
-        if geometry.marginals.subset is not None or Y.shape[-1] not in (1, num_classes):
-            return None
-        label = Y[:, 0] if Y.shape[-1] == 1 else tf.argmax(Y, axis=-1)
-        dtype = geometry.marginals.mean.dtype
-        return tf.one_hot(tf.cast(label, tf.int32), num_classes, dtype=dtype)
+        rows = self.model.likelihood.label_rows(Y)
+        return tf.one_hot(tf.argmax(rows, axis=-1), self.model.num_latent_gps, dtype=rows.dtype)
 
     def _joint_proposal(
         self,

@@ -25,7 +25,7 @@ A class that fills the whole batch (b_k = B: no other points to estimate the res
 plain N/B estimate in that step.
 """
 
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, Sequence, Tuple
 
 import tensorflow as tf
 from check_shapes import check_shapes
@@ -133,23 +133,21 @@ class LabelStrata(tf.Module):
         seen = self.counts + batch_counts
         return num_data * seen / tf.reduce_sum(seen)
 
-    def estimate(
+    def estimates(
         self,
-        index: int,
-        total: _Statistics,
-        own: _Statistics,
+        totals: Sequence[_Statistics],
+        owns: Sequence[_Statistics],
         batch_counts: tf.Tensor,
         num_data: tf.Tensor,
-    ) -> StrataEstimate:
-        """:func:`stratified_estimate` of statistics set ``index``."""
-        return stratified_estimate(
-            total,
-            own,
-            (self.precision[index], self.nat1[index]),
-            self.class_counts(batch_counts, num_data),
-            batch_counts,
-            num_data,
-            tf.reduce_sum(batch_counts),
+    ) -> Tuple[StrataEstimate, ...]:
+        """:func:`stratified_estimate` of each set of statistics, in the order of the memory's."""
+        class_counts = self.class_counts(batch_counts, num_data)
+        batch_points = tf.reduce_sum(batch_counts)
+        return tuple(
+            stratified_estimate(
+                total, own, memory, class_counts, batch_counts, num_data, batch_points
+            )
+            for total, own, memory in zip(totals, owns, zip(self.precision, self.nat1))
         )
 
     def step(

@@ -401,19 +401,14 @@ def batch_statistics(
     The sites are coefficients of f, and q(u) is over f minus the prior mean μ:
     linear·f - quadratic·f²/2 = (linear - quadratic·μ)·(f - μ) - quadratic·(f - μ)²/2 + const."""
 
-    def centred_statistics(linear: tf.Tensor, quadratic: tf.Tensor) -> tuple:
-        return conjugate_statistics(geometry.A, linear - quadratic * geometry.prior_mean, quadratic)
-
     sets = [(linear, quadratic)] + ([mean_sites] if mean_sites is not None else [])
+    centred = [(lin - quad * geometry.prior_mean, quad) for lin, quad in sets]
     negative_sites = tf.reduce_sum(tf.cast(quadratic < 0.0, local_elbo.dtype))
     sums: list = [tf.reduce_sum(local_elbo), negative_sites]
-    sums += [centred_statistics(*sites) for sites in sets]
+    sums += [conjugate_statistics(geometry.A, *sites) for sites in centred]
     if strata is not None:
         assert labels is not None
-        sums += [
-            own_class_statistics(geometry.A, lin - quad * geometry.prior_mean, quad, labels)
-            for lin, quad in sets
-        ]
+        sums += [own_class_statistics(geometry.A, *sites, labels) for sites in centred]
         sums.append(tf.reduce_sum(labels, axis=0))
     local_sum, negative_sites, *summed = replica_sum(tuple(sums))
     totals = summed[: len(sets)]
@@ -423,11 +418,8 @@ def batch_statistics(
         counts = None
     else:
         counts = summed[-1]
-        num_data = scale * tf.reduce_sum(counts)
-        strata_estimates = tuple(
-            strata.estimate(index, total, own, counts, num_data)
-            for index, (total, own) in enumerate(zip(totals, summed[len(sets) : 2 * len(sets)]))
-        )
+        owns = summed[len(sets) : 2 * len(sets)]
+        strata_estimates = strata.estimates(totals, owns, counts, scale * tf.reduce_sum(counts))
         estimates = [estimate.estimate for estimate in strata_estimates]
     statistics = BatchStatistics(
         local_sum, negative_sites, estimates[0], estimates[1] if mean_sites is not None else None

@@ -134,7 +134,7 @@ def test_the_memory_moves_by_rho_in_the_classes_the_batch_holds():
     own = (tf.ones([C, M, M], tf.float64), tf.ones([M, C], tf.float64))
     total = (3.0 * own[0], 3.0 * own[1])
     counts = tf.constant([2.0, 0.0, 3.0], tf.float64)  # class 2 fills nothing: the batch is 5
-    estimate = strata.estimate(0, total, own, counts, tf.constant(50.0, tf.float64))
+    (estimate,) = strata.estimates([total], [own], counts, tf.constant(50.0, tf.float64))
     np.testing.assert_array_equal(estimate.moves, [True, False, True])
     strata.step((estimate,), counts, tf.constant(0.25, tf.float64), tf.constant(False))
     np.testing.assert_array_equal(strata.precision[0].numpy(), 0.0)  # a refused step moves nothing
