@@ -5,6 +5,9 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# scikit-learn's estimator checks include one that its array-API dispatch leaves NumPy input's
+# results unchanged; it runs only where SciPy was imported with its array API enabled.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
 # TensorFlow prints its start-up lines (oneDNN, CUDA) before any log level applies; the test run
 # keeps them out of its output as the command-line tool does (gpflow_augmented._quiet).
