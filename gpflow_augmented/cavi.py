@@ -40,7 +40,7 @@ from .line_search import Proposal, all_finite, count_search, halving_search, sin
 from .models import AugmentedSVGP
 from .projection import BatchGeometry, geometry_at
 from .schedules import ConstantStepSize, StepSizeSchedule
-from .strata import LabelStrata
+from .strata import LabelStrata, StrataEstimate
 from .updates import (
     BatchStatistics,
     batch_elbo,
@@ -77,6 +77,26 @@ class _Sites(NamedTuple):
     linear: tf.Tensor
     quadratic: tf.Tensor
     mean: Optional[Tuple[tf.Tensor, tf.Tensor]]
+
+
+class _Step(NamedTuple):
+    """A step's proposal from its batch's sites (:meth:`CAVI._step_from_sites`), unassigned."""
+
+    #: q(u)'s new mean and square root, as stored
+    mu: tf.Tensor
+    sqrt: tf.Tensor
+    #: the kernel variances over their running statistics [4, P] (:meth:`CAVI._variance_state`);
+    #: ``None`` where no variance is updated in closed form
+    state: Optional[tf.Tensor]
+    #: the batch ELBO before the step
+    elbo: tf.Tensor
+    #: ρ as taken
+    step_size: tf.Tensor
+    #: :attr:`CAVIUpdate.retry`
+    retry: tf.Tensor
+    #: (the strata's estimates, the batch's class counts) for
+    #: :meth:`~gpflow_augmented.strata.LabelStrata.step`; ``None`` without label strata
+    strata: Optional[Tuple[Tuple[StrataEstimate, ...], tf.Tensor]]
 
 
 class CAVIUpdate(NamedTuple):
@@ -351,16 +371,15 @@ class CAVI(tf.Module):
         geometry = evaluation.geometry
         scheduled = step_size
         sites = (evaluation.local_elbo, evaluation.linear, evaluation.quadratic)
-        new_mu, new_sqrt, new_state, elbo, step_size, retry, strata = self._step_from_sites(
-            geometry, Y, *sites, scale, step_size, halvings
-        )
+        step = self._step_from_sites(geometry, Y, *sites, scale, step_size, halvings)
+        elbo, step_size, retry = step.elbo, step.step_size, step.retry
         status = self._accept(
-            new_mu, new_sqrt, status, subset_classes(geometry.marginals.subset), new_state, retry
+            step.mu, step.sqrt, status, subset_classes(geometry.marginals.subset), step.state, retry
         )
         taken = (status == OK) & ~retry
-        if strata is not None:
+        if step.strata is not None:
             assert self.strata is not None
-            self.strata.step(strata[0], strata[1], tf.cast(step_size, elbo.dtype), taken)
+            self.strata.step(*step.strata, tf.cast(step_size, elbo.dtype), taken)
         count_search((self.shortened_steps, self.kept_steps), scheduled, step_size, taken)
         if log_weights:
             assert evaluation.log_weight_gradient is not None
@@ -407,14 +426,9 @@ class CAVI(tf.Module):
         scale: tf.Tensor,
         step_size: tf.Tensor,
         halvings: Optional[tf.Tensor] = None,
-    ) -> Tuple[
-        tf.Tensor, tf.Tensor, Optional[tf.Tensor], tf.Tensor, tf.Tensor, tf.Tensor, Optional[tuple]
-    ]:
-        """The proposal from the batch's sites, nothing assigned: (q_mu, q_sqrt as stored, the
-        variances' state (:meth:`_variance_state`) or ``None``, the batch ELBO before the step, ρ
-        as taken, retry (:attr:`CAVIUpdate.retry`), (the strata's estimates, the batch's class
-        counts) for :meth:`~gpflow_augmented.strata.LabelStrata.step` or ``None``): the natural
-        step (:meth:`_natural_step`) and the kernel variances'
+    ) -> _Step:
+        """The proposal from the batch's sites, nothing assigned: the natural step
+        (:meth:`_natural_step`) and the kernel variances'
         (:func:`~gpflow_augmented.kernel_variance.variance_step`), line-searched on the batch's own
         bound where :meth:`_searches_line`; under a strategy, from ρ halved ``halvings`` times."""
         model = self.model
@@ -448,9 +462,8 @@ class CAVI(tf.Module):
             proposal, rho = self._line_search(
                 geometry, Y, statistics, sites, scale, rho, proposal, elbo
             )
-        new_mu, new_sqrt, new_state = proposal
         strata = None if labels is None else (estimates, counts)
-        return new_mu, new_sqrt, new_state, elbo, rho, retry, strata
+        return _Step(*proposal, elbo, rho, retry, strata)
 
     def _strata_labels(self, geometry: BatchGeometry, Y: tf.Tensor) -> Optional[tf.Tensor]:
         """The batch's one-hot strata [B, C] where its step uses the label strata (a minibatch, at

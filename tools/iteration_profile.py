@@ -64,8 +64,10 @@ def main() -> None:
             steps["softmax: iteration, XLA"] = lambda method=xla: method.step(X, Y)
         if name == "lsm":
             ExactBound.label_strata = False  # the same step with the plain N / B estimate
-            plain = build_method(name, initial_kernel(X_array), Z, C, 20 * B)
-            ExactBound.label_strata = True
+            try:
+                plain = build_method(name, initial_kernel(X_array), Z, C, 20 * B)
+            finally:
+                ExactBound.label_strata = True
             for _ in range(EXACT_WARM_START):  # past the warm start: time the exact steps
                 method.step(X, Y)
                 plain.step(X, Y)
