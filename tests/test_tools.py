@@ -90,7 +90,9 @@ def test_the_quadrature_error_table():
 
 def test_the_iteration_profile_and_the_hlo_census():
     sizes = ["--batch-size", 20, "--num-inducing", 5, "--classes", 3, "--input-dim", 2]
-    assert "lsm: iteration" in run_tool("iteration_profile.py", *sizes)
+    profile = run_tool("iteration_profile.py", *sizes)
+    assert "lsm: iteration " in profile
+    assert "lsm: iteration without all three" in profile
     census = run_tool("hlo_census.py", "--sizes", "20,5,3,2", "--methods", "lsm", "--repeats", 1)
     assert "lsm" in census
 

@@ -1,7 +1,9 @@
 """Time one compiled training iteration of each comparison method at the same (B, M, C), interleaved
 so all see the same machine load (docs/benchmarks.md, "The fused iteration" and "The iteration at
 the cost of a softmax iteration"). The "forward + backward" rows are each iteration without its
-update of q(u) (ours: the natural step; softmax: Adam's update).
+update of q(u) (ours: the natural step; softmax: Adam's update). The "without" rows are ``lsm``'s
+iteration with one of the exact bound's safeguards switched off (label strata, mean sites, line
+search), which says what each costs.
 
     python tools/iteration_profile.py --classes 6
 
@@ -10,12 +12,13 @@ The methods are built by ``baselines.build_method`` exactly as ``compare`` build
 """
 
 import argparse
+import contextlib
 
 import numpy as np
 import tensorflow as tf
 
 from gpflow_augmented.likelihoods import expectation
-from gpflow_augmented.bounds import EXACT_WARM_START, ExactBound
+from gpflow_augmented.bounds import EXACT_WARM_START, Bound, ExactBound
 from gpflow_augmented.comparison.baselines import build_method
 from gpflow_augmented.comparison.methods import AdamMethod
 from gpflow_augmented.comparison.benchmark import interleaved_medians
@@ -23,6 +26,37 @@ from gpflow_augmented.initialisation import initial_kernel
 from gpflow_augmented.distributed import loss_and_gradients
 
 METHODS = ("lsm-negative-multinomial", "lsm", "softmax", "lsm-vi")
+
+
+#: The exact bound's safeguards, each as the class attributes that switch it off.
+SAFEGUARDS = {
+    "label strata": {"label_strata": False},
+    "mean sites": {"mean_sites_differ": False, "mean_sites": Bound.mean_sites},
+    "line search": {"line_searched": False},
+}
+
+
+@contextlib.contextmanager
+def exact_bound_with(switches):
+    """ExactBound with the class attributes ``switches`` while a method is built and traced."""
+    saved = {name: ExactBound.__dict__[name] for name in switches}
+    for name, value in switches.items():
+        setattr(ExactBound, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(ExactBound, name, value)
+
+
+def without(safeguards, build, X, Y):
+    """The lsm method ``build()`` makes with ``safeguards`` off, traced and past its warm start."""
+    switches = {key: value for name in safeguards for key, value in SAFEGUARDS[name].items()}
+    with exact_bound_with(switches):
+        method = build()
+        for _ in range(EXACT_WARM_START):
+            method.step(X, Y)
+    return method
 
 
 def forward_and_backward(cavi, X, Y):
@@ -63,15 +97,16 @@ def main() -> None:
             xla = AdamMethod(name, model, learning_rate=0.01, jit_compile=True)
             steps["softmax: iteration, XLA"] = lambda method=xla: method.step(X, Y)
         if name == "lsm":
-            ExactBound.label_strata = False  # the same step with the plain N / B estimate
-            try:
-                plain = build_method(name, initial_kernel(X_array), Z, C, 20 * B)
-            finally:
-                ExactBound.label_strata = True
             for _ in range(EXACT_WARM_START):  # past the warm start: time the exact steps
                 method.step(X, Y)
-                plain.step(X, Y)
-            steps["lsm: iteration, no label strata"] = lambda plain=plain: plain.step(X, Y)
+
+            def build(name=name):  # a kernel of its own for each variant
+                return build_method(name, initial_kernel(X_array), Z, C, 20 * B)
+
+            for off in [[safeguard] for safeguard in SAFEGUARDS] + [list(SAFEGUARDS)]:
+                variant = without(off, build, X, Y)
+                label = "all three" if len(off) > 1 else off[0]
+                steps[f"lsm: iteration without {label}"] = lambda v=variant: v.step(X, Y)
             xla = tf.function(method.iteration_function(), jit_compile=True, autograph=False)
             steps["lsm: iteration, XLA"] = lambda xla=xla: xla(X, Y)
             steps["lsm: CAVI step alone"] = lambda method=method: method.trainer.cavi.step((X, Y))
