@@ -80,6 +80,9 @@ def sobol_uniforms(num_samples: int, dim: int) -> np.ndarray:
         return qmc.Sobol(d=dim, scramble=False).random(num_samples + 1)[1:]
 
 
+# NumPy and SciPy at trace time: AutoGraph must not convert it (SciPy's special functions are Python
+# wrappers that AutoGraph cannot transform where SciPy's array API is on, SCIPY_ARRAY_API=1).
+@tf.autograph.experimental.do_not_convert
 def quasi_normal_samples(num_samples: int, dim: int, seed: int, dtype: Any) -> np.ndarray:
     """[num_samples, dim] standard normal points: randomly shifted Sobol points through Φ⁻¹."""
     from scipy.special import ndtri
