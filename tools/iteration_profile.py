@@ -49,14 +49,18 @@ def exact_bound_with(switches):
             setattr(ExactBound, name, value)
 
 
+def past_warm_start(method, X, Y):
+    """``method``, traced and stepped past the warm start, so that the exact steps are timed."""
+    for _ in range(EXACT_WARM_START):
+        method.step(X, Y)
+    return method
+
+
 def without(safeguards, build, X, Y):
     """The lsm method ``build()`` makes with ``safeguards`` off, traced and past its warm start."""
     switches = {key: value for name in safeguards for key, value in SAFEGUARDS[name].items()}
     with exact_bound_with(switches):
-        method = build()
-        for _ in range(EXACT_WARM_START):
-            method.step(X, Y)
-    return method
+        return past_warm_start(build(), X, Y)
 
 
 def forward_and_backward(cavi, X, Y):
@@ -97,8 +101,7 @@ def main() -> None:
             xla = AdamMethod(name, model, learning_rate=0.01, jit_compile=True)
             steps["softmax: iteration, XLA"] = lambda method=xla: method.step(X, Y)
         if name == "lsm":
-            for _ in range(EXACT_WARM_START):  # past the warm start: time the exact steps
-                method.step(X, Y)
+            past_warm_start(method, X, Y)
 
             def build(name=name):  # a kernel of its own for each variant
                 return build_method(name, initial_kernel(X_array), Z, C, 20 * B)
