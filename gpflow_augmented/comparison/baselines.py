@@ -490,13 +490,6 @@ def build_method(
     return spec.build(spec, inputs)
 
 
-#: Methods' earlier names, each refused with the one it has now (one name per augmented family).
-_RENAMED_METHODS = {
-    "lsm-paper": "lsm-gamma-poisson",
-    "lsm-collapsed": "lsm-negative-multinomial",
-}
-
-
 def check_method_names(
     names: Sequence[str], allowed: Sequence[str] = tuple(METHOD_SPECS), what: str = "--methods"
 ) -> Tuple[str, ...]:
@@ -505,12 +498,6 @@ def check_method_names(
     names = tuple(names)
     if not names:
         raise ValueError(f"{what} is empty")
-    renamed = [name for name in names if name in _RENAMED_METHODS]
-    if renamed:
-        raise ValueError(
-            f"method {renamed[0]!r} is now called {_RENAMED_METHODS[renamed[0]]!r}, after its "
-            "augmented family"
-        )
     unknown = [name for name in names if name not in allowed]
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(allowed)}")

@@ -304,7 +304,7 @@ def check_methods(
     train_inducing_points: bool = False,
 ) -> Dict[str, Dict[str, Any]]:
     """Refuse, before anything is computed or trained, what :func:`compare` would refuse for one
-    of ``methods`` on ``num_data`` training points: an unknown, renamed or repeated name, an option
+    of ``methods`` on ``num_data`` training points: an unknown or repeated name, an option
     a method does not take, and a full GP on minibatches, on too many points or with trained
     inducing points. Returns each method's options (``learning_rate``, ``positive_bijector`` and
     ``step_size`` filled in, the learning rate and the bijector with the method's own where none
