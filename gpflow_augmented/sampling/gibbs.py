@@ -35,7 +35,8 @@ block, ω | f ~ PG(1, |f|), whatever the scan.
 
 The Gaussian block is drawn in whitened coordinates f = Aᵀv (A = L⁻¹K_zx, v ~ N(0, I) a priori):
 v | ω, n ~ N(B⁻¹Aκ, B⁻¹) with B = I + A diag(ω) Aᵀ = R Rᵀ, so v = R⁻ᵀ(R⁻¹Aκ + ε). B ⪰ I, so its
-Cholesky never needs jitter and no inverse of K is formed. With Z = X (the default) this is the
+Cholesky never needs jitter and no inverse of K is formed. With a prior mean m = μ(X) (a fixed
+``mean_function``), f = m + Aᵀv, and the block is the same with κ - ω m in place of κ. With Z = X (the default) this is the
 full GP; with inducing inputs it is the exact posterior of the projected-process model
 f = K_xz K_zz⁻¹ u. The Gaussian block runs compiled in TensorFlow; the Pólya-Gamma draws use the
 exact samplers of the ``polyagamma`` package on the host, which is why one sweep is not a single
@@ -48,6 +49,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.kernels import Kernel
+from gpflow.mean_functions import MeanFunction
 from tqdm.auto import tqdm
 
 from ..likelihoods import AugmentedLikelihood
@@ -76,11 +78,12 @@ class GibbsSampler(LatentSampler):
         inducing_variable: Optional[object] = None,
         likelihood: Optional[AugmentedLikelihood] = None,
         *,
+        mean_function: Optional[MeanFunction] = None,
         scan: str = "blocked",
     ) -> None:
         if scan not in SCANS:
             raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
-        super().__init__(data, kernel, num_classes, inducing_variable, likelihood)
+        super().__init__(data, kernel, num_classes, inducing_variable, likelihood, mean_function)
         if not self.likelihood.has_gibbs_conditionals:
             raise NotImplementedError(
                 f"{type(self.likelihood).__name__} has no Gibbs conditionals here"
@@ -97,6 +100,9 @@ class GibbsSampler(LatentSampler):
         noise = rng.standard_normal(shape[:2] + (self.num_latent,))
         labels = np.broadcast_to(self.label_rows, shape)
         kappa, omega = self.likelihood.conjugate_coefficients(labels, auxiliaries)
+        # exp(κ f - ω f² / 2) with f = m + Aᵀv is exp((κ - ω m) Aᵀv - ω (Aᵀv)² / 2) in v, up to
+        # a constant
+        kappa = kappa - omega * self.prior_mean
         dtype = default_float()
         v, f = _gaussian_block(
             self.projection,
@@ -104,7 +110,7 @@ class GibbsSampler(LatentSampler):
             tf.constant(kappa, dtype=dtype),
             tf.constant(noise, dtype=dtype),
         )
-        return v.numpy(), f.numpy()
+        return v.numpy(), self.prior_mean + f.numpy()
 
     # -- the chain ------------------------------------------------------------------------------
 
@@ -138,7 +144,7 @@ class GibbsSampler(LatentSampler):
         rng = np.random.default_rng(seed)
         A = self.projection.numpy()
         v = rng.standard_normal((num_chains, self.num_latent_gps, self.num_latent))
-        f = np.einsum("cmn,scm->scn", A, v)
+        f = self.prior_mean + np.einsum("cmn,scm->scn", A, v)
         likelihood = self.likelihood
         state = likelihood.initial_gibbs_state(f, rng)
         kept = np.empty((num_chains, num_samples, self.num_latent_gps, self.num_latent))

@@ -1,7 +1,7 @@
 r"""
 An independent check on the Gibbs sampler: the posterior of the original (non-augmented) model,
 
-    p(v | y) ∝ Π_i p(y_i | f_i) · N(v | 0, I),    f = Aᵀv,
+    p(v | y) ∝ Π_i p(y_i | f_i) · N(v | 0, I),    f = m + Aᵀv  (m = μ(X), the prior mean),
 
 with the likelihood's own p(y = k | f) (``log_class_probabilities``: σ(f_k) / Σ_c σ(f_c) for the
 logistic-softmax), sampled by the No-U-Turn sampler of TensorFlow Probability on the whitened
@@ -32,6 +32,7 @@ class NutsSampler(LatentSampler):
     def log_density(self, whitened: tf.Tensor) -> tf.Tensor:
         """Unnormalised log p(v | y), [S, K, M] → [S]."""
         f = tf.einsum("cmn,scm->snc", self.projection, whitened)
+        f += tf.constant(self.prior_mean.T, whitened.dtype)
         labels = tf.constant(self.labels_onehot.T, whitened.dtype)  # [N, C]
         log_p = self.likelihood.log_class_probabilities(f)
         log_likelihood = tf.reduce_sum(labels[None] * log_p, axis=[1, 2])

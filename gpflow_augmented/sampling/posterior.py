@@ -6,7 +6,8 @@ Both samplers (:class:`~gpflow_augmented.sampling.gibbs.GibbsSampler` on the aug
 :class:`~gpflow_augmented.sampling.nuts.NutsSampler` on the original one) draw the whitened values
 v = L⁻¹u ~ N(0, I) at the inputs Z (the training inputs for the full GP), so one class turns both
 into predictions: given a draw v, the latent values at new inputs are
-f* | v ~ N(A*ᵀv, diag(K** - A*ᵀA*)) with A* = L⁻¹K_z*, the same conditional SVGP predicts with.
+f* | v ~ N(μ(x*) + A*ᵀv, diag(K** - A*ᵀA*)) with A* = L⁻¹K_z* and μ the prior mean (zero unless
+a ``mean_function`` is given), the same conditional SVGP predicts with.
 
 Diagnostics are computed on what a user reads off the posterior, the latent conditional means and
 the predictive probabilities at chosen inputs: split R-hat (``tfp.mcmc.potential_scale_reduction``)
@@ -24,6 +25,7 @@ from check_shapes import check_shapes
 from gpflow.config import default_float
 from gpflow.inducing_variables import InducingVariables
 from gpflow.kernels import Kernel
+from gpflow.mean_functions import MeanFunction
 from gpflow.models.util import inducingpoint_wrapper
 
 from ..likelihoods import AugmentedLikelihood, LogisticSoftmax, sobol_uniforms
@@ -109,6 +111,7 @@ class PosteriorSamples:
         (:meth:`~gpflow_augmented.likelihoods.AugmentedLikelihood.log_class_probabilities`).
     :param num_inner_points: points per draw for the expectation over f* | v in predictions.
     :param seed: seeds the random shifts of those points.
+    :param mean_function: the prior mean the sampler used (zero if ``None``).
     """
 
     def __init__(
@@ -120,6 +123,7 @@ class PosteriorSamples:
         *,
         num_inner_points: int = 32,
         seed: int = 0,
+        mean_function: Optional[MeanFunction] = None,
     ) -> None:
         whitened = np.asarray(whitened)
         if whitened.ndim != 4 or whitened.shape[2] != likelihood.num_latent_gps:
@@ -135,6 +139,7 @@ class PosteriorSamples:
         self.num_latent_gps = likelihood.num_latent_gps
         self.num_inner_points = int(num_inner_points)
         self.seed = int(seed)
+        self.mean_function = mean_function
 
     @property
     def num_chains(self) -> int:
@@ -153,6 +158,7 @@ class PosteriorSamples:
             self.kernel, self.inducing_variable, Xnew, self.num_latent_gps
         )
         means = tf.einsum("cmn,stcm->stnc", A, tf.constant(self.whitened, dtype=A.dtype))
+        means += tf.transpose(_prior_mean(self.mean_function, Xnew, self.num_latent_gps))
         return means.numpy(), np.maximum(residual.numpy(), 0.0)
 
     @check_shapes("Xnew: [N, D]", "return[0]: [N, K]", "return[1]: [N, K]")
@@ -241,6 +247,8 @@ class LatentSampler:
     :param inducing_variable: inducing inputs Z; ``None`` (default) samples the full GP (Z = X).
     :param likelihood: an :class:`~gpflow_augmented.likelihoods.AugmentedLikelihood` with C
         classes; a :class:`LogisticSoftmax` is built if none is given.
+    :param mean_function: a fixed GPflow prior mean μ (e.g. ``Constant``, as the ``lsm`` model
+        learns one), so that f = μ(X) + Aᵀv; zero if ``None``.
     """
 
     def __init__(
@@ -250,6 +258,7 @@ class LatentSampler:
         num_classes: int,
         inducing_variable: Optional[object] = None,
         likelihood: Optional[AugmentedLikelihood] = None,
+        mean_function: Optional[MeanFunction] = None,
     ) -> None:
         self.num_classes = check_num_classes(num_classes)
         if likelihood is None:
@@ -276,6 +285,9 @@ class LatentSampler:
         _, self.projection, _ = whitened_projection(
             self.kernel, self.inducing_variable, tf.constant(X), self.num_latent_gps
         )
+        self.mean_function = mean_function
+        #: m = μ(X) [K, N], the prior mean at the training inputs: f = m + Aᵀv
+        self.prior_mean = _prior_mean(mean_function, X, self.num_latent_gps).numpy()
         labels = np.asarray(Y)[:, 0].astype(int)
         self.labels_onehot = np.eye(self.num_classes)[labels].T  # [C, N]
         rows = likelihood.label_rows(tf.constant(labels[:, None]))
@@ -287,7 +299,34 @@ class LatentSampler:
         return int(self.projection.shape[1])
 
     def posterior(self, whitened: np.ndarray) -> PosteriorSamples:
-        return PosteriorSamples(whitened, self.kernel, self.inducing_variable, self.likelihood)
+        return PosteriorSamples(
+            whitened,
+            self.kernel,
+            self.inducing_variable,
+            self.likelihood,
+            mean_function=self.mean_function,
+        )
+
+
+def _prior_mean(
+    mean_function: Optional[MeanFunction], X: np.ndarray, num_latent_gps: int
+) -> tf.Tensor:
+    """μ(X) [K, N] for the K latent GPs (zero without a mean function); a mean of one column is
+    every latent GP's."""
+    X = tf.convert_to_tensor(X, dtype=default_float())
+    if mean_function is None:
+        return tf.zeros([num_latent_gps, tf.shape(X)[0]], X.dtype)
+    if not isinstance(mean_function, MeanFunction):
+        raise TypeError(
+            f"mean_function must be a gpflow MeanFunction, got {type(mean_function).__name__}"
+        )
+    mean = tf.cast(mean_function(X), X.dtype)
+    if mean.shape.rank != 2 or mean.shape[1] not in (1, num_latent_gps):
+        raise ValueError(
+            f"mean_function gives shape {mean.shape}; it must give [N, 1] or "
+            f"[N, {num_latent_gps}] (one column for each latent GP)"
+        )
+    return tf.transpose(tf.broadcast_to(mean, [tf.shape(X)[0], num_latent_gps]))
 
 
 def check_counts(**counts: Tuple[int, int]) -> None:

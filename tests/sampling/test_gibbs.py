@@ -110,10 +110,13 @@ def test_gaussian_block_matches_the_dense_conditional():
 # -- exact posterior by quadrature ----------------------------------------------------------------
 
 
-def quadrature_posterior(kernel, X, Y, x_new, num_classes, points_per_dim, binary=False):
+def quadrature_posterior(
+    kernel, X, Y, x_new, num_classes, points_per_dim, binary=False, mean=(0.0,)
+):
     """Posterior mean of f at X, and mean, variance and predictive probabilities at ``x_new``, by
     a Gauss–Hermite product rule over the whitened joint prior of (f(X), f(x_new)) for every
-    latent GP: one per class (logistic-softmax), or one in all (``binary``: p(1 | f) = σ(f))."""
+    latent GP: one per class (logistic-softmax), or one in all (``binary``: p(1 | f) = σ(f)),
+    each with its constant prior ``mean``."""
     inputs = np.vstack([X, x_new])
     n = len(inputs)
     K = kernel(inputs).numpy() + 1e-10 * np.eye(n)
@@ -125,6 +128,7 @@ def quadrature_posterior(kernel, X, Y, x_new, num_classes, points_per_dim, binar
     grid = np.stack(np.meshgrid(*[nodes] * dims, indexing="ij"), -1).reshape(-1, dims)
     log_w = np.sum(np.log(np.stack(np.meshgrid(*[weights] * dims, indexing="ij"), -1)), -1)
     f = np.einsum("ij,pcj->pci", L, grid.reshape(-1, num_latent, n))  # [P, K, n]
+    f += np.asarray(mean, dtype=float)[:, None]
     if binary:
         log_lik = -np.logaddexp(0.0, np.concatenate([f, -f], axis=1))  # [P, 2, n]
     else:
@@ -185,27 +189,32 @@ def _tiny_kernel():
 
 
 @functools.lru_cache(maxsize=None)
-def _quadrature(problem):
+def _quadrature(problem, mean=(0.0,)):
     """The exact posterior of a tiny problem and the rule's error estimate, computed once for the
     scans and the printed-rate sampler that are compared with it (the 12⁶-point grid is costly)."""
     X, Y, x_new, C = TINY_PROBLEMS[problem]
     binary = _binary(problem)
     # Four dimensions for the binary problem (against six): room for a finer rule.
     fine, coarse = (20, 16) if binary else (12, 10)
-    exact = quadrature_posterior(_tiny_kernel(), X, Y, x_new, C, fine, binary)
-    coarser = quadrature_posterior(_tiny_kernel(), X, Y, x_new, C, coarse, binary)
+    exact = quadrature_posterior(_tiny_kernel(), X, Y, x_new, C, fine, binary, mean)
+    coarser = quadrature_posterior(_tiny_kernel(), X, Y, x_new, C, coarse, binary, mean)
     return exact, {k: np.max(np.abs(exact[k] - coarser[k])) for k in exact}
 
 
-def _tiny_comparison(problem, make_sampler, scan, seed):
+def _tiny_comparison(problem, make_sampler, scan, seed, mean=None):
+    """z-scores of the sampler's estimates against quadrature; ``mean``: a constant prior mean
+    for each latent GP, given to both."""
     X, Y, x_new, C = TINY_PROBLEMS[problem]
-    exact, quadrature_error = _quadrature(problem)
+    exact, quadrature_error = _quadrature(problem, (0.0,) if mean is None else mean)
+    options = {"scan": scan}
+    if mean is not None:
+        options["mean_function"] = gpflow.mean_functions.Constant(np.array(mean))
     # 16 chains × 1500 draws: as many draws as 4 × 6000 and as many effective ones (the fewest,
     # systematic scan with N=2, C=2: 1800-4400 over six seeds, against 1400-4100), in 1800 sweeps
     # instead of 6500. The chains are vectorised, so a sweep costs about the same for 4 or 16 on
     # these problems; 1500 draws per chain stay long against that scan's slow direction (32 × 1000
     # gave one seed only 380 effective draws).
-    samples = make_sampler((X, Y), _tiny_kernel(), C, scan=scan).sample(
+    samples = make_sampler((X, Y), _tiny_kernel(), C, **options).sample(
         1500, num_chains=16, num_burnin=300, seed=seed
     )
     train_means, _ = samples.latent_conditionals(X)
@@ -248,6 +257,38 @@ def test_a_planted_mistake_fails_quadrature(problem):
     make_sampler = untilted_binary_gibbs if _binary(problem) else printed_rate_gibbs
     z_scores, _, _ = _tiny_comparison(problem, make_sampler, "blocked", 0)
     assert max(z_scores.values()) > 2 * Z_TOLERANCE, z_scores
+
+
+#: a constant prior mean for each of the three classes, far enough from zero that a sampler
+#: centring f's Gaussian block on zero instead of on it is rejected
+CLASS_MEANS = (1.5, -1.0, 0.5)
+
+
+class MeanLeftOutOfTheBlock(GibbsSampler):
+    """A planted mistake: f offset by the prior mean m, but its Gaussian block drawn with κ, as
+    if the prior were centred on zero, instead of κ - ω m."""
+
+    def draw_whitened(self, auxiliaries, rng):
+        mean, self.prior_mean = self.prior_mean, np.zeros_like(self.prior_mean)
+        try:
+            v, f = super().draw_whitened(auxiliaries, rng)
+        finally:
+            self.prior_mean = mean
+        return v, mean + f
+
+
+@pytest.mark.parametrize("make_sampler, holds", [(gibbs, True), (MeanLeftOutOfTheBlock, False)])
+def test_a_prior_mean_matches_quadrature(make_sampler, holds):
+    """A constant prior mean for each class (``lsm``'s model has one): the sampler targets
+    f = m + Aᵀv exactly, and one that leaves m out of the Gaussian block is rejected."""
+    z_scores, quadrature_error, _ = _tiny_comparison(
+        "N=1,C=3", make_sampler, "blocked", 0, CLASS_MEANS
+    )
+    assert max(quadrature_error[k] for k in ("train_mean", "mean", "probabilities")) < 1e-3
+    if holds:
+        assert max(z_scores.values()) < Z_TOLERANCE, z_scores
+    else:
+        assert max(z_scores.values()) > 2 * Z_TOLERANCE, z_scores
 
 
 # -- sampler mechanics ------------------------------------------------------------------------

@@ -109,15 +109,19 @@ def test_figure_5(wine_comparison, tmp_path):
 
 
 def test_inducing_point_samplers_agree(wine_comparison):
-    # Both samplers target the projected-process model f = K_xz K_zz⁻¹ u with M = 20 inducing
-    # inputs; they must agree with each other (not with the full GP).
+    # Both samplers target the projected-process model f = μ + K_xz K_zz⁻¹ u with M = 20 inducing
+    # inputs and a constant prior mean for each class (as `lsm` learns one); they must agree with
+    # each other (not with the full GP).
     dataset = wine_comparison.dataset
     data = (dataset.X_train, dataset.Y_train)
     Z, _ = kmeans_plusplus(dataset.X_train, 20, random_state=0)
-    gibbs = GibbsSampler(data, wine_comparison.kernel, 3, inducing_variable=Z).sample(
+    options = dict(
+        inducing_variable=Z, mean_function=gpflow.mean_functions.Constant([1.0, -0.5, 0.0])
+    )
+    gibbs = GibbsSampler(data, wine_comparison.kernel, 3, **options).sample(
         3000, num_burnin=300, seed=2
     )
-    nuts = NutsSampler(data, wine_comparison.kernel, 3, inducing_variable=Z).sample(
+    nuts = NutsSampler(data, wine_comparison.kernel, 3, **options).sample(
         500, num_burnin=300, seed=3
     )
     assert_samplers_agree(gibbs, nuts, dataset.X_test)
