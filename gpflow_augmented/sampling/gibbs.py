@@ -36,9 +36,9 @@ block, ω | f ~ PG(1, |f|), whatever the scan.
 The Gaussian block is drawn in whitened coordinates f = Aᵀv (A = L⁻¹K_zx, v ~ N(0, I) a priori):
 v | ω, n ~ N(B⁻¹Aκ, B⁻¹) with B = I + A diag(ω) Aᵀ = R Rᵀ, so v = R⁻ᵀ(R⁻¹Aκ + ε). B ⪰ I, so its
 Cholesky never needs jitter and no inverse of K is formed. With a prior mean m = μ(X) (a fixed
-``mean_function``), f = m + Aᵀv, and the block is the same with κ - ω m in place of κ. With Z = X (the default) this is the
-full GP; with inducing inputs it is the exact posterior of the projected-process model
-f = K_xz K_zz⁻¹ u. The Gaussian block runs compiled in TensorFlow; the Pólya-Gamma draws use the
+``mean_function``), f = m + Aᵀv, and the block is the same with κ - ω m in place of κ. With
+Z = X (the default) this is the full GP; with inducing inputs it is the exact posterior of the
+projected-process model f = K_xz K_zz⁻¹ u. The Gaussian block runs compiled in TensorFlow; the Pólya-Gamma draws use the
 exact samplers of the ``polyagamma`` package on the host, which is why one sweep is not a single
 compiled step.
 """
