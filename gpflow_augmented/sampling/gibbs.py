@@ -38,9 +38,9 @@ v | ω, n ~ N(B⁻¹Aκ, B⁻¹) with B = I + A diag(ω) Aᵀ = R Rᵀ, so v = R
 Cholesky never needs jitter and no inverse of K is formed. With a prior mean m = μ(X) (a fixed
 ``mean_function``), f = m + Aᵀv, and the block is the same with κ - ω m in place of κ. With
 Z = X (the default) this is the full GP; with inducing inputs it is the exact posterior of the
-projected-process model f = K_xz K_zz⁻¹ u. The Gaussian block runs compiled in TensorFlow; the Pólya-Gamma draws use the
-exact samplers of the ``polyagamma`` package on the host, which is why one sweep is not a single
-compiled step.
+projected-process model f = K_xz K_zz⁻¹ u. The Gaussian block runs compiled in TensorFlow; the
+Pólya-Gamma draws use the exact samplers of the ``polyagamma`` package on the host, which is why
+one sweep is not a single compiled step.
 """
 
 from typing import Optional, Tuple
