@@ -167,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     matched.add_argument("--seeds", type=_integers(0), default=[0])
     matched.add_argument("--time-budget", type=float, default=40.0, help="seconds a method")
     matched.add_argument("--output", default="matched", help="folder for matched.json, .md")
+    matched.add_argument(
+        "--exact-draws",
+        type=_integer(0),
+        default=0,
+        help="draws a chain of the exact posterior at lsm's kernel (Gibbs); 0: none",
+    )
 
     sources = commands.add_parser(
         "confidence",
@@ -299,7 +305,13 @@ def _run_matched(args: argparse.Namespace) -> int:
     if not args.time_budget > 0:
         raise ValueError(f"--time-budget must be > 0, got {args.time_budget}")
     rows = run_matched(
-        args.output, args.data_dir, args.datasets, args.peers, args.seeds, args.time_budget
+        args.output,
+        args.data_dir,
+        args.datasets,
+        args.peers,
+        args.seeds,
+        args.time_budget,
+        args.exact_draws,
     )
     print(matched_report(rows))
     print(f"written to {args.output}/ (matched.json, matched.md)")

@@ -3,8 +3,11 @@ swapped fits, on a validation split of the training data."""
 
 import json
 
+import gpflow
 import numpy as np
 import pytest
+
+from gpflow_augmented import sampling
 
 from benchmarks.__main__ import main
 from benchmarks import matched
@@ -25,8 +28,16 @@ def test_the_swapped_fits_hold_the_other_methods_kernel(tmp_path, monkeypatch):
         return method
 
     monkeypatch.setattr(matched, "_refit", recording)
+    sampled = []
+
+    class RecordingSampler(sampling.GibbsSampler):
+        def __init__(self, data, kernel, num_classes, **options):
+            super().__init__(data, kernel, num_classes, **options)
+            sampled.append((kernel, options))
+
+    monkeypatch.setattr(sampling, "GibbsSampler", RecordingSampler)
     argv = ["matched", "--datasets", "vehicle", "--peers", "rm", "--time-budget", "2"]
-    assert main(argv + ["--output", str(tmp_path)]) == 0
+    assert main(argv + ["--exact-draws", "20", "--output", str(tmp_path)]) == 0
     written = json.loads((tmp_path / "matched.json").read_text())
     assert {"processor", "cpu_count", "tensorflow", "measured"} <= set(written["stamp"])
     rows = written["rows"]
@@ -35,6 +46,7 @@ def test_the_swapped_fits_hold_the_other_methods_kernel(tmp_path, monkeypatch):
         ("rm", "rm"),
         ("lsm", "rm"),
         ("rm", "lsm"),
+        ("gibbs", "lsm"),
     ]
     assert [name for name, _, _ in refitted] == ["lsm", "rm"]
     for _, donor, after in refitted:
@@ -48,6 +60,12 @@ def test_the_swapped_fits_hold_the_other_methods_kernel(tmp_path, monkeypatch):
         assert 0 < row["nll"] < np.log(4) and 0 <= row["error"] < 0.5
         assert 0.25 <= row["confidence"] <= 1.0 and row["accuracy"] == 1 - row["error"]
     assert "| vehicle | 0 | lsm | rm |" in (tmp_path / "matched.md").read_text()
+    # the exact posterior is lsm's own model: its learned kernel, prior mean and inducing inputs
+    [(kernel, options)] = sampled
+    assert kernel.variance.numpy() == pytest.approx(rows[0]["kernel_variance"], rel=1e-12)
+    assert isinstance(options["mean_function"], gpflow.mean_functions.Constant)
+    assert options["inducing_variable"].shape == (100, 18)
+    assert rows[-1]["steps"] == 20 and rows[-1]["max_rhat"] >= 1.0
 
 
 def test_the_matched_study_refuses_lsm_as_its_own_peer(capsys):
