@@ -158,7 +158,7 @@ class PosteriorSamples:
             self.kernel, self.inducing_variable, Xnew, self.num_latent_gps
         )
         means = tf.einsum("cmn,stcm->stnc", A, tf.constant(self.whitened, dtype=A.dtype))
-        means += tf.transpose(_prior_mean(self.mean_function, Xnew, self.num_latent_gps))
+        means += _prior_mean(self.mean_function, Xnew, self.num_latent_gps)
         return means.numpy(), np.maximum(residual.numpy(), 0.0)
 
     @check_shapes("Xnew: [N, D]", "return[0]: [N, K]", "return[1]: [N, K]")
@@ -287,7 +287,7 @@ class LatentSampler:
         )
         self.mean_function = mean_function
         #: m = μ(X) [K, N], the prior mean at the training inputs: f = m + Aᵀv
-        self.prior_mean = _prior_mean(mean_function, X, self.num_latent_gps).numpy()
+        self.prior_mean = _prior_mean(mean_function, X, self.num_latent_gps).numpy().T
         labels = np.asarray(Y)[:, 0].astype(int)
         self.labels_onehot = np.eye(self.num_classes)[labels].T  # [C, N]
         rows = likelihood.label_rows(tf.constant(labels[:, None]))
@@ -311,11 +311,11 @@ class LatentSampler:
 def _prior_mean(
     mean_function: Optional[MeanFunction], X: np.ndarray, num_latent_gps: int
 ) -> tf.Tensor:
-    """μ(X) [K, N] for the K latent GPs (zero without a mean function); a mean of one column is
+    """μ(X) [N, K] for the K latent GPs (zero without a mean function); a mean of one column is
     every latent GP's."""
     X = tf.convert_to_tensor(X, dtype=default_float())
     if mean_function is None:
-        return tf.zeros([num_latent_gps, tf.shape(X)[0]], X.dtype)
+        return tf.zeros([tf.shape(X)[0], num_latent_gps], X.dtype)
     if not isinstance(mean_function, MeanFunction):
         raise TypeError(
             f"mean_function must be a gpflow MeanFunction, got {type(mean_function).__name__}"
@@ -326,7 +326,7 @@ def _prior_mean(
             f"mean_function gives shape {mean.shape}; it must give [N, 1] or "
             f"[N, {num_latent_gps}] (one column for each latent GP)"
         )
-    return tf.transpose(tf.broadcast_to(mean, [tf.shape(X)[0], num_latent_gps]))
+    return tf.broadcast_to(mean, [tf.shape(X)[0], num_latent_gps])
 
 
 def check_counts(**counts: Tuple[int, int]) -> None:
