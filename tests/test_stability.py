@@ -83,13 +83,14 @@ def worst_error_rise(iterations=300, batch_size=50, label_strata=True):
     dataset = ga.datasets.from_arrays("kddcup", data["X"], data["y"], seed=0)
     tf.random.set_seed(0)
     model = lsm_model(dataset.X_train, dataset.num_classes, 50)
-    test = (dataset.X_test, dataset.Y_test)
+    evaluate = ga.metrics.Evaluator(dataset.X_test, dataset.Y_test)
     errors, nlls = [], []
 
     def measure(step, model, elbo):
         if step % 10 == 0:
-            errors.append(ga.metrics.error_rate(model.predict_y(test[0])[0].numpy(), test[1]))
-            nlls.append(ga.metrics.mean_nll(model.predict_log_density(test).numpy()))
+            metrics = evaluate(model)
+            errors.append(metrics["error"])
+            nlls.append(metrics["nll"])
 
     train = (dataset.X_train, dataset.Y_train)
     ga.fit(
