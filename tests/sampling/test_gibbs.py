@@ -359,6 +359,18 @@ def test_bad_features_and_arguments_raise():
         GibbsSampler(data, kernel, 3).sample(5, num_chains=1, num_burnin=0).diagnostics(data[0])
 
 
+def test_a_prior_mean_of_the_wrong_kind_or_shape_raises():
+    data, kernel = _small_problem()
+    with pytest.raises(TypeError, match="MeanFunction"):
+        GibbsSampler(data, kernel, 3, mean_function=lambda X: X[:, :1])
+    with pytest.raises(ValueError, match=r"\[N, 1\] or \[N, 3\]"):
+        GibbsSampler(data, kernel, 3, mean_function=gpflow.mean_functions.Constant(np.zeros(2)))
+    # one column is every class's mean, K columns each class's own
+    for c in (np.ones(1), np.arange(3.0)):
+        sampler = GibbsSampler(data, kernel, 3, mean_function=gpflow.mean_functions.Constant(c))
+        assert np.all(sampler.prior_mean == np.broadcast_to(c, (len(data[0]), 3)).T)
+
+
 def test_float32_runs_and_agrees_with_float64():
     from gpflow.config import Config, as_context
 
