@@ -39,10 +39,11 @@ __all__ = [
 ]
 
 # The first minibatch steps on the exact bound take the augmented bound's sites: chosen on
-# validation splits of ten datasets (docs/benchmarks.md, "Choices made on validation").
+# validation splits of ten datasets (docs/method.md, "The three schemes").
 EXACT_WARM_START = 50
 # Adam's learning rate for the hyperparameters on the exact bound when none is given: chosen from
-# 0.01, 0.03 and 0.1 on the same validation splits (docs/benchmarks.md, "Adam's learning rate").
+# 0.01, 0.03 and 0.1 on the same validation splits (docs/benchmarks.md, "How each method's
+# defaults were chosen").
 # The augmented bounds were not swept and keep GPflow's customary 0.01.
 EXACT_LEARNING_RATE = 0.1
 AUGMENTED_LEARNING_RATE = 0.01
@@ -51,8 +52,8 @@ AUGMENTED_LEARNING_RATE = 0.01
 # minibatches, and the test NLL with them (docs/stability.md, "What keeps the NLL moving").
 EXACT_LEARNING_RATE_DECAY_STEPS = 100.0
 # On minibatches the model holds the average of q(u)'s iterates with η = EXACT_AVERAGING
-# (averaging.averaging_weight): the iterates' noise kept the test NLL moving on large data. Chosen
-# from 1, 3 and 10 on validation splits (docs/stability.md, "The averaged q(u)").
+# (averaging.averaging_weight): the last iterate's noise keeps the test NLL moving on large
+# data. Chosen from 1, 3 and 10 on validation splits (docs/stability.md, "The averaged q(u)").
 EXACT_AVERAGING = 10.0
 
 
@@ -337,7 +338,7 @@ class ExactBound(Bound):
         from the raised sites, so it has the exact step's fixed points. The exact curvature of
         E log σ(f) vanishes like ``σ(-|f|)`` on a confident or confidently wrong point, where
         E log p(y | f) is nearly linear, and a Newton step there has no bound. A minibatch weighs
-        each of its points N / B times, so a few misclassified points of a rare class sent that
+        each of its points N / B times, so a few misclassified points of a rare class can send that
         class's mean across the data in one step (kddcup, docs/stability.md). θ = E[ω] is the
         curvature of the augmented bound, a quadratic lower bound of the log-likelihood in f, and
         decays only like ``1 / |f|``: the step stays within the region where a bound of the

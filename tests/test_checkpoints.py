@@ -141,9 +141,9 @@ def test_a_truncated_checkpoint_is_one_clear_error(tmp_path):
 
 
 def test_a_damaged_state_file_resumes_from_the_newest_complete_checkpoint(tmp_path):
-    """A corrupt ``checkpoint`` state file beside intact ``ckpt-*`` files made TensorFlow's
-    latest_checkpoint say there was none: a job started over from step 0 without a word (issue 57,
-    item 21)."""
+    """A corrupt ``checkpoint`` state file beside intact ``ckpt-*`` files resumes from the newest
+    complete one, with a warning (TensorFlow's latest_checkpoint says there is none, and a job
+    would start over from step 0 without a word)."""
     variable = tf.Variable(1.0)
     checkpoint = tf.train.Checkpoint(v=variable)
     manager = tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=3)

@@ -90,7 +90,7 @@ def test_the_line_search_halves_under_a_strategy_as_on_one_device():
     """Under MirroredStrategy the step whose batch bound falls is taken again with ρ halved, and
     ends where one device's search loop does: 12 of 40 steps shortened on both (measured), q(u)
     and σ² equal to 1e-11 (the shards' sums in another order). Without the search under a
-    strategy (the broken variant, as before) nothing is shortened and q(u) differs by 1.4
+    strategy (the broken variant) nothing is shortened and q(u) differs by 1.4
     (measured)."""
     output = replicas_script("line-search")
     single, replicated = output["shortened"]
@@ -257,7 +257,7 @@ def test_a_worker_killed_mid_run_loses_nothing_before_the_last_checkpoint(tmp_pa
 
 @pytest.mark.integration
 def test_the_example_refuses_a_worker_count_below_one_in_one_line():
-    """--workers 0 or -1 ended in ``max() arg is an empty sequence`` (issue 57, item 6)."""
+    """--workers 0 or -1 is refused by name, not with ``max() arg is an empty sequence``."""
     script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
     for workers in ("0", "-1", "two"):
         completed = subprocess.run(
@@ -273,7 +273,7 @@ def test_the_example_refuses_a_worker_count_below_one_in_one_line():
 
 @pytest.mark.integration
 def test_a_worker_without_tf_config_is_refused_not_trained_alone():
-    """``--worker`` with TF_CONFIG unset trained alone and printed a result (issue 57, item 2)."""
+    """``--worker`` with TF_CONFIG unset is refused, not trained alone as if it were the job."""
     script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
     environment = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     completed = subprocess.run(
@@ -290,8 +290,8 @@ def test_a_worker_without_tf_config_is_refused_not_trained_alone():
 
 @pytest.mark.integration
 def test_a_finished_job_says_so_when_started_again(tmp_path):
-    """Starting a checkpointed job again with --iterations at or below the steps done said
-    "iterations must be an integer ≥ 1, got -2" (issue 57, item 20)."""
+    """Starting a checkpointed job again with --iterations at or below the steps done says that
+    the job is finished, not "iterations must be an integer ≥ 1, got -2"."""
     script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
 
     def run(iterations):
@@ -320,9 +320,8 @@ def _launcher_module():
 
 @pytest.mark.integration
 def test_the_launcher_stops_the_others_when_a_worker_fails_or_dies(capsys):
-    """A worker that died (a taken port, SIGKILL) left the other waiting for it for good, deaf to
-    SIGTERM, with a 28-line traceback where it did end (issue 57, items 8 and 18): the launcher
-    now stops the rest at once, SIGKILL for one that ignores SIGTERM, and says which died."""
+    """When a worker dies (a taken port, SIGKILL), the launcher stops the rest at once, SIGKILL
+    for one that ignores SIGTERM, and says which died: the others would wait for it for good."""
     launcher = _launcher_module()
     deaf = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
     workers = [
@@ -346,8 +345,8 @@ def test_the_launcher_stops_the_others_when_a_worker_fails_or_dies(capsys):
 
 @pytest.mark.integration
 def test_ctrl_c_on_the_launcher_stops_the_workers_in_one_line(tmp_path):
-    """Ctrl-C on the launcher printed four KeyboardInterrupt tracebacks, and a worker outlived it
-    by about 20 s (issue 57, item 19)."""
+    """Ctrl-C on the launcher stops every worker with it and prints one line, not a
+    KeyboardInterrupt traceback per process."""
     script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
     # A shell runs a background job (`.ci/run &`) with SIGINT ignored, which Python keeps; Ctrl-C at
     # a terminal reaches a launcher with the default disposition.
@@ -389,8 +388,8 @@ def test_ctrl_c_on_the_launcher_stops_the_workers_in_one_line(tmp_path):
 
 @pytest.mark.integration
 def test_a_worker_waiting_for_its_cluster_answers_signals_and_gives_up_in_time():
-    """A worker whose other workers never came waited for good, deaf to SIGTERM and SIGINT; only
-    SIGKILL ended it (issue 57, item 8)."""
+    """A worker whose other workers never come answers SIGTERM and SIGINT while it waits, and
+    gives up after its timeout."""
     script = Path(__file__).parents[1] / "examples" / "multi_worker.py"
     ports = free_local_ports(2)
     config = {

@@ -106,7 +106,8 @@ def test_predict_refuses_what_it_cannot_use(trained, tmp_path, capsys):
 
 
 def test_predict_refuses_a_folder_whose_metadata_does_not_fit_its_model(trained, tmp_path, capsys):
-    """Metadata edited after the export used to end in tf.function's binding TypeError."""
+    """Metadata edited after the export so that it no longer fits the model is named as such, not
+    left to tf.function's binding TypeError."""
     import shutil
 
     _, _, raw, path = trained
@@ -139,9 +140,8 @@ def test_predict_refuses_a_folder_whose_metadata_does_not_fit_its_model(trained,
 
 
 def test_a_failed_export_leaves_the_earlier_export_and_no_partial_folder(trained, tmp_path):
-    """The class names were checked after the saved model was written: a failed export over a
-    working one left a model and metadata that no longer belonged together, and a failed export
-    into a new folder left a saved model without metadata."""
+    """The class names are checked before anything is written: a failed export over a working one
+    leaves it whole, and a failed export into a new folder leaves nothing."""
     model, d, raw, _ = trained
     good = ga.export_model(model, tmp_path / "m", class_names=["a", "b", "c"])
     files = sorted(p.relative_to(good) for p in good.rglob("*"))
@@ -182,9 +182,8 @@ def test_export_refuses_a_bare_string_of_names_and_a_folder_of_other_files(train
 def test_predict_cannot_write_its_output_in_one_line_and_leaves_no_partial_file(
     trained, tmp_path, capsys, monkeypatch
 ):
-    """predict --output onto a folder, a read-only file system or a full disk ended in a raw
-    OSError with a .partial file left (issue 57, items 11-13; compare's results.json, item 10,
-    is written the same way)."""
+    """predict --output onto a folder, a read-only file system or a full disk is named in one
+    line and leaves no .partial file (compare's results.json is written the same way)."""
     import errno
 
     from gpflow_augmented.comparison import runs
@@ -215,9 +214,8 @@ def test_predict_cannot_write_its_output_in_one_line_and_leaves_no_partial_file(
 
 
 def test_the_documented_one_liner_predicts_and_a_wrong_width_is_named(trained, tmp_path):
-    """``ga.load_model(path).predict_y(X)`` raised "Called a function referencing variables which
-    have been deleted", and a row of the wrong width TensorFlow's binding error with the array
-    dumped (issue 57, items 14 and 26)."""
+    """``ga.load_model(path).predict_y(X)`` in one expression predicts (not "Called a function
+    referencing variables which have been deleted"), and a row of the wrong width is named."""
     import gc
 
     model, d, raw, path = trained

@@ -1,4 +1,4 @@
-"""Inputs that used to give a wrong answer without an error: each is now refused, in eager and in
+"""Inputs that would give a wrong answer without an error are refused, in eager and in
 graph mode, with a message naming the problem, and (where a model is involved) nothing changes."""
 
 import re
@@ -72,7 +72,7 @@ def test_compiled_training_loss_closure_refuses_labels_equal_to_c(trained):
 
 
 def test_logistic_softmax_in_a_stock_svgp_refuses_bad_labels():
-    """It used to give a *higher* ELBO for labels outside 0..C-1 than for valid ones."""
+    """Labels outside 0..C-1 are refused: unchecked, they give a *higher* ELBO than valid ones."""
     _, (X, Y) = make_problem(20, 3, seed=2)
     model = gpflow.models.SVGP(
         gpflow.kernels.SquaredExponential(), ga.LogisticSoftmax(3), X[:5].copy(), num_latent_gps=3
@@ -115,7 +115,7 @@ def test_binary_model_refuses_labels_outside_0_and_1(label):
 def test_metrics_refuse_labels_that_do_not_match_the_probabilities(metric):
     probabilities = np.full((4, 3), 1 / 3)
     with pytest.raises(ga.InvalidDataError, match=r"^y must hold one label per row"):
-        metric(probabilities, np.array([0, 1, 2]))  # used to broadcast
+        metric(probabilities, np.array([0, 1, 2]))  # unchecked, it broadcasts
     with pytest.raises(ga.InvalidDataError, match=r"^y must hold one label per row"):
         metric(probabilities, np.zeros((4, 2)))
     for bad in ([0, 1, 2, 3], [0, 1, 2, 1.7], [0, -1, 2, 1]):
@@ -494,8 +494,8 @@ def test_bad_inducing_points_are_named(Z, message):
 
 @pytest.mark.slow
 def test_inputs_whose_square_overflows_are_refused_not_trained_on():
-    """1e200 passes a finiteness check, but every squared distance is inf: the step used to be
-    taken (with K_nm = 0) without a word."""
+    """1e200 passes a finiteness check, but every squared distance is inf: unchecked, the step
+    would be taken (with K_nm = 0) without a word."""
     model, (X, Y) = make_problem(20, 3, num_inducing=5, seed=0, scheme="exact")
     before = model_variables(model)
     huge = np.full_like(X, 1e200)
@@ -551,7 +551,8 @@ def test_fit_with_another_models_trainer_names_the_trainer():
 
 @pytest.mark.slow
 def test_the_bound_certificate_reads_soft_rows_and_refuses_fractional_labels():
-    """It used to cast every label to int64: soft rows became class 0 and 1.9 became 1."""
+    """Soft rows are read as soft and fractional labels refused: cast to int64, soft rows would
+    become class 0 and 1.9 class 1."""
     model, (X, Y) = make_problem(30, 3, num_inducing=6, seed=2, scheme="exact")
     ga.CAVI(model).step((X, Y))
     soft = 0.6 * np.eye(3)[Y[:, 0]] + 0.4 * np.eye(3)[(Y[:, 0] + 1) % 3]
@@ -572,8 +573,7 @@ def test_the_bound_certificate_reads_soft_rows_and_refuses_fractional_labels():
 def test_the_certificate_of_soft_rows_is_the_mix_of_the_hard_labellings_certificates(scheme):
     """Every bound is linear in the label rows, so rows 0.7 e_y + 0.3 e_(y+1) give 0.7 × the
     certificate of labels y plus 0.3 × that of labels y + 1, at the same q(u); the quadrature
-    error, an absolute value of such a difference, is at most the same mix. The refined
-    quadrature used to read soft rows as one class with mixed marginals."""
+    error, an absolute value of such a difference, is at most the same mix."""
     model, (X, Y) = make_problem(40, 3, num_inducing=6, seed=3, scheme=scheme)
     ga.CAVI(model).step((X, Y))
     shifted = (Y + 1) % 3
@@ -590,8 +590,8 @@ def test_the_certificate_of_soft_rows_is_the_mix_of_the_hard_labellings_certific
 
 
 def test_an_index_list_as_is_test_is_named_as_such():
-    """An .npz whose is_test listed the test rows' indices got "is_test must mark some, not all,
-    of the 60 rows" (issue 57, item 22)."""
+    """An .npz whose is_test lists the test rows' indices is told so, not that the mask marks
+    too few rows."""
     X = np.random.default_rng(0).normal(size=(60, 2))
     y = np.arange(60) % 3
     with pytest.raises(ga.InvalidDataError, match=r"one entry per row \(60\), got an array of 3 "):
@@ -606,8 +606,8 @@ def test_an_index_list_as_is_test_is_named_as_such():
 
 
 def test_lengthscales_that_do_not_match_the_features_are_named():
-    """A kernel with 3 lengthscales on 2 features ended in TensorFlow's "Dimensions must be equal
-    … RealDiv" at the first step (issue 57, item 17)."""
+    """A kernel with 3 lengthscales on 2 features is named before the first step (unchecked, it
+    ends in TensorFlow's "Dimensions must be equal … RealDiv")."""
     Z = np.zeros((4, 2))
     kernel = gpflow.kernels.SquaredExponential(lengthscales=np.ones(3))
     with pytest.raises(

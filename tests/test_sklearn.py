@@ -150,8 +150,8 @@ def test_a_warm_start_continues_and_a_failed_fit_keeps_what_was_fitted():
 
 
 def test_labels_that_mix_text_and_numbers_are_named():
-    """[1, "1", 2.0, "b"] was read as the text "1", "1", "2.0", "b" (1 and "1" one class), or as an
-    object array refused as an "Unknown label type" (issue 57, item 16)."""
+    """[1, "1", 2.0, "b"] is refused, naming the mix, not read as the text "1", "1", "2.0", "b"
+    (1 and "1" one class) nor refused as an "Unknown label type"."""
     X = np.random.default_rng(0).normal(size=(4, 2))
     for y in ([1, "1", 2.0, "b"], np.array([1, "1", 2.0, "b"], dtype=object)):
         with pytest.raises(
@@ -161,9 +161,9 @@ def test_labels_that_mix_text_and_numbers_are_named():
 
 
 def test_a_warm_start_uses_what_set_params_changed():
-    """set_params between warm-started fits was ignored: the model kept its inducing points,
-    scheme and kernel, and Adam its learning rate (issue 57, item 1). A changed learning rate or
-    iteration count continues the fit; a changed structural parameter fits anew."""
+    """set_params between warm-started fits takes effect: a changed learning rate or iteration
+    count continues the fit; a changed structural parameter (inducing points, scheme, kernel)
+    fits anew."""
     import gpflow
 
     X, y = _blobs()

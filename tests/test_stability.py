@@ -1,6 +1,6 @@
 """The default model left running: a minibatch step never lowers its own batch's bound, the kernel
 variance's update is averaged over minibatches, and tiny separated training sets keep their
-variance and accuracy (issue 55's failures in small)."""
+variance and accuracy."""
 
 import functools
 import math
@@ -112,14 +112,14 @@ def worst_error_rise(iterations=300, batch_size=50, label_strata=True):
 @pytest.mark.slow
 @pytest.mark.integration
 def test_a_rare_class_in_a_minibatch_does_not_send_the_model_off(monkeypatch):
-    """Issue 55's transient collapses in small, and the two remedies that each end them. With the
-    mean's curvature raised to the augmented bound's (:meth:`ExactBound.mean_sites`) the test
-    error never rises more than 0.01 above its best (measured 0.004) and the final NLL is within
-    10 % of the best (1.06). With the exact sites but each class's own points estimated as a
-    stratum (:class:`~gpflow_augmented.strata.LabelStrata`) it holds too (measured 0.0065): a
-    rare class's few points are weighed N_k / b_k, not N / B = 320. With neither (the broken
-    variant) a few misclassified points of a rare class moved that class's mean across the data:
-    the error rose to 0.165 from a best of 0.007 (measured rise 0.158)."""
+    """Transient collapses on a rare class in a minibatch, and the two remedies that each end them.
+    With the mean's curvature raised to the augmented bound's (:meth:`ExactBound.mean_sites`)
+    the test error never rises more than 0.01 above its best (measured 0.004) and the final NLL
+    is within 10 % of the best (1.06). With the exact sites but each class's own points
+    estimated as a stratum (:class:`~gpflow_augmented.strata.LabelStrata`) it holds too
+    (measured 0.0065): a rare class's few points are weighed N_k / b_k, not N / B = 320. With
+    neither (the broken variant) a few misclassified points of a rare class moved that class's
+    mean across the data: the error rose to 0.165 from a best of 0.007 (measured rise 0.158)."""
     rise, nll_ratio = worst_error_rise(label_strata=False)
     assert rise <= 0.01 and nll_ratio <= 1.1
     monkeypatch.setattr(ExactBound, "mean_sites", without_mean_sites)
@@ -188,9 +188,9 @@ def check_tiny_blobs(points_per_class, iterations, monkeypatch, seed=0):
 
 
 def test_nine_points_in_separated_blobs_keep_their_variance_and_accuracy(monkeypatch):
-    """Before, 200 full-batch steps drove σ² to 7e-13 and the prediction to 1/3 everywhere
-    (accuracy 0.33, exact ELBO -9.89 against -6.46 with update_variance=False); the variance moved
-    on the warm start's augmented sites and was not line-searched."""
+    """With σ² moved on the warm start's augmented sites and no line search, 200 full-batch steps
+    drive σ² to 7e-13 and the prediction to 1/3 everywhere (accuracy 0.33, exact ELBO -9.89
+    against -6.46 with update_variance=False)."""
     check_tiny_blobs(3, 200, monkeypatch)
 
 

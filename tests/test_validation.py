@@ -145,8 +145,8 @@ def test_a_good_tf_config_is_read():
 
 
 def test_exactly_one_task_of_a_cluster_is_the_chief():
-    """With a "chief" job, its task and worker 0 both acted as the chief in the multi-worker
-    example (both wrote the checkpoint, and crashed at the first save; issue 57, item 9)."""
+    """With a "chief" job, only its task acts as the chief in the multi-worker example, not
+    worker 0 too (two chiefs would both write the checkpoint, and crash at the first save)."""
 
     def chief(cluster, task_type, index):
         text = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
@@ -163,8 +163,8 @@ def test_exactly_one_task_of_a_cluster_is_the_chief():
 
 
 def test_a_taken_port_is_named_before_tensorflow_starts_its_server(monkeypatch):
-    """A worker whose port another process held died with TensorFlow's 20-line "Could not start
-    gRPC server", not naming the port (issue 57, item 7)."""
+    """A worker whose port another process holds is told which port, not TensorFlow's 20-line
+    "Could not start gRPC server"."""
     import socket
 
     with socket.socket() as holder:

@@ -172,8 +172,8 @@ class MethodSpec:
     #: its positive bijector at its defaults: exp where, at the method's own learning rate, it
     #: lowers the geometric-mean validation NLL over ten datasets by more than 2.5 % (the margin
     #: the learning rates called close), else GPflow's softplus. Measured for lsm, sep, rm,
-    #: softmax, lsm-vi and dirichlet; only softmax gained (docs/benchmarks.md, "The positive
-    #: bijector at each method's own rate").
+    #: softmax, lsm-vi and dirichlet; only softmax gained (docs/benchmarks.md, "How each
+    #: method's defaults were chosen").
     positive_bijector: str = DEFAULT_POSITIVE_BIJECTOR
 
 
@@ -298,7 +298,8 @@ def _svgp(
 
 # Every method, in the order a comparison lists them. The peers' learning rates: of 0.01, 0.03 and
 # 0.1, the one with the lowest geometric-mean validation NLL over ten datasets, over two seeds
-# where seed 0's best two were within 2.5 % (docs/benchmarks.md, "Adam's learning rate"), the rule
+# where seed 0's best two were within 2.5 % (docs/benchmarks.md, "How each method's defaults were
+# chosen"), the rule
 # and grid that chose this package's (bounds.EXACT_LEARNING_RATE).
 METHOD_SPECS: Dict[str, MethodSpec] = {
     spec.name: spec

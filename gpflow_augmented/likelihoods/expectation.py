@@ -21,8 +21,8 @@ accurate. Nothing is random: the expectation is a smooth deterministic function 
 optimiser converges to one point and its derivatives are exact derivatives of one objective.
 
 Its accuracy with the defaults (20 Hermite nodes, grid step 1.0 on [-8, 25]) is measured in
-docs/benchmarks.md, "Accuracy of the expectation" (``tools/expectation_accuracy.py``): the Hermite
-nodes, not the s-grid, set the error.
+docs/method.md, "An accurate, deterministic expectation" (``tools/expectation_accuracy.py``):
+the Hermite nodes, not the s-grid, set the error.
 
 The exact-bound sites. By Bonnet's and Price's theorems the gradient of E log p(y|f) with respect to
 the marginal mean is g = E[∂ log p/∂f] and with respect to the variance ½E[∂² log p/∂f²]. A
@@ -184,8 +184,8 @@ def _log_normaliser(
 
 
 # The quadrature is a chain of elementwise maps and reductions over an [N, K, H, T] tensor: XLA
-# fuses them (forward and backward) into loops that never store that tensor (docs/benchmarks.md,
-# "The iteration at the cost of a softmax iteration"). It is compiled on its own, so the step around
+# fuses them (forward and backward) into loops that never store that tensor (docs/method.md, "An
+# accurate, deterministic expectation"). It is compiled on its own, so the step around
 # it keeps TensorFlow's faster CPU Cholesky. One trace per shape, never a trace generalised to
 # unknown shapes (``reduce_retracing``): inside an XLA-compiled step such a trace made XLA take
 # q(u)'s values as compile-time constants, so that step recompiled at every call.

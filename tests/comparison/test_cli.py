@@ -334,7 +334,7 @@ def test_error_messages_name_the_problem(tmp_path, capsys):
     assert "--tune-budget is the budget of --tune's candidates; add --tune" in (
         capsys.readouterr().err
     )
-    # Without --methods the option was ignored, while run.json recorded it (issue 57, item 3).
+    # Without --methods the option would be ignored while run.json recorded it.
     assert main(["vehicle", "--class-subset-size", "2", "--output", str(tmp_path / "o")]) == 2
     assert "which --methods does not name (the default methods do not include it)" in (
         capsys.readouterr().err
@@ -463,7 +463,7 @@ def test_report_compares_the_package_method_with_the_best_peer_at_the_common_tar
     assert _against_best_peer("toy", methods[1:]) == ""
 
 
-# -- issue 16: options, output folders, interrupted and resumed runs ---------------------------
+# -- options, output folders, interrupted and resumed runs ---------------------------
 
 
 def _numeric_options():
@@ -801,7 +801,7 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, m
     rewritten = (tmp_path / "bench" / "seed-0" / "benchmark.md").read_text()
     assert rewritten.splitlines()[0].startswith("Measured 2025-01-02 on the-measuring-machine, ")
     assert rewritten.splitlines()[1:] == report.splitlines()[1:]
-    # On a folder with no results it says so, measuring nothing (issue 57, item 27).
+    # On a folder with no results it says so, measuring nothing.
     empty = [*options[:-3], "--output", str(tmp_path / "nothing"), "--no-progress"]
     (tmp_path / "nothing").mkdir()
     assert main(["benchmark", *empty, "--report-only"]) == 2

@@ -211,8 +211,8 @@ def test_a_test_fraction_too_small_for_the_data_is_named(tmp_path):
 
 
 def test_predicts_input_of_no_rows_or_a_header_alone_is_named(tmp_path):
-    """predict reads one row as well as many: an empty file said "at least two rows", and a header
-    with no data rows "'a' is not a number" (issue 57, items 24 and 25)."""
+    """predict reads one row as well as many; an empty file and a header with no data rows are
+    each named as such."""
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     with pytest.raises(ga.InvalidDataError, match="empty.csv: is empty"):
@@ -224,8 +224,8 @@ def test_predicts_input_of_no_rows_or_a_header_alone_is_named(tmp_path):
 
 
 def test_an_index_label_column_is_matched_by_name_in_a_test_file_with_a_header(tmp_path):
-    """--label-column 0 was applied by position to a test file whose header put another column
-    first: "'cat' is not a number" (issue 57, item 23)."""
+    """--label-column 0 names a column of the training file: in a test file whose header puts
+    another column first it is found by name, not applied by position."""
     X, y = _points(60)
     names = np.array(["cat", "dog", "emu"])[y]
     train = _table(

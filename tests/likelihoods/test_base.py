@@ -110,8 +110,8 @@ def test_the_likelihood_owns_the_scheme_and_a_scheme_name_not_listed_is_refused(
 
 
 def test_the_model_never_changes_the_likelihood_it_is_given():
-    """It used to overwrite the likelihood's augmentation with the scheme's and switch off
-    training of its class weights, on the object the user passed."""
+    """The model leaves the likelihood object it is given unchanged: its augmentation and whether
+    its class weights train."""
     X, Y, Z = _problem()
     kernel = gpflow.kernels.SquaredExponential()
     weighted = LogisticSoftmax(3, class_weights=True)
