@@ -67,6 +67,26 @@ def test_the_swapped_fits_hold_the_other_methods_kernel(tmp_path, monkeypatch):
     assert options["inducing_variable"].shape == (100, 18)
     assert rows[-1]["steps"] == 20
     assert rows[-1]["latent_rhat"] >= 1.0 and rows[-1]["probability_rhat"] >= 1.0
+    assert 0 < rows[-1]["nll_from_q"] < np.log(4) and 0 < rows[-1]["nll_from_prior"] < np.log(4)
+
+
+@pytest.mark.parametrize("whiten", [True, False])
+def test_half_the_chains_start_at_q_and_half_at_the_prior(whiten):
+    """With q(u) nearly a point mass, the first two starts are its mean in whitened coordinates
+    (L⁻¹ m when q(u) is stored unwhitened); the other two are prior draws."""
+    import gpflow_augmented as ga
+
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    Z = X[:5]
+    model = ga.LogisticSoftmaxSVGP(ga.initial_kernel(X), Z, 3, num_data=30, whiten=whiten)
+    q_mu = np.random.default_rng(1).normal(size=(5, 3))
+    model.q_mu.assign(q_mu)
+    model.q_sqrt.assign(np.tile(1e-9 * np.eye(5), (3, 1, 1)))
+    starts = matched._chain_starts(model, seed=0)
+    L = np.linalg.cholesky(model.kernel(Z) + np.eye(5) * gpflow.config.default_jitter())
+    expected = q_mu.T if whiten else np.linalg.solve(L, q_mu).T
+    np.testing.assert_allclose(starts[:2], np.broadcast_to(expected, (2, 3, 5)), atol=1e-6)
+    assert np.abs(starts[2:]).max() < 5 and not np.allclose(starts[2], expected, atol=0.1)
 
 
 def test_the_matched_study_refuses_lsm_as_its_own_peer(capsys):

@@ -123,14 +123,18 @@ class GibbsSampler(LatentSampler):
         thinning: int = 1,
         seed: Optional[int] = None,
         progress: bool = False,
+        initial_whitened: Optional[np.ndarray] = None,
     ) -> PosteriorSamples:
         """Run ``num_chains`` chains; keep every ``thinning``-th sweep after ``num_burnin`` sweeps.
 
         Each chain starts from an independent prior draw of f (over-dispersed starts, as split
-        R-hat assumes) and the likelihood's chain state (λ, for the logistic-softmax) from its
-        conditional given f.
+        R-hat assumes), or from ``initial_whitened``, and the likelihood's chain state (λ, for the
+        logistic-softmax) from its conditional given f.
 
         :param progress: show a tqdm progress bar over the sweeps.
+        :param initial_whitened: [num_chains, K, M] whitened values v to start each chain from,
+            for example draws of a variational q(u) beside prior draws, to see whether chains
+            from both ends meet.
         :return: :class:`PosteriorSamples` with [num_chains, num_samples, K, M] whitened draws.
         """
         check_counts(
@@ -144,6 +148,8 @@ class GibbsSampler(LatentSampler):
         rng = np.random.default_rng(seed)
         A = self.projection.numpy()
         v = rng.standard_normal((num_chains, self.num_latent_gps, self.num_latent))
+        if initial_whitened is not None:
+            v = self._checked_start(initial_whitened, v.shape)
         f = self.prior_mean + np.einsum("cmn,scm->scn", A, v)
         likelihood = self.likelihood
         state = likelihood.initial_gibbs_state(f, rng)
@@ -158,6 +164,18 @@ class GibbsSampler(LatentSampler):
             if sweep >= num_burnin and remainder == thinning - 1:
                 kept[:, kept_index] = v
         return self.posterior(kept)
+
+    @staticmethod
+    def _checked_start(initial_whitened: np.ndarray, shape: Tuple[int, ...]) -> np.ndarray:
+        start = np.asarray(initial_whitened, dtype=np.float64)
+        if start.shape != shape:
+            raise ValueError(
+                f"initial_whitened must be [num_chains, K, M] = {list(shape)}, "
+                f"got shape {list(start.shape)}"
+            )
+        if not np.all(np.isfinite(start)):
+            raise ValueError("initial_whitened holds NaN or infinite values")
+        return start
 
 
 @tf.function(autograph=False)

@@ -320,6 +320,29 @@ def test_burnin_and_thinning_keep_the_right_sweeps():
     np.testing.assert_array_equal(kept, everything[:, [5, 8, 11]])
 
 
+def test_a_chain_starts_where_it_is_told():
+    """The first sweep's auxiliaries are drawn given f = μ(X) + Aᵀv₀ of the given start v₀."""
+    data, kernel = _small_problem()
+    sampler = GibbsSampler(data, kernel, 3, inducing_variable=data[0][:4])
+    start = np.random.default_rng(1).normal(size=(2, 3, 4)) + 5.0
+    seen = []
+    draw = sampler.likelihood.draw_auxiliaries
+
+    def recording(f, *args):
+        seen.append(np.array(f))
+        return draw(f, *args)
+
+    sampler.likelihood.draw_auxiliaries = recording
+    sampler.sample(1, num_chains=2, num_burnin=0, seed=0, initial_whitened=start)
+    A = sampler.projection.numpy()
+    expected = sampler.prior_mean + np.einsum("cmn,scm->scn", A, start)
+    np.testing.assert_allclose(seen[0], expected, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"\[num_chains, K, M\] = \[2, 3, 4\]"):
+        sampler.sample(1, num_chains=2, initial_whitened=start[:, :2])
+    with pytest.raises(ValueError, match="NaN"):
+        sampler.sample(1, num_chains=2, initial_whitened=np.full((2, 3, 4), np.nan))
+
+
 def test_inducing_points_sample_the_projected_model():
     # With Z ⊂ X the sampler targets p(u | y) under f = K_xz K_zz⁻¹ u; its dimension is M.
     data, kernel = _small_problem()
