@@ -100,7 +100,7 @@ def _exact_row(split: Any, lsm: Any, draws: int, seed: int) -> Dict[str, Any]:
     """The exact posterior of ``lsm``'s model (kernel, prior mean and inducing inputs fixed at
     what it learned), sampled by Gibbs and scored as :func:`_row` scores a model, with its
     sampling time and the largest split R-hats over the first validation points."""
-    from gpflow_augmented.metrics import error_rate, mean_nll
+    from gpflow_augmented.metrics import error_rate
     from gpflow_augmented.sampling import GibbsSampler
 
     model = lsm.model
@@ -123,14 +123,16 @@ def _exact_row(split: Any, lsm: Any, draws: int, seed: int) -> Dict[str, Any]:
     error = error_rate(probabilities, split.Y_test)
     half = _EXACT_CHAINS // 2
     by_start = {
-        f"nll_from_{origin}": _nll(sampler.posterior(chains), split.X_test, labels)
+        f"nll_from_{origin}": _label_nll(
+            sampler.posterior(chains).predict_y(split.X_test)[0], labels
+        )
         for origin, chains in (("q", samples.whitened[:half]), ("prior", samples.whitened[half:]))
     }
     return {
         "method": "gibbs",
         "kernel_of": "lsm",
         "steps": int(draws),
-        "nll": mean_nll(np.log(probabilities[np.arange(len(labels)), labels])),
+        "nll": _label_nll(probabilities, labels),
         "error": error,
         "confidence": float(np.mean(np.max(probabilities, axis=1))),
         "accuracy": 1.0 - error,
@@ -144,10 +146,10 @@ def _exact_row(split: Any, lsm: Any, draws: int, seed: int) -> Dict[str, Any]:
     }
 
 
-def _nll(samples: Any, X: np.ndarray, labels: np.ndarray) -> float:
+def _label_nll(probabilities: np.ndarray, labels: np.ndarray) -> float:
+    """The mean negative log probability [N, C] of each point's label."""
     from gpflow_augmented.metrics import mean_nll
 
-    probabilities, _ = samples.predict_y(X)
     return mean_nll(np.log(probabilities[np.arange(len(labels)), labels]))
 
 
@@ -161,9 +163,8 @@ def _chain_starts(model: Any, seed: int) -> np.ndarray:
     mu, sqrt = whitened_q(L, model.q_mu, model.q_sqrt, model.whiten)
     mu, sqrt = np.asarray(mu).T, np.asarray(sqrt)  # [K, M], [K, M, M]
     half = _EXACT_CHAINS // 2
-    noise = rng.standard_normal((_EXACT_CHAINS, *mu.shape))
-    starts = noise.copy()
-    starts[:half] = mu[None] + np.einsum("kmn,skn->skm", sqrt, noise[:half])
+    starts = rng.standard_normal((_EXACT_CHAINS, *mu.shape))
+    starts[:half] = mu[None] + np.einsum("kmn,skn->skm", sqrt, starts[:half])
     return starts
 
 
