@@ -173,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="draws a chain of the exact posterior at lsm's kernel (Gibbs); 0: none",
     )
+    matched.add_argument(
+        "--train-points",
+        type=_integer(1),
+        default=None,
+        help="a seeded subsample of this many training points for the whole study (default: all)",
+    )
 
     sources = commands.add_parser(
         "confidence",
@@ -312,6 +318,7 @@ def _run_matched(args: argparse.Namespace) -> int:
         args.seeds,
         args.time_budget,
         args.exact_draws,
+        args.train_points,
     )
     print(matched_report(rows))
     print(f"written to {args.output}/ (matched.json, matched.md)")
