@@ -92,3 +92,23 @@ def test_half_the_chains_start_at_q_and_half_at_the_prior(whiten):
 def test_the_matched_study_refuses_lsm_as_its_own_peer(capsys):
     assert main(["matched", "--peers", "lsm,rm"]) == 2
     assert "--peers takes the methods set beside lsm" in capsys.readouterr().err
+
+
+def test_the_training_subsample_keeps_every_class_and_the_validation_points():
+    """A seeded subsample of training rows (the same draw for the same seed), a class the draw
+    missed kept by one point, the validation points untouched; a split no larger is returned
+    as it is. A draw that let a rare class go (the broken variant) leaves 2 of 3 classes."""
+    from gpflow_augmented.datasets import Dataset
+
+    y = np.r_[np.zeros(300, int), np.ones(300, int), 2]  # class 2 has one training point
+    X = np.random.default_rng(0).normal(size=(len(y), 3))
+    split = Dataset("toy", X, y[:, None], np.ones((7, 3)), np.zeros((7, 1), int), 3)
+    small = matched._training_subsample(split, 50, seed=3)
+    assert len(small.X_train) in (50, 51)
+    assert set(small.Y_train[:, 0]) == {0, 1, 2}
+    rows = {tuple(row) for row in split.X_train}
+    assert all(tuple(row) in rows for row in small.X_train)
+    np.testing.assert_array_equal(small.X_test, split.X_test)
+    again = matched._training_subsample(split, 50, seed=3)
+    np.testing.assert_array_equal(again.X_train, small.X_train)
+    assert matched._training_subsample(split, len(y), seed=3) is split
