@@ -159,6 +159,8 @@ def _exact_row(split: Any, lsm: Any, draws: int, seed: int) -> Dict[str, Any]:
         # sees (all classes' latents shifted together) can mix slowly without moving a prediction
         "latent_rhat": float(np.max(diagnostics.latent_rhat)),
         "probability_rhat": float(np.max(diagnostics.probability_rhat)),
+        # the largest can be one slow point of many; the median says how typical it is
+        "probability_rhat_median": float(np.median(diagnostics.probability_rhat)),
         **by_start,
     }
 

@@ -66,7 +66,8 @@ def test_the_swapped_fits_hold_the_other_methods_kernel(tmp_path, monkeypatch):
     assert isinstance(options["mean_function"], gpflow.mean_functions.Constant)
     assert options["inducing_variable"].shape == (100, 18)
     assert rows[-1]["steps"] == 20
-    assert rows[-1]["latent_rhat"] >= 1.0 and rows[-1]["probability_rhat"] >= 1.0
+    assert rows[-1]["latent_rhat"] >= 1.0
+    assert rows[-1]["probability_rhat"] >= rows[-1]["probability_rhat_median"] > 0.9
     assert 0 < rows[-1]["nll_from_q"] < np.log(4) and 0 < rows[-1]["nll_from_prior"] < np.log(4)
 
 
