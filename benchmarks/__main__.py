@@ -303,7 +303,7 @@ def _run_large_data(args: argparse.Namespace) -> int:
 
 
 def _run_matched(args: argparse.Namespace) -> int:
-    from .matched import matched_report, run_matched
+    from .matched import matched_tables, run_matched
 
     check_method_names(args.peers)
     if "lsm" in args.peers or not args.peers:
@@ -320,7 +320,7 @@ def _run_matched(args: argparse.Namespace) -> int:
         args.exact_draws,
         args.train_points,
     )
-    print(matched_report(rows))
+    print(matched_tables(rows))
     print(f"written to {args.output}/ (matched.json, matched.md)")
     return 0
 

@@ -2,8 +2,8 @@
 
 A generated table sits between two markers, which name the committed summaries and the report's
 section (``gpflow-augmented report SUMMARIES --section NAME`` prints the same), or a study's
-results and ``matched``, ``confidence``, ``large_data`` or ``stability`` (the tables ``python -m
-benchmarks matched``, ``confidence``, ``large-data`` and ``stability`` write)::
+results and ``matched``, ``exact``, ``confidence``, ``large_data`` or ``stability`` (the tables
+``python -m benchmarks matched``, ``confidence``, ``large-data`` and ``stability`` write)::
 
     <!-- report: docs/results/kddcup-20s/summaries.json nll -->
     | dataset | seeds | lsm | softmax |
@@ -45,6 +45,10 @@ def _table(results: dict, section: str) -> str:
         from benchmarks.matched import matched_report
 
         return matched_report(results["rows"]) + "\n"
+    if section == "exact":
+        from benchmarks.matched import exact_report
+
+        return exact_report(results["rows"]) + "\n"
     if section == "confidence":
         from benchmarks.confidence import confidence_report
 

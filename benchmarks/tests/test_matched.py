@@ -59,7 +59,10 @@ def test_the_swapped_fits_hold_the_other_methods_kernel(tmp_path, monkeypatch):
     for row in rows:
         assert 0 < row["nll"] < np.log(4) and 0 <= row["error"] < 0.5
         assert 0.25 <= row["confidence"] <= 1.0 and row["accuracy"] == 1 - row["error"]
-    assert "| vehicle | 0 | lsm | rm |" in (tmp_path / "matched.md").read_text()
+    table = (tmp_path / "matched.md").read_text()
+    assert "| vehicle | 0 | lsm | rm |" in table
+    # the exact posterior's own table, beside lsm's q(u) at its kernel
+    assert f"| vehicle | 0 | {rows[-1]['train_points']} | 20 | {rows[0]['nll']:.4f} |" in table
     # the exact posterior is lsm's own model: its learned kernel, prior mean and inducing inputs
     [(kernel, options)] = sampled
     assert kernel.variance.numpy() == pytest.approx(rows[0]["kernel_variance"], rel=1e-12)
