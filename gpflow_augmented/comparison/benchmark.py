@@ -414,7 +414,8 @@ def _run_datasets(
 
 
 def _step_time_rows(options: RunOptions, output: Path) -> List[str]:
-    """The isolated compiled steps' table rows, measured now or, with ``report_only``, re-read."""
+    """The isolated compiled steps' table rows, measured now or re-read: with ``report_only``
+    this run's, with ``step_times_from`` an earlier seed's."""
     import json
 
     from .runs import read_json
@@ -422,6 +423,10 @@ def _step_time_rows(options: RunOptions, output: Path) -> List[str]:
     step_file = output / "step_times.json"
     if options.report_only and step_file.exists():
         measured = read_json(step_file)
+    elif options.step_times_from is not None:
+        measured = read_json(Path(options.step_times_from))
+        output.mkdir(parents=True, exist_ok=True)
+        step_file.write_text(json.dumps(measured, indent=1))
     else:
         measured = [
             {"size": [B, M, C], "seconds": step_times(B, M, C, seed=options.seed)}

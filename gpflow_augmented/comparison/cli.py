@@ -315,11 +315,16 @@ def _benchmark(options: RunOptions) -> int:
             names=_seed_folder_names(options),
         )
     failed = []
+    step_times: Optional[Path] = None  # the first seed's, which the others reuse
     try:
         with _results_kept_in(output):
             for seed in options.seeds:
                 benchmark = run_binary_benchmark if options.binary else run_benchmark
                 seed_options = options.for_seed(seed, str(output / f"seed-{seed}"))
+                if step_times is not None and not options.report_only:
+                    seed_options = dataclasses.replace(
+                        seed_options, step_times_from=str(step_times)
+                    )
                 try:
                     table, seed_failed = benchmark(
                         dataclasses.replace(seed_options, overwrite=False)
@@ -328,6 +333,8 @@ def _benchmark(options: RunOptions) -> int:
                     release_output(output / f"seed-{seed}")
                 print(f"seed {seed}:\n{table}", flush=True)
                 failed += seed_failed
+                if (output / f"seed-{seed}" / "step_times.json").exists():
+                    step_times = step_times or output / f"seed-{seed}" / "step_times.json"
     finally:
         release_output(output)
     print(write_report(output))

@@ -55,6 +55,9 @@ class RunOptions:
     datasets: Optional[Tuple[str, ...]] = None
     binary: bool = False
     report_only: bool = False
+    #: a ``step_times.json`` measured earlier in the same run: the isolated steps' timings depend
+    #: on the machine and the code, not the seed, so a later seed reuses them
+    step_times_from: Optional[str] = None
 
     @classmethod
     def from_arguments(cls, arguments: argparse.Namespace) -> "RunOptions":

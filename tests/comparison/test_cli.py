@@ -809,6 +809,39 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, m
     assert list((tmp_path / "nothing").iterdir()) == []
 
 
+def test_a_benchmark_over_seeds_times_the_isolated_steps_once(tiny_npz, tmp_path, monkeypatch):
+    """The isolated steps' timings depend on the machine and the code, not the seed: measured
+    for the first seed, the next seed's report carries the same table. Measured again for each
+    seed (the broken variant), the timer runs twice and the tables differ."""
+    calls = []
+
+    def timer(B, M, C, seed=0):
+        calls.append(seed)
+        return {"cavi": 1e-3 * (1 + seed), "natgrad": 2e-3, "cavi+adam": 3e-3, "natgrad+adam": 4e-3}
+
+    monkeypatch.setattr(benchmark, "step_times", timer)
+    monkeypatch.setattr(benchmark, "_STEP_TIME_SIZES", ((16, 4, 3),))
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "tiny.npz").write_bytes(tiny_npz.read_bytes())
+    options = ["--data-dir", str(data_dir), "--datasets", "tiny", "--methods", "softmax"]
+    options += ["--max-iterations", "1", "--num-inducing", "5", "--time-budget", "0"]
+    options += ["--output", str(tmp_path / "bench"), "--no-progress", "--seeds", "0,1"]
+    assert main(["benchmark", *options]) == 0
+    assert calls == [0]
+    rows = [
+        [
+            line
+            for line in (tmp_path / "bench" / f"seed-{seed}" / "benchmark.md")
+            .read_text()
+            .splitlines()
+            if line.startswith("| 16 | 4 | 3 |")
+        ]
+        for seed in (0, 1)
+    ]
+    assert rows[0] == rows[1] == ["| 16 | 4 | 3 | 1.00 | 2.00 | 2.00 | 3.00 | 4.00 | 1.33 |"]
+
+
 def test_a_dataset_whose_process_dies_is_reported_and_the_benchmark_goes_on(
     tiny_npz, tmp_path, monkeypatch
 ):
