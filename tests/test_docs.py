@@ -209,3 +209,24 @@ def test_every_table_the_docs_embed_from_a_report_is_the_reports_output(tmp_path
     # and rewriting makes it the report's again
     assert _docs_tables(copy).returncode == 0
     assert stability.read_text() == text
+
+
+def test_a_table_from_several_results_files_has_their_rows_in_order(tmp_path):
+    """A study run as several commands: the marker names each one's results with commas, and
+    the table has every file's rows, in the order named (the first file alone is the broken
+    variant: it loses the other's row)."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("docs_tables", ROOT / "tools" / "docs_tables.py")
+    docs_tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(docs_tables)
+    for name, seed in (("a", 1), ("b", 0)):
+        rows = [{"dataset": "d", "seed": seed, "method": "lsm", "kernel_of": "lsm", "steps": 1}]
+        rows[0].update(nll=0.1 * (seed + 1), error=0.0, confidence=0.9, accuracy=1.0)
+        (tmp_path / f"{name}.json").write_text(json.dumps({"stamp": {}, "rows": rows}))
+    text = "<!-- report: a.json,b.json matched -->\nold\n<!-- end report -->\n"
+    table = docs_tables.refreshed(text, tmp_path)
+    assert table.index("| d | 1 | lsm | lsm | 1 | 0.2000 |") < table.index(
+        "| d | 0 | lsm | lsm | 1 |"
+    )

@@ -3,7 +3,8 @@
 A generated table sits between two markers, which name the committed summaries and the report's
 section (``gpflow-augmented report SUMMARIES --section NAME`` prints the same), or a study's
 results and ``matched``, ``exact``, ``confidence``, ``large_data`` or ``stability`` (the tables
-``python -m benchmarks matched``, ``confidence``, ``large-data`` and ``stability`` write)::
+``python -m benchmarks matched``, ``confidence``, ``large-data`` and ``stability`` write; a study
+run as several commands names each one's results, with commas between them)::
 
     <!-- report: docs/results/kddcup-20s/summaries.json nll -->
     | dataset | seeds | lsm | softmax |
@@ -34,10 +35,18 @@ def refreshed(text: str, root: Path) -> str:
     """``text`` with every generated table made again from its summaries (paths from ``root``)."""
 
     def make(match: re.Match) -> str:
-        results = json.loads((root / match["source"]).read_text())
-        return match[1] + _table(results, match["section"]) + match[5]
+        return match[1] + _table(_results(match["source"], root), match["section"]) + match[5]
 
     return BLOCK.sub(make, text)
+
+
+def _results(source: str, root: Path) -> dict:
+    """One results file, or a study's files named with commas between them (its runs, one a
+    command), their rows one after another."""
+    parts = [json.loads((root / path).read_text()) for path in source.split(",")]
+    if len(parts) == 1:
+        return parts[0]
+    return {"rows": [row for part in parts for row in part["rows"]]}
 
 
 def _table(results: dict, section: str) -> str:
