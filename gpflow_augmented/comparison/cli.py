@@ -333,8 +333,9 @@ def _benchmark(options: RunOptions) -> int:
                     release_output(output / f"seed-{seed}")
                 print(f"seed {seed}:\n{table}", flush=True)
                 failed += seed_failed
-                if (output / f"seed-{seed}" / "step_times.json").exists():
-                    step_times = step_times or output / f"seed-{seed}" / "step_times.json"
+                measured = output / f"seed-{seed}" / "step_times.json"
+                if step_times is None and measured.exists():
+                    step_times = measured
     finally:
         release_output(output)
     print(write_report(output))
