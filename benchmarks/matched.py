@@ -54,14 +54,14 @@ _RHAT_POINTS = 200
 def _training_subsample(split: Any, points: int, seed: int) -> Any:
     """``split`` with a seeded ``points`` of its training points (every class keeps at least
     one); unchanged when it has no more than that."""
+    from gpflow_augmented.datasets import keep_every_class
+
     if points >= len(split.X_train):
         return split
     rng = np.random.default_rng(seed)
-    keep = np.zeros(len(split.X_train), bool)
-    keep[rng.choice(len(keep), points, replace=False)] = True
-    labels = split.Y_train[:, 0]
-    for label in np.setdiff1d(labels, labels[keep]):
-        keep[np.flatnonzero(labels == label)[0]] = True
+    drawn = np.zeros(len(split.X_train), bool)
+    drawn[rng.choice(len(drawn), points, replace=False)] = True
+    keep = keep_every_class(split.Y_train[:, 0], drawn)
     return split._replace(X_train=split.X_train[keep], Y_train=split.Y_train[keep])
 
 

@@ -23,7 +23,7 @@ from .baselines import (
     method_positive_bijector,
 )
 from .protocol import check_methods, compare
-from ..datasets import Dataset, from_arrays, train_test_split
+from ..datasets import Dataset, from_arrays, keep_every_class, train_test_split
 
 __all__ = [
     "LEARNING_RATES",
@@ -42,11 +42,10 @@ def validation_split(dataset: Dataset, fraction: float = 0.2, seed: int = 0) -> 
     """The training data split again: a seeded ``fraction`` of it becomes the "test" set of the
     returned dataset (re-standardised with the remaining points' statistics). The test set of
     ``dataset`` is not part of it. A class whose every training point the draw would put into
-    validation keeps its first one for training (kddcup has a class with one training point)."""
-    is_validation = train_test_split(len(dataset.X_train), fraction, seed)
-    labels = dataset.Y_train[:, 0]
-    for label in np.setdiff1d(labels, labels[~is_validation]):
-        is_validation[np.flatnonzero(labels == label)[0]] = False
+    validation keeps its first one for training
+    (:func:`~gpflow_augmented.datasets.keep_every_class`)."""
+    is_test = train_test_split(len(dataset.X_train), fraction, seed)
+    is_validation = ~keep_every_class(dataset.Y_train[:, 0], ~is_test)
     split = from_arrays(
         f"{dataset.name} (validation)", dataset.X_train, dataset.Y_train, is_validation
     )

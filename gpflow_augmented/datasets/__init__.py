@@ -20,6 +20,7 @@ __all__ = [
     "BUNDLED",
     "from_arrays",
     "imbalanced_separable_data",
+    "keep_every_class",
     "load_dataset",
     "one_vs_rest",
     "seeded_rows",
@@ -66,6 +67,15 @@ def train_test_split(num_points: int, test_fraction: float, seed: int) -> np.nda
     is_test = np.zeros(num_points, dtype=bool)
     is_test[rng.permutation(num_points)[: int(round(test_fraction * num_points))]] = True
     return is_test
+
+
+def keep_every_class(labels: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The boolean mask ``keep`` over points with these integer ``labels``, with the first point
+    of each class it drops whole kept (kddcup has a class with one training point)."""
+    keep = keep.copy()
+    for label in np.setdiff1d(labels, labels[keep]):
+        keep[np.flatnonzero(labels == label)[0]] = True
+    return keep
 
 
 def seeded_rows(num_points: int, size: int, seed: int) -> np.ndarray:

@@ -10,7 +10,7 @@ import gpflow_augmented as ga
 from gpflow_augmented.comparison import tuning
 from gpflow_augmented.comparison import compare
 from gpflow_augmented.comparison.baselines import method_learning_rate, method_positive_bijector
-from gpflow_augmented.datasets import train_test_split
+from gpflow_augmented.datasets import keep_every_class, train_test_split
 
 # The integration tier (whole tuning and comparison runs): run by --slow or -m integration.
 pytestmark = pytest.mark.integration
@@ -56,6 +56,15 @@ def test_a_class_with_one_training_point_keeps_it_for_training(tiny):
         split = tuning.validation_split(dataset, 0.2, seed)
         assert np.sum(split.Y_train == 0) == 1 and np.sum(split.Y_test == 0) == 0
         assert len(split.X_test) == 29
+
+
+def test_a_mask_that_drops_a_class_whole_keeps_its_first_point_and_nothing_else():
+    labels = np.array([2, 0, 1, 2, 0, 1, 1])
+    keep = np.array([False, True, True, False, False, False, True])  # drops class 2 whole
+    kept = keep_every_class(labels, keep)
+    assert list(np.flatnonzero(kept)) == [0, 1, 2, 6]
+    assert list(np.flatnonzero(keep)) == [1, 2, 6]  # the caller's mask is not changed
+    assert np.array_equal(keep_every_class(labels, kept), kept)
 
 
 def test_every_method_is_tuned_over_the_same_grid_which_holds_its_own_defaults():
