@@ -249,21 +249,34 @@ def _cell_path(output: Path, cell: Tuple[str, int, int, int]) -> Path:
 
 def run_suite(options: SuiteOptions, resume: bool = False) -> str:
     """Run every cell not already in ``options.output`` (all of them unless ``resume``), then
-    write ``summary.json`` and ``stability.md`` and return the latter."""
+    write ``summary.json`` and ``stability.md`` of every cell in the folder and return the
+    latter: a grid grown over several resumed commands (more sets, more seeds) is reported
+    whole."""
     for cell in _cells(options):
         path = _cell_path(options.output, cell)
         if resume and path.exists():
             continue
         print(f"{path.stem}: {', '.join(options.methods)}", flush=True)
         write_json(path, _run_cell(options, *cell))
-    cells = [
-        summarised(json.loads(_cell_path(options.output, cell).read_text()))
-        for cell in _cells(options)
-    ]
+    cells = sorted(
+        (
+            summarised(json.loads(path.read_text()))
+            for path in (options.output / "cells").glob("*.json")
+        ),
+        key=_suite_order,
+    )
     write_json(options.output / "summary.json", {"cells": cells})
     report = stability_report(cells)
     write_atomically(options.output / "stability.md", lambda handle: handle.write(report))
     return report
+
+
+def _suite_order(cell: Mapping[str, Any]) -> Tuple[int, str, int, int, int]:
+    """Cells by the suite's order of sets (:data:`SUITE_SETS`, others after them), then M, B,
+    seed."""
+    name = cell["set"]
+    rank = SUITE_SETS.index(name) if name in SUITE_SETS else len(SUITE_SETS)
+    return rank, name, cell["num_inducing"], cell["batch_size"], cell["seed"]
 
 
 def summarised(cell: Mapping[str, Any]) -> Dict[str, Any]:

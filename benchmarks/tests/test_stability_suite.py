@@ -101,7 +101,7 @@ def test_the_command_runs_checks_and_resumes_a_suite(tmp_path, capsys, monkeypat
     assert "| tiny-6 | lsm | 1/1 |" in report and "| synthetic | lsm |" in report
     # The committed summary: the verdicts without the traces, and the same table.
     summary = json.loads((tmp_path / "summary.json").read_text())["cells"]
-    assert [cell["set"] for cell in summary] == ["tiny-6", "synthetic"]
+    assert [cell["set"] for cell in summary] == ["synthetic", "tiny-6"]  # the suite's order
     assert "trace" not in summary[0]["methods"]["lsm"] and summary[0]["methods"]["lsm"]["holds"]
     assert stability.stability_table(summary) in report
     # A second run into the folder is refused; --resume keeps the cells and runs none again.
@@ -110,5 +110,10 @@ def test_the_command_runs_checks_and_resumes_a_suite(tmp_path, capsys, monkeypat
     assert "--resume" in capsys.readouterr().err
     assert main([*argv, "--resume"]) == 0
     assert "s0: lsm" not in capsys.readouterr().out
+    # A resumed command over part of the grid still reports every cell the folder holds.
+    assert main([*argv[:2], "synthetic", *argv[3:], "--resume"]) == 0
+    assert "| tiny-6 | lsm | 1/1 |" in (tmp_path / "stability.md").read_text()
+    summary = json.loads((tmp_path / "summary.json").read_text())["cells"]
+    assert [cell["set"] for cell in summary] == ["synthetic", "tiny-6"]
     assert main([*argv[:2], "kddcup-10k", "--output", str(tmp_path / "x")]) == 2
     assert "--data-dir" in capsys.readouterr().err and not (tmp_path / "x").exists()
