@@ -48,16 +48,15 @@ def main() -> None:
         "--grid-step", type=float, default=expectation.S_STEP, help="the rule's s-grid step"
     )
     args = parser.parse_args()
-    points = args.points
+    nodes = expectation.DEFAULT_NUM_HERMITE
     rng = np.random.default_rng(0)
     print("| C | latent means | sd | rms / max error | s-grid's alone: rms / max |")
     print("|---|---|---|---|---|")
     for num_classes in (6, 10, 26):
         for mean, spread in ((-2.0, 2.5), (-10.0, 3.0)):
             for low, high in ((0.05, 1.0), (1.0, 2.0), (2.0, 4.0)):
-                mu = rng.normal(mean, spread, (points, num_classes))
-                var = rng.uniform(low, high, (points, num_classes)) ** 2
-                nodes = expectation.DEFAULT_NUM_HERMITE
+                mu = rng.normal(mean, spread, (args.points, num_classes))
+                var = rng.uniform(low, high, (args.points, num_classes)) ** 2
                 default = log_normaliser(mu, var, nodes, args.grid_step)
                 error = np.abs(default - log_normaliser(mu, var, 60, 0.25, (-12.0, 40.0)))
                 grid = np.abs(default - log_normaliser(mu, var, nodes, 0.25, (-12.0, 40.0)))
