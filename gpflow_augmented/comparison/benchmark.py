@@ -500,10 +500,15 @@ def _against_peers_lines(ran: List[Tuple[str, Dict[str, Any]]]) -> List[str]:
 def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
     """The report's first line: when and on what machine the results were measured (the
     results' own record, which a re-written report keeps) and, unless re-read, the total time."""
+    from .report import one_machine
     from .runs import machine
 
     dates = sorted({payload["created"][:10] for payload in payloads if "created" in payload})
-    info = next((payload["machine"] for payload in payloads if "machine" in payload), machine())
+    machines = [payload["machine"] for payload in payloads if "machine" in payload] or [machine()]
+    try:
+        info, mixed = one_machine(machines, "these runs"), ""
+    except ValueError as error:
+        info, mixed = machines[0], f" Not comparable: {error}."
     when = (
         datetime.date.today().isoformat()
         if not dates
@@ -511,11 +516,13 @@ def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
         if len(dates) == 1
         else f"{dates[0]} to {dates[-1]}"
     )
+    speed = "" if info.get("probe_ms") is None else f", speed probe {info['probe_ms']:.1f} ms"
     return (
         f"Measured {when} on {info['processor']}, "
         f"{_cores(info['cpu_count'])} ({info['platform']}; TensorFlow {info['tensorflow']}, "
-        f"GPflow {info['gpflow']})"
+        f"GPflow {info['gpflow']}{speed})"
         + ("." if options.report_only else f"; total {time.perf_counter() - started:.0f} s.")
+        + mixed
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .runs import PROBE_RATIO_LIMIT
 from .statistics import BEHIND, BEST, TIED, Verdict, rank_test, verdicts
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "summarise",
     "read_summaries",
     "measured_line",
+    "one_machine",
     "report_markdown",
     "write_report",
 ]
@@ -93,14 +95,44 @@ _SETTINGS = ("num_inducing", "batch_size", "time_budget", "max_iterations", "tun
 _MACHINE = ("processor", "cpu_count", "tensorflow", "gpflow", "gpflow_augmented")
 
 
-def _stamp(payloads: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+def one_machine(machines: Sequence[Mapping[str, Any]], where: str) -> Dict[str, Any]:
+    """The machine that ran all of ``machines``, its probe the median of theirs; refused where they
+    differ in CPU, cores or versions, or in speed: a probe beyond PROBE_RATIO_LIMIT of another's, or
+    missing beside one (runs on a time budget compare only at one speed)."""
+    for key in _MACHINE:
+        found = {str(m.get(key)) for m in machines}
+        if len(found) > 1:
+            raise ValueError(
+                f"{where} were run on different machines or versions "
+                f"({key}: {' / '.join(sorted(found))}): report them apart"
+            )
+    probes = [m.get("probe_ms") for m in machines]
+    known = [p for p in probes if p is not None]
+    if known and len(known) < len(probes):
+        raise ValueError(
+            f"{where} mix runs with and without a speed probe, so their speeds cannot be shown "
+            "alike: report them apart"
+        )
+    if known and max(known) > PROBE_RATIO_LIMIT * min(known):
+        raise ValueError(
+            f"{where} were run at different speeds (speed probe {min(known):g} to "
+            f"{max(known):g} ms, more than {PROBE_RATIO_LIMIT:g}x apart): their time budgets "
+            "bought different work, report them apart"
+        )
+    first = dict(machines[0]) if machines else {}
+    if known:
+        first["probe_ms"] = float(np.median(known))
+    return first
+
+
+def _stamp(payloads: Sequence[Mapping[str, Any]], where: str) -> Dict[str, Any]:
     dates = sorted({p["created"][:10] for p in payloads if "created" in p}) or ["an unknown date"]
     by_dataset: Dict[str, Dict[str, Any]] = {}
     for p in payloads:
         _same_settings(by_dataset, p["dataset"], _settings_of(p))
     return _settings_stamp(
         dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}",
-        payloads[0].get("machine", {}),
+        one_machine([p.get("machine", {}) for p in payloads], where),
         by_dataset,
     )
 
@@ -159,7 +191,7 @@ def _read_one(source: Path) -> Dict[str, Any]:
         raise ValueError(f"{source} holds no results.json: run compare or benchmark into it")
     payloads = [json.loads(p.read_text()) for p in paths]
     records = [r for p, payload in zip(paths, payloads) for r in summarise(payload, p.parent)]
-    return {"stamp": _stamp(payloads), "records": records}
+    return {"stamp": _stamp(payloads, f"the runs in {source}"), "records": records}
 
 
 def _dates(measured: str) -> List[str]:
@@ -167,20 +199,16 @@ def _dates(measured: str) -> List[str]:
 
 
 def _merged(parts: Sequence[Mapping[str, Any]], sources: Sequence[Path]) -> Dict[str, Any]:
-    for key in _MACHINE:
-        found = {str(p["stamp"].get("machine", {}).get(key)) for p in parts}
-        if len(found) > 1:
-            raise ValueError(
-                f"{', '.join(map(str, sources))} were run on different machines or versions "
-                f"({key}: {' / '.join(sorted(found))}): report them apart"
-            )
+    machine = one_machine(
+        [p["stamp"].get("machine", {}) for p in parts], ", ".join(map(str, sources))
+    )
     by_dataset: Dict[str, Dict[str, Any]] = {}
     for part in parts:
         for dataset, settings in _dataset_settings(part).items():
             _same_settings(by_dataset, dataset, settings)
     dates = sorted(d for p in parts for d in _dates(p["stamp"]["measured"])) or ["an unknown date"]
     measured = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
-    stamp = _settings_stamp(measured, parts[0]["stamp"].get("machine", {}), by_dataset)
+    stamp = _settings_stamp(measured, machine, by_dataset)
     return {"stamp": stamp, "records": [r for p in parts for r in p["records"]]}
 
 
@@ -406,8 +434,10 @@ def _cores(count: Any) -> str:
 def measured_line(measured: str, machine: Mapping[str, Any]) -> str:
     """ "Measured DATE on CPU, N cores; gpflow_augmented …, TensorFlow …, GPflow …." for a
     machine as :func:`~gpflow_augmented.comparison.runs.machine` describes it."""
+    probe = machine.get("probe_ms")
+    speed = "" if probe is None else f" (speed probe {probe:.1f} ms)"
     return (
-        f"Measured {measured} on {machine.get('processor', '?')}, "
+        f"Measured {measured} on {machine.get('processor', '?')}{speed}, "
         f"{_cores(machine.get('cpu_count'))}; gpflow_augmented "
         f"{machine.get('gpflow_augmented', '?')}, TensorFlow {machine.get('tensorflow', '?')}, "
         f"GPflow {machine.get('gpflow', '?')}."

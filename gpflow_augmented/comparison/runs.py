@@ -18,12 +18,16 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from .options import RunOptions
 
 __all__ = [
     "PROG",
     "LOCK_FILE",
     "machine",
+    "speed_probe_ms",
+    "PROBE_RATIO_LIMIT",
     "write_atomically",
     "write_json",
     "read_json",
@@ -47,16 +51,76 @@ def _finite_or_none(value: Any) -> Any:
     return value
 
 
-def _cpu_model() -> Optional[str]:
-    """The CPU's model name where the system says it (Linux's /proc/cpuinfo)."""
+def _cpuinfo() -> Dict[str, str]:
+    """The first processor's fields in Linux's /proc/cpuinfo; empty elsewhere."""
+    fields: Dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
     except OSError:
         pass
-    return None
+    return fields
+
+
+#: The widest vector instructions first: TensorFlow's kernels run at the widest the CPU has.
+_VECTOR_UNITS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"))
+
+
+def _cpu_model() -> Optional[str]:
+    """The CPU's model name, family, model and widest vector unit where the system says them.
+    A virtual machine may name every generation alike ("AMD EPYC"); the family, model and vector
+    unit tell them apart."""
+    info = _cpuinfo()
+    name = info.get("model name")
+    if name is None:
+        return None
+    flags = set(info.get("flags", "").split())
+    unit = next((text for flag, text in _VECTOR_UNITS if flag in flags), None)
+    detail = [f"family {info['cpu family']}, model {info['model']}"] if "cpu family" in info else []
+    detail += [unit] if unit else []
+    return f"{name} ({'; '.join(detail)})" if detail else name
+
+
+#: How far apart two runs' probes may be and still be called the same machine's speed.
+PROBE_RATIO_LIMIT = 1.5
+
+
+def speed_probe_ms(repeats: int = 15) -> float:
+    """Milliseconds of a fixed compiled workload, the median of ``repeats`` calls: the large
+    operations of a step (batched Cholesky factorisations, triangular solves, products and
+    exponentials at M = 100, B = 200, C = 10) and 300 rounds of small ones (a step at few classes
+    is mostly the cost of launching operations). Runs with a time budget compare only on machines
+    of one speed, and a virtual machine's CPU name alone does not say it."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((10, 100, 100))
+    K = tf.constant(A @ np.swapaxes(A, 1, 2) + 100.0 * np.eye(100))
+    X = tf.constant(rng.standard_normal((10, 100, 200)))
+    x = tf.constant(rng.standard_normal((200, 3)))
+
+    def small_round(i: tf.Tensor, y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+        return i + 1, tf.math.softplus(0.5 * y + tf.reduce_mean(y, axis=0)) - 1.0
+
+    @tf.function(autograph=False)
+    def workload() -> tf.Tensor:
+        L = tf.linalg.cholesky(K)
+        F = tf.matmul(tf.linalg.triangular_solve(L, X), X, transpose_a=True)
+        large = tf.reduce_sum(tf.math.log1p(tf.exp(-tf.abs(F))))
+        small = tf.while_loop(lambda i, _: i < 300, small_round, (tf.constant(0), x))[1]
+        return large + tf.reduce_sum(small)
+
+    workload()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        workload().numpy()
+        times.append(1e3 * (time.perf_counter() - start))
+    return float(np.median(times))
 
 
 def _usable_cores() -> Optional[int]:
@@ -77,6 +141,7 @@ def machine() -> Dict[str, Any]:
         "platform": platform.platform(),
         "processor": _cpu_model() or platform.processor() or platform.machine(),
         "cpu_count": _usable_cores(),
+        "probe_ms": round(speed_probe_ms(), 2),
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
         "gpflow": gpflow.__version__,

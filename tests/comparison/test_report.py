@@ -226,3 +226,48 @@ def test_sources_from_other_machines_or_with_one_dataset_at_two_budgets_are_refu
         read_summaries(small, small)
     with pytest.raises(ValueError, match="needs an output folder"):
         write_report([small, small])
+
+
+def _probed(root, seeds, probe_ms):
+    """A results folder whose runs' machine took ``probe_ms`` for the speed probe."""
+    folder = _results_folder(root, seeds=seeds)
+    for path in folder.rglob("results.json"):
+        payload = json.loads(path.read_text())
+        payload["machine"] = dict(payload["machine"], probe_ms=probe_ms)
+        path.write_text(json.dumps(payload))
+    return folder
+
+
+def test_runs_at_speeds_further_apart_than_the_limit_are_refused_in_one_folder_or_across(tmp_path):
+    # One folder resumed on a machine 2.5x slower (a run's 40 s buy 2.5x fewer steps) is refused,
+    # not stamped with its first run's machine.
+    folder = _probed(tmp_path / "one", (0, 1), probe_ms=10.0)
+    _probed(tmp_path / "slower", (2,), probe_ms=25.0)
+    (tmp_path / "slower" / "seed-2").rename(folder / "seed-2")
+    with pytest.raises(ValueError, match="different speeds .speed probe 10 to 25 ms"):
+        read_summaries(folder)
+    # Across sources alike, and beside runs that measured no probe.
+    fast, slow = _probed(tmp_path / "fast", (0,), 10.0), _probed(tmp_path / "slow", (1,), 25.0)
+    with pytest.raises(ValueError, match="different speeds"):
+        read_summaries(fast, slow)
+    with pytest.raises(ValueError, match="with and without a speed probe"):
+        read_summaries(fast, _results_folder(tmp_path / "unprobed", seeds=(1,)))
+    # Within the limit they report as one, at the median probe, which the stamp line gives.
+    near = _probed(tmp_path / "near", (1, 2), 13.0)
+    summaries = read_summaries(fast, near)
+    assert summaries["stamp"]["machine"]["probe_ms"] == 11.5
+    assert "on cpu-x (speed probe 11.5 ms), 2 cores" in report_markdown(summaries)
+
+
+def test_the_machine_record_names_the_cpu_generation_and_times_the_probe():
+    from gpflow_augmented.comparison.runs import machine
+
+    found = machine()
+    assert found["probe_ms"] > 0
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        pytest.skip("no /proc/cpuinfo to name the CPU from")
+    family = re.search(r"cpu family\s*:\s*(\d+)", text)
+    if family:
+        assert f"family {family[1]}, model " in found["processor"]
