@@ -506,7 +506,8 @@ def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
     dates = sorted({payload["created"][:10] for payload in payloads if "created" in payload})
     machines = [payload["machine"] for payload in payloads if "machine" in payload] or [machine()]
     try:
-        info, mixed = one_machine(machines, "these runs"), ""
+        timed = options.time_budget is not None
+        info, mixed = one_machine(machines, "these runs", timed), ""
     except ValueError as error:
         info, mixed = machines[0], f" Not comparable: {error}."
     when = (

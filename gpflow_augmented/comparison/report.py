@@ -95,10 +95,13 @@ _SETTINGS = ("num_inducing", "batch_size", "time_budget", "max_iterations", "tun
 _MACHINE = ("processor", "cpu_count", "tensorflow", "gpflow", "gpflow_augmented")
 
 
-def one_machine(machines: Sequence[Mapping[str, Any]], where: str) -> Dict[str, Any]:
+def one_machine(
+    machines: Sequence[Mapping[str, Any]], where: str, timed: bool = True
+) -> Dict[str, Any]:
     """The machine that ran all of ``machines``, its probe the median of theirs; refused where they
-    differ in CPU, cores or versions, or in speed: a probe beyond PROBE_RATIO_LIMIT of another's, or
-    missing beside one (runs on a time budget compare only at one speed)."""
+    differ in CPU, cores or versions, or, for ``timed`` runs (on a time budget, which buys the same
+    work only at one speed), in speed: a probe beyond PROBE_RATIO_LIMIT of another's, or missing
+    beside one."""
     for key in _MACHINE:
         found = {str(m.get(key)) for m in machines}
         if len(found) > 1:
@@ -108,12 +111,12 @@ def one_machine(machines: Sequence[Mapping[str, Any]], where: str) -> Dict[str, 
             )
     probes = [m.get("probe_ms") for m in machines]
     known = [p for p in probes if p is not None]
-    if known and len(known) < len(probes):
+    if timed and known and len(known) < len(probes):
         raise ValueError(
             f"{where} mix runs with and without a speed probe, so their speeds cannot be shown "
             "alike: report them apart"
         )
-    if known and max(known) > PROBE_RATIO_LIMIT * min(known):
+    if timed and known and max(known) > PROBE_RATIO_LIMIT * min(known):
         raise ValueError(
             f"{where} were run at different speeds (speed probe {min(known):g} to "
             f"{max(known):g} ms, more than {PROBE_RATIO_LIMIT:g}x apart): their time budgets "
@@ -125,6 +128,10 @@ def one_machine(machines: Sequence[Mapping[str, Any]], where: str) -> Dict[str, 
     return first
 
 
+def _timed(by_dataset: Mapping[str, Mapping[str, Any]]) -> bool:
+    return any(settings.get("time_budget") is not None for settings in by_dataset.values())
+
+
 def _stamp(payloads: Sequence[Mapping[str, Any]], where: str) -> Dict[str, Any]:
     dates = sorted({p["created"][:10] for p in payloads if "created" in p}) or ["an unknown date"]
     by_dataset: Dict[str, Dict[str, Any]] = {}
@@ -132,7 +139,7 @@ def _stamp(payloads: Sequence[Mapping[str, Any]], where: str) -> Dict[str, Any]:
         _same_settings(by_dataset, p["dataset"], _settings_of(p))
     return _settings_stamp(
         dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}",
-        one_machine([p.get("machine", {}) for p in payloads], where),
+        one_machine([p.get("machine", {}) for p in payloads], where, _timed(by_dataset)),
         by_dataset,
     )
 
@@ -199,13 +206,15 @@ def _dates(measured: str) -> List[str]:
 
 
 def _merged(parts: Sequence[Mapping[str, Any]], sources: Sequence[Path]) -> Dict[str, Any]:
-    machine = one_machine(
-        [p["stamp"].get("machine", {}) for p in parts], ", ".join(map(str, sources))
-    )
     by_dataset: Dict[str, Dict[str, Any]] = {}
     for part in parts:
         for dataset, settings in _dataset_settings(part).items():
             _same_settings(by_dataset, dataset, settings)
+    machine = one_machine(
+        [p["stamp"].get("machine", {}) for p in parts],
+        ", ".join(map(str, sources)),
+        _timed(by_dataset),
+    )
     dates = sorted(d for p in parts for d in _dates(p["stamp"]["measured"])) or ["an unknown date"]
     measured = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
     stamp = _settings_stamp(measured, machine, by_dataset)

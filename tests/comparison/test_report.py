@@ -228,12 +228,13 @@ def test_sources_from_other_machines_or_with_one_dataset_at_two_budgets_are_refu
         write_report([small, small])
 
 
-def _probed(root, seeds, probe_ms):
+def _probed(root, seeds, probe_ms, **settings):
     """A results folder whose runs' machine took ``probe_ms`` for the speed probe."""
     folder = _results_folder(root, seeds=seeds)
     for path in folder.rglob("results.json"):
         payload = json.loads(path.read_text())
         payload["machine"] = dict(payload["machine"], probe_ms=probe_ms)
+        payload["settings"].update(settings)
         path.write_text(json.dumps(payload))
     return folder
 
@@ -257,6 +258,13 @@ def test_runs_at_speeds_further_apart_than_the_limit_are_refused_in_one_folder_o
     summaries = read_summaries(fast, near)
     assert summaries["stamp"]["machine"]["probe_ms"] == 11.5
     assert "on cpu-x (speed probe 11.5 ms), 2 cores" in report_markdown(summaries)
+    # Runs bounded by steps alone did the same work at any speed.
+    steps = {"time_budget": None, "max_iterations": 10}
+    fast, slow = (
+        _probed(tmp_path / "f", (0,), 10.0, **steps),
+        _probed(tmp_path / "s", (1,), 25.0, **steps),
+    )
+    assert len(read_summaries(fast, slow)["records"]) == 2 * 2
 
 
 def test_the_machine_record_names_the_cpu_generation_and_times_the_probe():
