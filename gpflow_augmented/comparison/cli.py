@@ -22,6 +22,7 @@ from .runs import (
     check_run,
     machine,
     prepare_output,
+    read_json,
     release_output,
     run_comparison,
     summary_table,
@@ -275,11 +276,33 @@ def _seed_folder_names(options: RunOptions) -> Sequence[str]:
     return (*_REPORT_FILES, *(f"seed-{seed}" for seed in options.seeds))
 
 
+def _warn_of_another_machine(output: Path, options: RunOptions) -> None:
+    """Warn, before a resumed run trains, where the runs kept in ``output`` come from another
+    machine or speed: the new runs would not report with them (:func:`.report.one_machine`)."""
+    from .report import one_machine
+
+    if not options.resume or options.report_only:
+        return
+    kept = [read_json(path).get("machine", {}) for path in sorted(output.rglob("results.json"))]
+    if not kept:
+        return
+    try:
+        one_machine(
+            [*kept, machine()], f"{output}'s runs and this machine", options.time_budget is not None
+        )
+    except ValueError as error:
+        print(
+            f"{PROG}: warning: {error}; the runs made now will not report with them",
+            file=sys.stderr,
+        )
+
+
 def _compare_seeds(args: argparse.Namespace, options: RunOptions, first: Any, output: Path) -> str:
     """Each seed's comparison into ``output``/seed-<s> (its own split where the data has none),
     then the report over seeds; returns the report."""
     from .report import write_report
 
+    _warn_of_another_machine(output, options)
     for seed in options.seeds:
         dataset = first if seed == options.seed else _load(args, seed)
         folder = prepare_output(
@@ -314,6 +337,7 @@ def _benchmark(options: RunOptions) -> int:
             explicit=True,
             names=_seed_folder_names(options),
         )
+    _warn_of_another_machine(output, options)
     failed = []
     step_times: Optional[Path] = None  # the first seed's, which the others reuse
     try:

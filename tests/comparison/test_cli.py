@@ -1105,3 +1105,25 @@ def test_negative_trace_test_points_are_refused(capsys):
     assert "argument --trace-test-points: must be an integer ≥ 1, got '-1'" in (
         capsys.readouterr().err
     )
+
+
+def test_a_resumed_run_warns_before_training_when_its_kept_runs_came_from_another_speed(
+    tmp_path, capsys
+):
+    from gpflow_augmented.comparison.cli import _warn_of_another_machine
+    from gpflow_augmented.comparison.options import RunOptions
+    from gpflow_augmented.comparison.runs import machine
+
+    here = machine()
+    kept = tmp_path / "seed-0" / "results.json"
+    kept.parent.mkdir()
+    resumed = RunOptions(resume=True, time_budget=40.0)
+    for probe, warned in ((here["probe_ms"], False), (100 * here["probe_ms"], True)):
+        kept.write_text(json.dumps({"machine": dict(here, probe_ms=probe)}))
+        _warn_of_another_machine(tmp_path, resumed)
+        err = capsys.readouterr().err
+        assert ("warning: " in err and "different speeds" in err) == warned, err
+    # A run bounded by steps, or one not resumed, has nothing to warn of.
+    _warn_of_another_machine(tmp_path, RunOptions(resume=True, time_budget=None, max_iterations=5))
+    _warn_of_another_machine(tmp_path, RunOptions(resume=False, time_budget=40.0))
+    assert capsys.readouterr().err == ""
