@@ -8,7 +8,9 @@ search), which says what each costs.
     python tools/iteration_profile.py --classes 6
 
 The methods are built by ``baselines.build_method`` exactly as ``compare`` builds them; random data
-(D = 36, like satimage); median over 3 rounds of 20 interleaved calls after 3 untimed ones.
+(D = 36, like satimage); median over 3 rounds of 20 interleaved calls after 3 untimed ones. The
+first line gives the machine's speed probe (``comparison.runs.speed_probe_ms``), which says whether
+two machines' timings compare.
 """
 
 import argparse
@@ -21,6 +23,7 @@ from gpflow_augmented.likelihoods import expectation
 from gpflow_augmented.bounds import EXACT_WARM_START, Bound, ExactBound
 from gpflow_augmented.comparison.baselines import build_method
 from gpflow_augmented.comparison.methods import AdamMethod
+from gpflow_augmented.comparison.runs import speed_probe_ms
 from gpflow_augmented.comparison.benchmark import interleaved_medians
 from gpflow_augmented.initialisation import initial_kernel
 from gpflow_augmented.distributed import loss_and_gradients
@@ -132,7 +135,7 @@ def main() -> None:
     )
 
     rounds = [interleaved_medians(steps, repeats=20) for _ in range(3)]
-    print(f"B={B} M={M} C={C}, graph mode")
+    print(f"B={B} M={M} C={C}, graph mode; this machine's speed probe {speed_probe_ms():.1f} ms")
     for name in steps:
         print(f"  {name:28s} {1e3 * np.median([r[name] for r in rounds]):7.2f} ms")
 
