@@ -518,6 +518,8 @@ def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
         else f"{dates[0]} to {dates[-1]}"
     )
     speed = "" if info.get("probe_ms") is None else f", speed probe {info['probe_ms']:.1f} ms"
+    if "speed_warning" in info:
+        mixed += f" Warning: {info['speed_warning']}."
     return (
         f"Measured {when} on {info['processor']}, "
         f"{_cores(info['cpu_count'])} ({info['platform']}; TensorFlow {info['tensorflow']}, "

@@ -278,7 +278,8 @@ def _seed_folder_names(options: RunOptions) -> Sequence[str]:
 
 def _warn_of_another_machine(output: Path, options: RunOptions) -> None:
     """Warn, before a resumed run trains, where the runs kept in ``output`` come from another
-    machine or speed: the new runs would not report with them (:func:`.report.one_machine`)."""
+    machine (the new runs would not report with them) or speed (their report would say so): see
+    :func:`.report.one_machine`."""
     from .report import one_machine
 
     if not options.resume or options.report_only:
@@ -286,15 +287,17 @@ def _warn_of_another_machine(output: Path, options: RunOptions) -> None:
     kept = [read_json(path).get("machine", {}) for path in sorted(output.rglob("results.json"))]
     if not kept:
         return
+    where = f"{output}'s runs and this machine"
     try:
-        one_machine(
-            [*kept, machine()], f"{output}'s runs and this machine", options.time_budget is not None
-        )
+        speed = one_machine([*kept, machine()], where, options.time_budget is not None)
     except ValueError as error:
         print(
             f"{PROG}: warning: {error}; the runs made now will not report with them",
             file=sys.stderr,
         )
+        return
+    if "speed_warning" in speed:
+        print(f"{PROG}: warning: {speed['speed_warning']}", file=sys.stderr)
 
 
 def _compare_seeds(args: argparse.Namespace, options: RunOptions, first: Any, output: Path) -> str:

@@ -99,9 +99,10 @@ def one_machine(
     machines: Sequence[Mapping[str, Any]], where: str, timed: bool = True
 ) -> Dict[str, Any]:
     """The machine that ran all of ``machines``, its probe the median of theirs; refused where they
-    differ in CPU, cores or versions, or, for ``timed`` runs (on a time budget, which buys the same
-    work only at one speed), in speed: a probe beyond PROBE_RATIO_LIMIT of another's, or missing
-    beside one."""
+    differ in CPU, cores or versions. Their speeds are summarised, not refused (one shared machine's
+    probe ranged 2.5x within one run): for ``timed`` runs (on a time budget, which buys the same
+    work only at one speed), probes beyond PROBE_RATIO_LIMIT of one another, or runs without one
+    beside probed ones, are named in ``speed_warning``, which the stamp line shows."""
     for key in _MACHINE:
         found = {str(m.get(key)) for m in machines}
         if len(found) > 1:
@@ -109,23 +110,34 @@ def one_machine(
                 f"{where} were run on different machines or versions "
                 f"({key}: {' / '.join(sorted(found))}): report them apart"
             )
-    probes = [m.get("probe_ms") for m in machines]
-    known = [p for p in probes if p is not None]
-    if timed and known and len(known) < len(probes):
-        raise ValueError(
-            f"{where} mix runs with and without a speed probe, so their speeds cannot be shown "
-            "alike: report them apart"
+    probes = [_probes(m) for m in machines]
+    known = [p for ps in probes for p in ps]
+    first = {k: v for k, v in (machines[0] if machines else {}).items() if k not in _SPEED_NOTES}
+    if not known:
+        return first
+    first["probe_ms"] = float(np.median(known))
+    warnings = []
+    if max(known) > PROBE_RATIO_LIMIT * min(known):
+        first["probe_range"] = [min(known), max(known)]
+        warnings.append(
+            f"{where} ran at speed probes {min(known):g} to {max(known):g} ms, more than "
+            f"{PROBE_RATIO_LIMIT:g}x apart: their time budgets bought different work"
         )
-    if timed and known and max(known) > PROBE_RATIO_LIMIT * min(known):
-        raise ValueError(
-            f"{where} were run at different speeds (speed probe {min(known):g} to "
-            f"{max(known):g} ms, more than {PROBE_RATIO_LIMIT:g}x apart): their time budgets "
-            "bought different work, report them apart"
-        )
-    first = dict(machines[0]) if machines else {}
-    if known:
-        first["probe_ms"] = float(np.median(known))
+    if not all(probes):
+        warnings.append(f"some of {where} have no speed probe: their speed is unknown")
+    if timed and warnings:
+        first["speed_warning"] = "; ".join(warnings)
     return first
+
+
+#: What :func:`one_machine` adds to a machine where its runs' speeds disagree.
+_SPEED_NOTES = ("probe_range", "speed_warning")
+
+
+def _probes(machine: Mapping[str, Any]) -> List[float]:
+    if "probe_range" in machine:
+        return [float(p) for p in machine["probe_range"]]
+    return [] if machine.get("probe_ms") is None else [float(machine["probe_ms"])]
 
 
 def _timed(by_dataset: Mapping[str, Mapping[str, Any]]) -> bool:
@@ -445,11 +457,13 @@ def measured_line(measured: str, machine: Mapping[str, Any]) -> str:
     machine as :func:`~gpflow_augmented.comparison.runs.machine` describes it."""
     probe = machine.get("probe_ms")
     speed = "" if probe is None else f" (speed probe {probe:.1f} ms)"
+    warning = machine.get("speed_warning")
     return (
         f"Measured {measured} on {machine.get('processor', '?')}{speed}, "
         f"{_cores(machine.get('cpu_count'))}; gpflow_augmented "
         f"{machine.get('gpflow_augmented', '?')}, TensorFlow {machine.get('tensorflow', '?')}, "
         f"GPflow {machine.get('gpflow', '?')}."
+        + ("" if warning is None else f" Warning: {warning}.")
     )
 
 

@@ -1122,7 +1122,7 @@ def test_a_resumed_run_warns_before_training_when_its_kept_runs_came_from_anothe
         kept.write_text(json.dumps({"machine": dict(here, probe_ms=probe)}))
         _warn_of_another_machine(tmp_path, resumed)
         err = capsys.readouterr().err
-        assert ("warning: " in err and "different speeds" in err) == warned, err
+        assert ("warning: " in err and "more than 2x apart" in err) == warned, err
     # A run bounded by steps, or one not resumed, has nothing to warn of.
     _warn_of_another_machine(tmp_path, RunOptions(resume=True, time_budget=None, max_iterations=5))
     _warn_of_another_machine(tmp_path, RunOptions(resume=False, time_budget=40.0))

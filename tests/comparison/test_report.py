@@ -239,24 +239,29 @@ def _probed(root, seeds, probe_ms, **settings):
     return folder
 
 
-def test_runs_at_speeds_further_apart_than_the_limit_are_refused_in_one_folder_or_across(tmp_path):
-    # One folder resumed on a machine 2.5x slower (a run's 40 s buy 2.5x fewer steps) is refused,
-    # not stamped with its first run's machine.
+def test_runs_at_speeds_further_apart_than_the_limit_are_reported_with_a_warning(tmp_path):
+    # One folder resumed on a machine 2.5x slower (a run's 40 s buy 2.5x fewer steps) is stamped
+    # with its probes' range and a warning, not with its first run's machine alone; a probe is too
+    # noisy on a shared machine (2.5x within one run) to refuse a report on.
     folder = _probed(tmp_path / "one", (0, 1), probe_ms=10.0)
     _probed(tmp_path / "slower", (2,), probe_ms=25.0)
     (tmp_path / "slower" / "seed-2").rename(folder / "seed-2")
-    with pytest.raises(ValueError, match="different speeds .speed probe 10 to 25 ms"):
-        read_summaries(folder)
-    # Across sources alike, and beside runs that measured no probe.
+    summaries = read_summaries(folder)
+    assert summaries["stamp"]["machine"]["probe_range"] == [10.0, 25.0]
+    assert "speed probes 10 to 25 ms, more than 2x apart" in report_markdown(summaries)
+    # Across sources alike (a merged part keeps its own range), and beside unprobed runs.
     fast, slow = _probed(tmp_path / "fast", (0,), 10.0), _probed(tmp_path / "slow", (1,), 25.0)
-    with pytest.raises(ValueError, match="different speeds"):
-        read_summaries(fast, slow)
-    with pytest.raises(ValueError, match="with and without a speed probe"):
-        read_summaries(fast, _results_folder(tmp_path / "unprobed", seeds=(1,)))
-    # Within the limit they report as one, at the median probe, which the stamp line gives.
+    assert read_summaries(fast, slow)["stamp"]["machine"]["probe_range"] == [10.0, 25.0]
     near = _probed(tmp_path / "near", (1, 2), 13.0)
+    write_report(folder)
+    merged = read_summaries(folder / "summaries.json", _probed(tmp_path / "later", (3,), 13.0))
+    assert merged["stamp"]["machine"]["probe_range"] == [10.0, 25.0]
+    unprobed = read_summaries(fast, _results_folder(tmp_path / "unprobed", seeds=(1,)))
+    assert "have no speed probe" in unprobed["stamp"]["machine"]["speed_warning"]
+    # Within the limit they report as one, at the median probe, which the stamp line gives.
     summaries = read_summaries(fast, near)
     assert summaries["stamp"]["machine"]["probe_ms"] == 11.5
+    assert "speed_warning" not in summaries["stamp"]["machine"]
     assert "on cpu-x (speed probe 11.5 ms), 2 cores" in report_markdown(summaries)
     # Runs bounded by steps alone did the same work at any speed.
     steps = {"time_budget": None, "max_iterations": 10}
@@ -264,13 +269,16 @@ def test_runs_at_speeds_further_apart_than_the_limit_are_refused_in_one_folder_o
         _probed(tmp_path / "f", (0,), 10.0, **steps),
         _probed(tmp_path / "s", (1,), 25.0, **steps),
     )
-    assert len(read_summaries(fast, slow)["records"]) == 2 * 2
+    assert "speed_warning" not in read_summaries(fast, slow)["stamp"]["machine"]
 
 
 def test_the_machine_record_names_the_cpu_generation_and_times_the_probe(monkeypatch):
     from gpflow_augmented.comparison import runs
 
     assert runs.machine()["probe_ms"] > 0
+    # One process is one machine: its seeds' runs share one probe (timed afresh, they ranged 2.5x
+    # within one run on a shared machine).
+    assert runs.machine()["probe_ms"] == runs.machine()["probe_ms"]
     # Two generations a virtual machine names alike are told apart by family, model and vector unit.
     fields = {"model name": "AMD EPYC", "cpu family": "25", "model": "1", "flags": "fma avx avx2"}
     monkeypatch.setattr(runs, "_cpuinfo", lambda: fields)
