@@ -507,9 +507,9 @@ def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
     machines = [payload["machine"] for payload in payloads if "machine" in payload] or [machine()]
     try:
         timed = options.time_budget is not None
-        info, mixed = one_machine(machines, "these runs", timed), ""
+        info, notes = one_machine(machines, "these runs", timed), ""
     except ValueError as error:
-        info, mixed = machines[0], f" Not comparable: {error}."
+        info, notes = machines[0], f" Not comparable: {error}."
     when = (
         datetime.date.today().isoformat()
         if not dates
@@ -519,13 +519,13 @@ def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
     )
     speed = "" if info.get("probe_ms") is None else f", speed probe {info['probe_ms']:.1f} ms"
     if "speed_warning" in info:
-        mixed += f" Warning: {info['speed_warning']}."
+        notes += f" Warning: {info['speed_warning']}."
     return (
         f"Measured {when} on {info['processor']}, "
         f"{_cores(info['cpu_count'])} ({info['platform']}; TensorFlow {info['tensorflow']}, "
         f"GPflow {info['gpflow']}{speed})"
         + ("." if options.report_only else f"; total {time.perf_counter() - started:.0f} s.")
-        + mixed
+        + notes
     )
 
 

@@ -95,6 +95,16 @@ _SETTINGS = ("num_inducing", "batch_size", "time_budget", "max_iterations", "tun
 _MACHINE = ("processor", "cpu_count", "tensorflow", "gpflow", "gpflow_augmented")
 
 
+#: What :func:`one_machine` adds to a machine where its runs' speeds disagree.
+_SPEED_NOTES = ("probe_range", "speed_warning")
+
+
+def _probes(machine: Mapping[str, Any]) -> List[float]:
+    if "probe_range" in machine:
+        return [float(p) for p in machine["probe_range"]]
+    return [] if machine.get("probe_ms") is None else [float(machine["probe_ms"])]
+
+
 def one_machine(
     machines: Sequence[Mapping[str, Any]], where: str, timed: bool = True
 ) -> Dict[str, Any]:
@@ -128,16 +138,6 @@ def one_machine(
     if timed and warnings:
         first["speed_warning"] = "; ".join(warnings)
     return first
-
-
-#: What :func:`one_machine` adds to a machine where its runs' speeds disagree.
-_SPEED_NOTES = ("probe_range", "speed_warning")
-
-
-def _probes(machine: Mapping[str, Any]) -> List[float]:
-    if "probe_range" in machine:
-        return [float(p) for p in machine["probe_range"]]
-    return [] if machine.get("probe_ms") is None else [float(machine["probe_ms"])]
 
 
 def _timed(by_dataset: Mapping[str, Mapping[str, Any]]) -> bool:
