@@ -277,10 +277,10 @@ def _seed_folder_names(options: RunOptions) -> Sequence[str]:
 
 
 def _warn_of_another_machine(output: Path, options: RunOptions) -> None:
-    """Warn, before a resumed run trains, where the runs kept in ``output`` come from another
-    machine (the new runs would not report with them) or speed (their report would say so): see
-    :func:`.report.one_machine`."""
-    from .report import one_machine
+    """Warn, before a resumed run trains, where the runs kept in ``output`` come from other
+    versions (the new runs would not report with them), another machine (the report names both)
+    or another speed (the report says so): see :func:`.report.machines_of`."""
+    from .report import machines_of
 
     if not options.resume or options.report_only:
         return
@@ -289,15 +289,24 @@ def _warn_of_another_machine(output: Path, options: RunOptions) -> None:
         return
     where = f"{output}'s runs and this machine"
     try:
-        speed = one_machine([*kept, machine()], where, options.time_budget is not None)
+        machines, _ = machines_of([*kept, machine()], where, options.time_budget is not None)
     except ValueError as error:
         print(
             f"{PROG}: warning: {error}; the runs made now will not report with them",
             file=sys.stderr,
         )
         return
-    if "speed_warning" in speed:
-        print(f"{PROG}: warning: {speed['speed_warning']}", file=sys.stderr)
+    if len(machines) > 1:
+        print(
+            f"{PROG}: warning: {output}'s runs come from another machine "
+            f"({machines[0].get('processor')}, {machines[0].get('cpu_count')} cores) than this "
+            f"one ({machines[-1].get('processor')}, {machines[-1].get('cpu_count')} cores): the "
+            "report names both, and refuses a seed whose methods ran on both",
+            file=sys.stderr,
+        )
+    for speed in machines:
+        if "speed_warning" in speed:
+            print(f"{PROG}: warning: {speed['speed_warning']}", file=sys.stderr)
 
 
 def _compare_seeds(args: argparse.Namespace, options: RunOptions, first: Any, output: Path) -> str:

@@ -35,6 +35,8 @@ __all__ = [
     "read_summaries",
     "measured_line",
     "one_machine",
+    "machines_of",
+    "stamp_machines",
     "report_markdown",
     "write_report",
 ]
@@ -91,8 +93,11 @@ def summarise(results: Mapping[str, Any], folder: Optional[Path] = None) -> List
 
 #: What a report's runs of one dataset share; "tuned": the tuning candidates' budget, or None.
 _SETTINGS = ("num_inducing", "batch_size", "time_budget", "max_iterations", "tuned")
-#: What must agree between the runs of one report: its stamp names one machine and one version.
-_MACHINE = ("processor", "cpu_count", "tensorflow", "gpflow", "gpflow_augmented")
+#: What names a machine. A seed's methods of one dataset share one (one clock for all of them);
+#: other seeds may have run on other machines, which the stamp names.
+_CPU = ("processor", "cpu_count")
+#: What must agree between all the runs of one report: its stamp names one version of each.
+_VERSIONS = ("tensorflow", "gpflow", "gpflow_augmented")
 
 
 #: What :func:`one_machine` adds to a machine where its runs' speeds disagree.
@@ -113,7 +118,7 @@ def one_machine(
     probe ranged 2.5x within one run): for ``timed`` runs (on a time budget, which buys the same
     work only at one speed), probes beyond PROBE_RATIO_LIMIT of one another, or runs without one
     beside probed ones, are named in ``speed_warning``, which the stamp line shows."""
-    for key in _MACHINE:
+    for key in (*_CPU, *_VERSIONS):
         found = {str(m.get(key)) for m in machines}
         if len(found) > 1:
             raise ValueError(
@@ -140,20 +145,79 @@ def one_machine(
     return first
 
 
+def machines_of(
+    machines: Sequence[Mapping[str, Any]], where: str, timed: bool = True
+) -> Tuple[List[Dict[str, Any]], List[int]]:
+    """(the distinct machines among ``machines``, one a CPU and core count, each as
+    :func:`one_machine` summarises its runs; the index of each of ``machines`` in them), refused
+    where the versions differ."""
+    for key in _VERSIONS:
+        found = {str(m.get(key)) for m in machines}
+        if len(found) > 1:
+            raise ValueError(
+                f"{where} were run with different versions ({key}: {' / '.join(sorted(found))}): "
+                "report them apart"
+            )
+    keys = [tuple(str(m.get(key)) for key in _CPU) for m in machines]
+    distinct = list(dict.fromkeys(keys)) or [("", "")]
+    summarised = [
+        one_machine([m for m, k in zip(machines, keys) if k == key], where, timed)
+        for key in distinct
+    ]
+    return summarised, [distinct.index(key) for key in keys]
+
+
+def stamp_machines(stamp: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The machines a report's ``stamp`` names, in the order a record's ``machine`` indexes them
+    (a record without one ran on the first)."""
+    return [dict(m) for m in stamp.get("machines", [stamp.get("machine", {})])]
+
+
+def _with_machines(stamp: Dict[str, Any], machines: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+    """``stamp`` with its ``machine``, or its ``machines`` where the runs had several."""
+    if len(machines) == 1:
+        return {**stamp, "machine": dict(machines[0])}
+    return {**stamp, "machines": [dict(m) for m in machines]}
+
+
+def _indexed(record: Dict[str, Any], index: int, several: bool) -> Dict[str, Any]:
+    kept = {key: value for key, value in record.items() if key != "machine"}
+    return {**kept, "machine": index} if several else kept
+
+
+def _one_machine_a_seed(summaries: Mapping[str, Any]) -> None:
+    """Refuse a dataset's seed whose methods ran on different machines: the verdicts pair methods
+    by seed, and a time budget buys the same work only on one machine."""
+    machines = stamp_machines(summaries["stamp"])
+    seen: Dict[Tuple[str, int], int] = {}
+    for r in summaries["records"]:
+        index = r.get("machine", 0)
+        first = seen.setdefault((r["dataset"], r["seed"]), index)
+        if first != index:
+            names = " / ".join(_machine_name(machines[i]) for i in (first, index))
+            raise ValueError(
+                f"the methods of {r['dataset']}'s seed {r['seed']} ran on different machines "
+                f"({names}): a seed's methods must share one machine, so report them apart"
+            )
+
+
 def _timed(by_dataset: Mapping[str, Mapping[str, Any]]) -> bool:
     return any(settings.get("time_budget") is not None for settings in by_dataset.values())
 
 
-def _stamp(payloads: Sequence[Mapping[str, Any]], where: str) -> Dict[str, Any]:
+def _stamp(payloads: Sequence[Mapping[str, Any]], where: str) -> Tuple[Dict[str, Any], List[int]]:
+    """(the stamp of ``payloads``, the index of each's machine in it)."""
     dates = sorted({p["created"][:10] for p in payloads if "created" in p}) or ["an unknown date"]
     by_dataset: Dict[str, Dict[str, Any]] = {}
     for p in payloads:
         _same_settings(by_dataset, p["dataset"], _settings_of(p))
-    return _settings_stamp(
-        dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}",
-        one_machine([p.get("machine", {}) for p in payloads], where, _timed(by_dataset)),
-        by_dataset,
+    machines, index = machines_of(
+        [p.get("machine", {}) for p in payloads], where, _timed(by_dataset)
     )
+    stamp = _settings_stamp(
+        dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}", by_dataset
+    )
+    return _with_machines(stamp, machines), index
 
 
 def _settings_of(results: Mapping[str, Any]) -> Dict[str, Any]:
@@ -179,13 +243,11 @@ def _same_settings(
         )
 
 
-def _settings_stamp(
-    measured: str, machine: Mapping[str, Any], by_dataset: Mapping[str, Mapping[str, Any]]
-) -> Dict[str, Any]:
+def _settings_stamp(measured: str, by_dataset: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
     """A stamp whose ``settings`` are the most datasets' and ``settings_by_dataset`` the rest's."""
     groups = [dict(s) for s in {tuple(sorted(s.items())) for s in by_dataset.values()}]
     common = max(groups, key=lambda g: (sum(s == g for s in by_dataset.values()), str(g)))
-    stamp = {"measured": measured, "machine": dict(machine), "settings": common}
+    stamp = {"measured": measured, "settings": common}
     others = {d: dict(s) for d, s in sorted(by_dataset.items()) if s != common}
     if others:
         stamp["settings_by_dataset"] = others
@@ -209,8 +271,14 @@ def _read_one(source: Path) -> Dict[str, Any]:
     if not paths:
         raise ValueError(f"{source} holds no results.json: run compare or benchmark into it")
     payloads = [json.loads(p.read_text()) for p in paths]
-    records = [r for p, payload in zip(paths, payloads) for r in summarise(payload, p.parent)]
-    return {"stamp": _stamp(payloads, f"the runs in {source}"), "records": records}
+    stamp, index = _stamp(payloads, f"the runs in {source}")
+    several = "machines" in stamp
+    records = [
+        _indexed(r, i, several)
+        for p, payload, i in zip(paths, payloads, index)
+        for r in summarise(payload, p.parent)
+    ]
+    return {"stamp": stamp, "records": records}
 
 
 def _dates(measured: str) -> List[str]:
@@ -222,23 +290,29 @@ def _merged(parts: Sequence[Mapping[str, Any]], sources: Sequence[Path]) -> Dict
     for part in parts:
         for dataset, settings in _dataset_settings(part).items():
             _same_settings(by_dataset, dataset, settings)
-    machine = one_machine(
-        [p["stamp"].get("machine", {}) for p in parts],
-        ", ".join(map(str, sources)),
-        _timed(by_dataset),
+    named = [stamp_machines(p["stamp"]) for p in parts]
+    offsets = np.cumsum([0] + [len(m) for m in named])
+    machines, index = machines_of(
+        [m for part in named for m in part], ", ".join(map(str, sources)), _timed(by_dataset)
     )
     dates = sorted(d for p in parts for d in _dates(p["stamp"]["measured"])) or ["an unknown date"]
     measured = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
-    stamp = _settings_stamp(measured, machine, by_dataset)
-    return {"stamp": stamp, "records": [r for p in parts for r in p["records"]]}
+    stamp = _with_machines(_settings_stamp(measured, by_dataset), machines)
+    records = [
+        _indexed(r, index[offset + r.get("machine", 0)], len(machines) > 1)
+        for p, offset in zip(parts, offsets)
+        for r in p["records"]
+    ]
+    return {"stamp": stamp, "records": records}
 
 
 def read_summaries(*sources: Path) -> Dict[str, Any]:
     """The summaries of every ``results.json`` under each folder of ``sources``, or those each
     ``summaries.json`` of them holds, as one: ``{"stamp": …, "records": […]}``. The sources may
     differ in M, B, budget and tuning from dataset to dataset (the stamp says where), not in the
-    machine, the versions, or within one dataset (tuned and untuned runs of one dataset are
-    refused)."""
+    versions, or within one dataset (tuned and untuned runs of one dataset are refused). Seeds may
+    come from different machines (the stamp names each, and a record its ``machine``'s index),
+    a seed's methods of one dataset not."""
     if not sources:
         raise ValueError("no source to report: give a results folder or a summaries.json")
     paths = [Path(source) for source in sources]
@@ -255,6 +329,7 @@ def read_summaries(*sources: Path) -> Dict[str, Any]:
         seen.add(key)
     if not seen:
         raise ValueError(f"{', '.join(map(str, paths))} hold no runs to report")
+    _one_machine_a_seed(summaries)
     return summaries
 
 
@@ -452,28 +527,53 @@ def _cores(count: Any) -> str:
     return "1 core" if count == 1 else f"{'?' if count is None else count} cores"
 
 
-def measured_line(measured: str, machine: Mapping[str, Any]) -> str:
-    """ "Measured DATE on CPU, N cores; gpflow_augmented …, TensorFlow …, GPflow …." for a
-    machine as :func:`~gpflow_augmented.comparison.runs.machine` describes it."""
+def _machine_name(machine: Mapping[str, Any]) -> str:
+    return f"{machine.get('processor', '?')}, {_cores(machine.get('cpu_count'))}"
+
+
+def _machine_text(machine: Mapping[str, Any]) -> str:
     probe = machine.get("probe_ms")
     speed = "" if probe is None else f" (speed probe {probe:.1f} ms)"
-    warning = machine.get("speed_warning")
+    return f"{machine.get('processor', '?')}{speed}, {_cores(machine.get('cpu_count'))}"
+
+
+def measured_line(
+    measured: str,
+    machine: Mapping[str, Any],
+    others: Sequence[Mapping[str, Any]] = (),
+    seeds: Sequence[Sequence[int]] = (),
+) -> str:
+    """ "Measured DATE on CPU, N cores; gpflow_augmented …, TensorFlow …, GPflow …." for a
+    machine as :func:`~gpflow_augmented.comparison.runs.machine` describes it; with ``others``,
+    the machines that ran the other seeds, and ``seeds``, each machine's seeds."""
+    machines = [machine, *others]
+    where = [_machine_text(m) for m in machines]
+    if others:
+        where = [f"{text} ({_seed_text(s)})" for text, s in zip(where, seeds)] + where[len(seeds) :]
+    warnings = "".join(f" Warning: {m['speed_warning']}." for m in machines if "speed_warning" in m)
     return (
-        f"Measured {measured} on {machine.get('processor', '?')}{speed}, "
-        f"{_cores(machine.get('cpu_count'))}; gpflow_augmented "
+        f"Measured {measured} on {' and on '.join(where)}; gpflow_augmented "
         f"{machine.get('gpflow_augmented', '?')}, TensorFlow {machine.get('tensorflow', '?')}, "
-        f"GPflow {machine.get('gpflow', '?')}."
-        + ("" if warning is None else f" Warning: {warning}.")
+        f"GPflow {machine.get('gpflow', '?')}.{warnings}"
     )
 
 
-def _stamp_line(stamp: Mapping[str, Any]) -> str:
+def _seed_text(seeds: Sequence[int]) -> str:
+    return f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+
+
+def _stamp_line(stamp: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> str:
     groups: Dict[str, List[str]] = {}
     for dataset, settings in stamp.get("settings_by_dataset", {}).items():
         groups.setdefault(_settings_text(settings), []).append(dataset)
     exceptions = "".join(f"; {', '.join(d)}: {text}" for text, d in groups.items())
+    first, *others = stamp_machines(stamp)
+    seeds = [
+        sorted({r["seed"] for r in records if r.get("machine", 0) == i})
+        for i in range(len(others) + 1)
+    ]
     return (
-        f"{measured_line(stamp['measured'], stamp.get('machine', {}))} "
+        f"{measured_line(stamp['measured'], first, others, seeds)} "
         f"{_settings_text(stamp.get('settings', {}))}{exceptions}."
     )
 
@@ -542,7 +642,7 @@ def report_section(summaries: Mapping[str, Any], name: str) -> str:
 
 def report_markdown(summaries: Mapping[str, Any]) -> str:
     """The report's Markdown: the stamp, then every section of :data:`SECTIONS`."""
-    parts = [_stamp_line(summaries["stamp"]) + "\n"]
+    parts = [_stamp_line(summaries["stamp"], summaries["records"]) + "\n"]
     for name, sentence in SECTIONS:
         parts.append(f"{sentence}\n\n{report_section(summaries, name)}")
     return "\n".join(parts)

@@ -1123,6 +1123,14 @@ def test_a_resumed_run_warns_before_training_when_its_kept_runs_came_from_anothe
         _warn_of_another_machine(tmp_path, resumed)
         err = capsys.readouterr().err
         assert ("warning: " in err and "more than 2x apart" in err) == warned, err
+    # Another machine's runs report beside this one's, named; other versions do not.
+    kept.write_text(json.dumps({"machine": dict(here, processor="another-cpu")}))
+    _warn_of_another_machine(tmp_path, resumed)
+    assert "come from another machine (another-cpu" in capsys.readouterr().err
+    kept.write_text(json.dumps({"machine": dict(here, tensorflow="0.1")}))
+    _warn_of_another_machine(tmp_path, resumed)
+    assert "different versions (tensorflow: " in capsys.readouterr().err
+    kept.write_text(json.dumps({"machine": dict(here, probe_ms=100 * here["probe_ms"])}))
     # A run bounded by steps, or one not resumed, has nothing to warn of.
     _warn_of_another_machine(tmp_path, RunOptions(resume=True, time_budget=None, max_iterations=5))
     _warn_of_another_machine(tmp_path, RunOptions(resume=False, time_budget=40.0))

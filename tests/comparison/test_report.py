@@ -210,13 +210,48 @@ def test_tuned_runs_say_so_in_the_stamp_and_never_merge_with_untuned_ones(tmp_pa
     assert len(read_summaries(tuned, more)["records"]) == 4 * 2
 
 
-def test_sources_from_other_machines_or_with_one_dataset_at_two_budgets_are_refused(tmp_path):
+def test_seeds_from_other_machines_report_as_one_and_a_seed_split_between_machines_is_refused(
+    tmp_path,
+):
+    # Each seed's methods on one machine: their pairing by seed holds, so the seeds of several
+    # machines report as one table, whose stamp names each machine with its seeds.
+    here = _results_folder(tmp_path / "here", seeds=(0, 1))
+    there = _results_folder(tmp_path / "there", seeds=(2,))
+    other = dict(STAMP["machine"], processor="cpu-y", cpu_count=16)
+    for path in there.rglob("results.json"):
+        path.write_text(json.dumps(dict(json.loads(path.read_text()), machine=other)))
+    summaries = read_summaries(here, there)
+    assert [m["processor"] for m in summaries["stamp"]["machines"]] == ["cpu-x", "cpu-y"]
+    assert {(r["seed"], r["machine"]) for r in summaries["records"]} == {(0, 0), (1, 0), (2, 1)}
+    text = write_report([here, there], tmp_path / "both")
+    assert "on cpu-x, 2 cores (seeds 0, 1) and on cpu-y, 16 cores (seed 2);" in text
+    assert "| d | 3 |" in text
+    # The committed summaries rebuild it alone, and merge with more seeds of either machine.
+    assert write_report(tmp_path / "both" / "summaries.json") == text
+    more = _results_folder(tmp_path / "more", seeds=(3,))
+    merged = read_summaries(tmp_path / "both" / "summaries.json", more)
+    assert {(r["seed"], r["machine"]) for r in merged["records"]} == {
+        (0, 0), (1, 0), (2, 1), (3, 0)
+    }  # fmt: skip
+    # One seed's methods on two machines (lsm's run apart from its peers') are refused.
+    lsm_there = tmp_path / "lsm.json"
+    lsm_there.write_text(json.dumps({
+        "stamp": dict(STAMP, machine=other),
+        "records": [dict(r, method="copy") for r in summaries["records"]
+                    if r["seed"] == 0 and r["method"] == "lsm"],
+    }))  # fmt: skip
+    with pytest.raises(ValueError, match="the methods of d's seed 0 ran on different machines"):
+        read_summaries(here, lsm_there)
+    # Other versions never report together.
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps(_large(machine=dict(STAMP["machine"], tensorflow="9.9"))))
+    with pytest.raises(ValueError, match="different versions .tensorflow: "):
+        read_summaries(tmp_path / "both" / "summaries.json", newer)
+
+
+def test_sources_with_one_dataset_at_two_budgets_are_refused(tmp_path):
     small = tmp_path / "small.json"
     small.write_text(json.dumps(_summaries({"lsm": 0.0, "softmax": 0.1})))
-    other = tmp_path / "other.json"
-    other.write_text(json.dumps(_large(machine=dict(STAMP["machine"], cpu_count=16))))
-    with pytest.raises(ValueError, match="different machines or versions .cpu_count: 16 / 2"):
-        read_summaries(small, other)
     twice = tmp_path / "twice.json"
     twice.write_text(json.dumps({**_large(), "records": [
         dict(r, dataset="a", seed=r["seed"] + 10) for r in _large()["records"]]}))  # fmt: skip
