@@ -109,6 +109,8 @@ def test_the_iteration_profile_and_the_hlo_census():
     profile = run_tool("iteration_profile.py", *sizes)
     assert "lsm: iteration " in profile
     assert "lsm: iteration without all three" in profile
+    ops = run_tool("iteration_profile.py", *sizes, "--ops", "lsm")
+    assert "  XLA  " in ops and "between operations" in ops  # the fused quadrature: XLA's
     census = run_tool("hlo_census.py", "--sizes", "20,5,3,2", "--methods", "lsm", "--repeats", 1)
     assert "lsm" in census
 

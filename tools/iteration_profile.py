@@ -1,11 +1,17 @@
 """Time one compiled training iteration of each comparison method at the same (B, M, C), interleaved
-so all see the same machine load (docs/benchmarks.md, "The fused iteration" and "The iteration at
-the cost of a softmax iteration"). The "forward + backward" rows are each iteration without its
+so all see the same machine load (docs/stability.md, "What it costs" and "What is left", quote
+its rows). The "forward + backward" rows are each iteration without its
 update of q(u) (ours: the natural step; softmax: Adam's update). The "without" rows are ``lsm``'s
 iteration with one of the exact bound's safeguards switched off (label strata, mean sites, line
 search), which says what each costs.
 
     python tools/iteration_profile.py --classes 6
+    python tools/iteration_profile.py --classes 23 --input-dim 41 --ops lsm
+
+``--ops METHOD`` instead profiles 30 of that method's iterations with TensorFlow's profiler (pin it
+to one core with ``taskset -c 0``) and prints where their time goes: each operation type's
+milliseconds an iteration (the XLA clusters', such as the fused quadrature, as one "XLA" row), the
+largest first.
 
 The methods are built by ``baselines.build_method`` exactly as ``compare`` builds them; random data
 (D = 36, like satimage); median over 3 rounds of 20 interleaved calls after 3 untimed ones. The
@@ -14,7 +20,11 @@ two machines' timings compare.
 """
 
 import argparse
+import collections
 import contextlib
+import glob
+import tempfile
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -82,18 +92,63 @@ def forward_and_backward(cavi, X, Y):
     )
 
 
+def operation_times(step, iterations=30):
+    """{operation type: ms an iteration} of ``step()``, from the profiler's trace of the host's
+    operations; XLA clusters are one type."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        for _ in range(iterations):
+            step()
+        tf.profiler.experimental.stop()
+        (path,) = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
+        space = xplane_pb2.XSpace.FromString(open(path, "rb").read())
+    times = collections.Counter()
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                if name.startswith("CpuExecutable::ExecuteAsyncOnStream"):
+                    times["XLA"] += event.duration_ps / 1e9 / iterations
+                elif ":" in name and "::" not in name and " " not in name:  # "scope/op:OpType"
+                    times[name.rsplit(":", 1)[1]] += event.duration_ps / 1e9 / iterations
+    return times
+
+
+def print_operation_times(name, X_array, X, Y, Z, C):
+    method = build_method(name, initial_kernel(X_array), Z, C, 20 * len(X_array))
+    if name == "lsm":
+        past_warm_start(method, X, Y)
+    for _ in range(5):
+        method.step(X, Y)
+    started = time.perf_counter()
+    for _ in range(30):
+        method.step(X, Y)
+    whole = 1e3 * (time.perf_counter() - started) / 30
+    times = operation_times(lambda: method.step(X, Y))
+    print(f"{name}: {whole:.1f} ms an iteration (unprofiled); by operation type:")
+    for op, ms in times.most_common(15):
+        print(f"  {op:28s} {ms:7.2f} ms  {100 * ms / whole:5.1f} %")
+    print(f"  {'between operations':28s} {whole - sum(times.values()):7.2f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batch-size", type=int, default=200)
     parser.add_argument("--num-inducing", type=int, default=100)
     parser.add_argument("--classes", type=int, default=6)
     parser.add_argument("--input-dim", type=int, default=36)
+    parser.add_argument("--ops", choices=METHODS, help="profile this method's operations instead")
     args = parser.parse_args()
     B, M, C, D = args.batch_size, args.num_inducing, args.classes, args.input_dim
     rng = np.random.default_rng(0)
     X_array = rng.standard_normal((B, D))
     X, Y = tf.constant(X_array), tf.constant(rng.integers(0, C, (B, 1)))
     Z = rng.standard_normal((M, D))
+    if args.ops is not None:
+        print_operation_times(args.ops, X_array, X, Y, Z, C)
+        return
 
     steps = {}
     for name in METHODS:
