@@ -500,16 +500,21 @@ def _against_peers_lines(ran: List[Tuple[str, Dict[str, Any]]]) -> List[str]:
 def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
     """The report's first line: when and on what machine the results were measured (the
     results' own record, which a re-written report keeps) and, unless re-read, the total time."""
-    from .report import one_machine
+    from .report import machine_name, machines_of
     from .runs import machine
 
     dates = sorted({payload["created"][:10] for payload in payloads if "created" in payload})
-    machines = [payload["machine"] for payload in payloads if "machine" in payload] or [machine()]
+    named = [(p.get("dataset", "?"), p["machine"]) for p in payloads if "machine" in p]
+    machines = [m for _, m in named] or [machine()]
     try:
-        timed = options.time_budget is not None
-        info, notes = one_machine(machines, "these runs", timed), ""
+        found, index = machines_of(machines, "these runs", options.time_budget is not None)
+        notes = ""
     except ValueError as error:
-        info, notes = machines[0], f" Not comparable: {error}."
+        found, index, notes = machines[:1], [0] * len(machines), f" Not comparable: {error}."
+    info = found[0]
+    for i, other in enumerate(found[1:], start=1):
+        datasets = ", ".join(d for (d, _), j in zip(named, index) if j == i)
+        notes += f" {datasets} ran on {machine_name(other)}."
     when = (
         datetime.date.today().isoformat()
         if not dates
@@ -518,8 +523,7 @@ def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
         else f"{dates[0]} to {dates[-1]}"
     )
     speed = "" if info.get("probe_ms") is None else f", speed probe {info['probe_ms']:.1f} ms"
-    if "speed_warning" in info:
-        notes += f" Warning: {info['speed_warning']}."
+    notes += "".join(f" Warning: {m['speed_warning']}." for m in found if "speed_warning" in m)
     return (
         f"Measured {when} on {info['processor']}, "
         f"{_cores(info['cpu_count'])} ({info['platform']}; TensorFlow {info['tensorflow']}, "

@@ -280,7 +280,7 @@ def _warn_of_another_machine(output: Path, options: RunOptions) -> None:
     """Warn, before a resumed run trains, where the runs kept in ``output`` come from other
     versions (the new runs would not report with them), another machine (the report names both)
     or another speed (the report says so): see :func:`.report.machines_of`."""
-    from .report import machines_of
+    from .report import machine_name, machines_of
 
     if not options.resume or options.report_only:
         return
@@ -289,19 +289,21 @@ def _warn_of_another_machine(output: Path, options: RunOptions) -> None:
         return
     where = f"{output}'s runs and this machine"
     try:
-        machines, _ = machines_of([*kept, machine()], where, options.time_budget is not None)
+        machines, index = machines_of([*kept, machine()], where, options.time_budget is not None)
     except ValueError as error:
         print(
             f"{PROG}: warning: {error}; the runs made now will not report with them",
             file=sys.stderr,
         )
         return
-    if len(machines) > 1:
+    here = index[-1]
+    elsewhere = sorted({i for i in index[:-1] if i != here})
+    if elsewhere:
+        names = " and ".join(machine_name(machines[i]) for i in elsewhere)
         print(
-            f"{PROG}: warning: {output}'s runs come from another machine "
-            f"({machines[0].get('processor')}, {machines[0].get('cpu_count')} cores) than this "
-            f"one ({machines[-1].get('processor')}, {machines[-1].get('cpu_count')} cores): the "
-            "report names both, and refuses a seed whose methods ran on both",
+            f"{PROG}: warning: some of {output}'s runs come from another machine ({names}) than "
+            f"this one ({machine_name(machines[here])}): the report names each, and refuses a "
+            "seed whose methods ran on two",
             file=sys.stderr,
         )
     for speed in machines:

@@ -36,6 +36,7 @@ __all__ = [
     "measured_line",
     "one_machine",
     "machines_of",
+    "machine_name",
     "stamp_machines",
     "report_markdown",
     "write_report",
@@ -160,9 +161,12 @@ def machines_of(
             )
     keys = [tuple(str(m.get(key)) for key in _CPU) for m in machines]
     distinct = list(dict.fromkeys(keys)) or [("", "")]
+    groups = [[m for m, k in zip(machines, keys) if k == key] for key in distinct]
     summarised = [
-        one_machine([m for m, k in zip(machines, keys) if k == key], where, timed)
-        for key in distinct
+        one_machine(
+            group, where if len(groups) == 1 else f"{where} on {machine_name(group[0])}", timed
+        )
+        for group in groups
     ]
     return summarised, [distinct.index(key) for key in keys]
 
@@ -174,10 +178,14 @@ def stamp_machines(stamp: Mapping[str, Any]) -> List[Dict[str, Any]]:
 
 
 def _with_machines(stamp: Dict[str, Any], machines: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
-    """``stamp`` with its ``machine``, or its ``machines`` where the runs had several."""
-    if len(machines) == 1:
-        return {**stamp, "machine": dict(machines[0])}
-    return {**stamp, "machines": [dict(m) for m in machines]}
+    """``stamp`` with its ``machine``, or its ``machines`` where the runs had several, after the
+    date (the order a committed ``summaries.json`` keeps)."""
+    named = (
+        {"machine": dict(machines[0])}
+        if len(machines) == 1
+        else {"machines": [dict(m) for m in machines]}
+    )
+    return {"measured": stamp["measured"], **named, **stamp}
 
 
 def _indexed(record: Dict[str, Any], index: int, several: bool) -> Dict[str, Any]:
@@ -194,7 +202,7 @@ def _one_machine_a_seed(summaries: Mapping[str, Any]) -> None:
         index = r.get("machine", 0)
         first = seen.setdefault((r["dataset"], r["seed"]), index)
         if first != index:
-            names = " / ".join(_machine_name(machines[i]) for i in (first, index))
+            names = " / ".join(machine_name(machines[i]) for i in (first, index))
             raise ValueError(
                 f"the methods of {r['dataset']}'s seed {r['seed']} ran on different machines "
                 f"({names}): a seed's methods must share one machine, so report them apart"
@@ -527,7 +535,8 @@ def _cores(count: Any) -> str:
     return "1 core" if count == 1 else f"{'?' if count is None else count} cores"
 
 
-def _machine_name(machine: Mapping[str, Any]) -> str:
+def machine_name(machine: Mapping[str, Any]) -> str:
+    """ "CPU, N cores": what tells machines apart in a report."""
     return f"{machine.get('processor', '?')}, {_cores(machine.get('cpu_count'))}"
 
 
@@ -567,11 +576,14 @@ def _stamp_line(stamp: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) 
     for dataset, settings in stamp.get("settings_by_dataset", {}).items():
         groups.setdefault(_settings_text(settings), []).append(dataset)
     exceptions = "".join(f"; {', '.join(d)}: {text}" for text, d in groups.items())
-    first, *others = stamp_machines(stamp)
+    machines = stamp_machines(stamp)
     seeds = [
         sorted({r["seed"] for r in records if r.get("machine", 0) == i})
-        for i in range(len(others) + 1)
+        for i in range(len(machines))
     ]
+    ran = [(m, s) for m, s in zip(machines, seeds) if s] or [(machines[0], [])]
+    (first, _), others = ran[0], [m for m, _ in ran[1:]]
+    seeds = [s for _, s in ran]
     return (
         f"{measured_line(stamp['measured'], first, others, seeds)} "
         f"{_settings_text(stamp.get('settings', {}))}{exceptions}."

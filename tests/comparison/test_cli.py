@@ -1124,9 +1124,17 @@ def test_a_resumed_run_warns_before_training_when_its_kept_runs_came_from_anothe
         err = capsys.readouterr().err
         assert ("warning: " in err and "more than 2x apart" in err) == warned, err
     # Another machine's runs report beside this one's, named; other versions do not.
-    kept.write_text(json.dumps({"machine": dict(here, processor="another-cpu")}))
+    kept.write_text(json.dumps({"machine": dict(here, processor="another-cpu", cpu_count=1)}))
     _warn_of_another_machine(tmp_path, resumed)
-    assert "come from another machine (another-cpu" in capsys.readouterr().err
+    assert "come from another machine (another-cpu, 1 core)" in capsys.readouterr().err
+    # Runs of this machine and another, resumed here: the other one is named, not this one.
+    also = tmp_path / "seed-1" / "results.json"
+    also.parent.mkdir()
+    also.write_text(json.dumps({"machine": here}))
+    _warn_of_another_machine(tmp_path, resumed)
+    err = capsys.readouterr().err
+    assert f"machine (another-cpu, 1 core) than this one ({here['processor']}, " in err, err
+    also.unlink()
     kept.write_text(json.dumps({"machine": dict(here, tensorflow="0.1")}))
     _warn_of_another_machine(tmp_path, resumed)
     assert "different versions (tensorflow: " in capsys.readouterr().err

@@ -220,7 +220,11 @@ def test_seeds_from_other_machines_report_as_one_and_a_seed_split_between_machin
     other = dict(STAMP["machine"], processor="cpu-y", cpu_count=16)
     for path in there.rglob("results.json"):
         path.write_text(json.dumps(dict(json.loads(path.read_text()), machine=other)))
+    alone = read_summaries(here)  # one machine: the stamp's and records' form as before
+    assert list(alone["stamp"])[:3] == ["measured", "machine", "settings"]
+    assert not any("machine" in r for r in alone["records"])
     summaries = read_summaries(here, there)
+    assert list(summaries["stamp"])[:3] == ["measured", "machines", "settings"]
     assert [m["processor"] for m in summaries["stamp"]["machines"]] == ["cpu-x", "cpu-y"]
     assert {(r["seed"], r["machine"]) for r in summaries["records"]} == {(0, 0), (1, 0), (2, 1)}
     text = write_report([here, there], tmp_path / "both")
@@ -232,6 +236,15 @@ def test_seeds_from_other_machines_report_as_one_and_a_seed_split_between_machin
     merged = read_summaries(tmp_path / "both" / "summaries.json", more)
     assert {(r["seed"], r["machine"]) for r in merged["records"]} == {
         (0, 0), (1, 0), (2, 1), (3, 0)
+    }  # fmt: skip
+    # In the other order each record still names its own machine.
+    later = _results_folder(tmp_path / "later", seeds=(4,))
+    for path in later.rglob("results.json"):
+        path.write_text(json.dumps(dict(json.loads(path.read_text()), machine=other)))
+    merged = read_summaries(later, tmp_path / "both" / "summaries.json")
+    assert [m["processor"] for m in merged["stamp"]["machines"]] == ["cpu-y", "cpu-x"]
+    assert {(r["seed"], r["machine"]) for r in merged["records"]} == {
+        (0, 1), (1, 1), (2, 0), (4, 0)
     }  # fmt: skip
     # One seed's methods on two machines (lsm's run apart from its peers') are refused.
     lsm_there = tmp_path / "lsm.json"
