@@ -200,6 +200,12 @@ def _add_method_settings(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="let Adam move the inducing points (of every method)",
     )
+    parser.add_argument(
+        "--per-class-kernels",
+        action="store_true",
+        help="give every method a kernel of its own for each class (SeparateIndependent, each "
+        "starting where the shared one does) instead of one kernel shared by the classes",
+    )
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:

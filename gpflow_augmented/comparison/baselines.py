@@ -35,7 +35,8 @@ import gpflow
 import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
-from gpflow.kernels import Kernel
+from gpflow.inducing_variables import InducingPoints, SharedIndependentInducingVariables
+from gpflow.kernels import Kernel, SeparateIndependent
 from gpflow.utilities import set_trainable
 
 from ..likelihoods import LogisticSoftmax, MeanFieldGammaPoisson
@@ -244,10 +245,16 @@ def _build_svgp(spec: MethodSpec, inputs: BuildInputs) -> Method:
     # Full q_sqrt (not q_diag): NaturalGradient needs it, and the augmented model has it too.
     num_latent_gps = 1 if spec.binary else inputs.num_classes
     mean_function = gpflow.mean_functions.Constant() if spec.settings["constant_mean"] else None
+    # A kernel per class shares the inducing inputs through GPflow's multi-output wrapper.
+    inducing = (
+        SharedIndependentInducingVariables(InducingPoints(inputs.Z))
+        if isinstance(inputs.kernel, SeparateIndependent)
+        else inputs.Z
+    )
     model = gpflow.models.SVGP(
         inputs.kernel,
         likelihood,
-        inputs.Z,
+        inducing,
         num_latent_gps=num_latent_gps,
         num_data=inputs.num_data,
         whiten=True,

@@ -460,7 +460,8 @@ def _settings_line(options: RunOptions, payloads: List[Dict[str, Any]]) -> str:
             )
         )
         + f", inducing points {'trained' if options.train_inducing_points else 'fixed'}, "
-        f"seed {options.seed}."
+        + ("a kernel per class, " if options.per_class_kernels else "")
+        + f"seed {options.seed}."
     )
 
 

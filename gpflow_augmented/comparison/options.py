@@ -34,6 +34,8 @@ class RunOptions:
     class_subset_size: Optional[int] = None
     alpha_epsilon: Optional[float] = None
     train_inducing_points: bool = False
+    #: every method with a kernel of its own per class (``SeparateIndependent``), not one shared
+    per_class_kernels: bool = False
     trace_test_points: Optional[int] = 2000
     #: the seeds the command runs, each into ``seed-<s>/`` of its output; ``seed`` is the one a
     #: single run uses (each seed's run is these options with ``seed`` replaced)

@@ -93,7 +93,14 @@ def summarise(results: Mapping[str, Any], folder: Optional[Path] = None) -> List
 
 
 #: What a report's runs of one dataset share; "tuned": the tuning candidates' budget, or None.
-_SETTINGS = ("num_inducing", "batch_size", "time_budget", "max_iterations", "tuned")
+_SETTINGS = (
+    "num_inducing",
+    "batch_size",
+    "time_budget",
+    "max_iterations",
+    "tuned",
+    "per_class_kernels",
+)
 #: What names a machine. A seed's methods of one dataset share one (one clock for all of them);
 #: other seeds may have run on other machines, which the stamp names.
 _CPU = ("processor", "cpu_count")
@@ -232,6 +239,8 @@ def _settings_of(results: Mapping[str, Any]) -> Dict[str, Any]:
     """A run's settings (from its ``results.json``) as a report compares them; "tuned" is the
     tuning candidates' budget, or None for a run at each method's defaults."""
     settings = {key: results["settings"].get(key) for key in _SETTINGS}
+    # None, not False, for one kernel shared by the classes: what runs that predate the option say
+    settings["per_class_kernels"] = settings["per_class_kernels"] or None
     tuning = results.get("tuning")
     settings["tuned"] = None
     if tuning is not None:
@@ -246,8 +255,8 @@ def _same_settings(
     first = by_dataset.setdefault(dataset, settings)
     if first != settings:
         raise ValueError(
-            f"the runs of {dataset} differ in M, B, budget or tuning ({_settings_text(first)} / "
-            f"{_settings_text(settings)}): report them apart"
+            f"the runs of {dataset} differ in M, B, budget, tuning or kernels "
+            f"({_settings_text(first)} / {_settings_text(settings)}): report them apart"
         )
 
 
@@ -522,6 +531,7 @@ def _settings_text(settings: Mapping[str, Any]) -> str:
     return (
         f"M = {settings.get('num_inducing')}, B = {settings.get('batch_size')}, "
         f"{_budget(settings)} a method"
+        + (", a kernel per class" if settings.get("per_class_kernels") else "")
         + (
             ""
             if tuned is None

@@ -321,6 +321,7 @@ def _run_settings(dataset: Any, options: RunOptions) -> Dict[str, Any]:
         "class_subset_size",
         "alpha_epsilon",
         "train_inducing_points",
+        "per_class_kernels",
         "trace_test_points",
         "seed",
         "test_fraction",
@@ -501,6 +502,7 @@ def check_run(dataset: Any, options: RunOptions) -> None:
         positive_bijector=options.positive_bijector,
         method_options=_fixed_options(options),
         train_inducing_points=options.train_inducing_points,
+        per_class_kernels=options.per_class_kernels,
     )
 
 
@@ -533,6 +535,7 @@ def run_comparison(
         time_budget=options.time_budget,
         max_iterations=options.max_iterations,
         train_inducing_points=options.train_inducing_points,
+        per_class_kernels=options.per_class_kernels,
         seed=options.seed,
         trace_test_points=options.trace_test_points,
         progress=progress,

@@ -626,3 +626,27 @@ def test_a_monte_carlo_method_repeats_and_does_not_depend_on_the_methods_before_
     alone = softmax_nll(["softmax"])
     assert softmax_nll(["softmax"]) == alone
     assert softmax_nll(["lsm-vi", "softmax"]) == alone
+
+
+def test_per_class_kernels_give_every_sparse_method_a_kernel_of_its_own_for_each_class(tiny, capfd):
+    """With ``per_class_kernels`` each method's classes learn their own lengthscales (they move
+    apart from one start); a shared kernel keeps one. The full GP refuses the option, and GPflow's
+    deprecated map_fn in the per-class conditional prints nothing."""
+    kernels = {}
+
+    def keep(method, entry, evaluator):
+        kernels[method.name] = method.model.kernel
+
+    result = compare(tiny, SPARSE_METHODS, num_inducing=8, batch_size=50, time_budget=None,
+                     max_iterations=20, per_class_kernels=True, callback=keep)  # fmt: skip
+    assert result.settings["per_class_kernels"] is True
+    for name in SPARSE_METHODS:
+        kernel = kernels[name]
+        assert isinstance(kernel, gpflow.kernels.SeparateIndependent), name
+        assert len(kernel.kernels) == tiny.num_classes, name
+        scales = np.array([k.lengthscales.numpy() for k in kernel.kernels])
+        assert np.ptp(scales, axis=0).max() > 1e-4, name  # each class moved its own
+        assert np.isfinite(result.methods[SPARSE_METHODS.index(name)].final_metrics["nll"]), name
+    assert "deprecated" not in capfd.readouterr().err
+    with pytest.raises(ValueError, match="per-class kernels are for the sparse methods"):
+        check_methods(FULL_GP_METHODS, 150, batch_size=150, per_class_kernels=True)

@@ -203,7 +203,7 @@ def test_tuned_runs_say_so_in_the_stamp_and_never_merge_with_untuned_ones(tmp_pa
     assert "20 s a method, each method's learning rate and positive bijector chosen" in text
     assert "(candidates at 5 s)" in text
     untuned = _results_folder(tmp_path / "untuned", seeds=(3,))
-    with pytest.raises(ValueError, match="runs of d differ in M, B, budget or tuning"):
+    with pytest.raises(ValueError, match="runs of d differ in M, B, budget, tuning or kernels"):
         read_summaries(tuned, untuned)
     # the same tuning, run apart, reports as one
     more = _results_folder(tmp_path / "more", seeds=(3,), tuning={"budget": budget})
@@ -268,7 +268,7 @@ def test_sources_with_one_dataset_at_two_budgets_are_refused(tmp_path):
     twice = tmp_path / "twice.json"
     twice.write_text(json.dumps({**_large(), "records": [
         dict(r, dataset="a", seed=r["seed"] + 10) for r in _large()["records"]]}))  # fmt: skip
-    with pytest.raises(ValueError, match="runs of a differ in M, B, budget or tuning"):
+    with pytest.raises(ValueError, match="runs of a differ in M, B, budget, tuning or kernels"):
         read_summaries(small, twice)
     with pytest.raises(ValueError, match="two runs of one dataset, method and seed"):
         read_summaries(small, small)
@@ -335,3 +335,16 @@ def test_the_machine_record_names_the_cpu_generation_and_times_the_probe(monkeyp
     assert runs._cpu_model() == "AMD EPYC (family 25, model 17; AVX-512)"
     monkeypatch.setattr(runs, "_cpuinfo", lambda: {})
     assert runs._cpu_model() is None  # no /proc/cpuinfo: machine() falls back to platform's
+
+
+def test_runs_with_a_kernel_per_class_say_so_and_never_merge_with_shared_kernel_runs(tmp_path):
+    per_class = _results_folder(tmp_path / "per-class", seeds=(0,))
+    for path in per_class.rglob("results.json"):
+        payload = json.loads(path.read_text())
+        payload["settings"]["per_class_kernels"] = True
+        path.write_text(json.dumps(payload))
+    assert "20 s a method, a kernel per class." in write_report(per_class)
+    shared = _results_folder(tmp_path / "shared", seeds=(1,))
+    assert "kernel per class" not in write_report(shared)
+    with pytest.raises(ValueError, match="runs of d differ in M, B, budget, tuning or kernels"):
+        read_summaries(per_class, shared)
