@@ -1,5 +1,6 @@
 """Choose a method's default settings (positive bijector, Adam's learning rate, the exact-bound
-methods' warm-start length) on validation splits, never on test data.
+methods' warm-start length, a kernel shared by the classes or one per class) on validation splits,
+never on test data.
 
 For each dataset and seed, the validation split ``tuning.validation_split`` carves from the training
 data (the one ``--tune`` uses), and each method at its other defaults (M = 100, B = 200) once per
@@ -43,6 +44,11 @@ def main() -> None:
         default=str(baselines.EXACT_WARM_START),
         help="comma-separated warm-start lengths of the exact-bound methods",
     )
+    parser.add_argument(
+        "--kernels",
+        default="shared",
+        help="comma-separated: 'shared' (one kernel for all classes), 'per-class' (one a class)",
+    )
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--time-budget", type=float, default=40.0)
     parser.add_argument("--output", help="a JSON file for every run's scores")
@@ -52,9 +58,13 @@ def main() -> None:
             "positive_bijector": bijector,
             "learning_rate": None if rate == "own" else float(rate),
             "warm_start": int(warm),
+            "kernels": kernels,
         }
-        for bijector, rate, warm in itertools.product(
-            args.bijectors.split(","), args.learning_rates.split(","), args.warm_start.split(",")
+        for bijector, rate, warm, kernels in itertools.product(
+            args.bijectors.split(","),
+            args.learning_rates.split(","),
+            args.warm_start.split(","),
+            args.kernels.split(","),
         )
     ]
     seeds = [int(seed) for seed in args.seeds.split(",")]
@@ -67,7 +77,11 @@ def main() -> None:
             split = validation_split(dataset, 0.2, seed)
             for method, setting in itertools.product(methods, settings):
                 started = time.time()
-                options = {key: value for key, value in setting.items() if key != "warm_start"}
+                options = {
+                    key: value
+                    for key, value in setting.items()
+                    if key not in ("warm_start", "kernels")
+                }
                 # build_method reads the module constant, so every run is built as compare builds it
                 baselines.EXACT_WARM_START = setting["warm_start"]
                 result = compare(
@@ -78,6 +92,7 @@ def main() -> None:
                     batch_size=200,
                     num_inducing=100,
                     time_budget=args.time_budget,
+                    per_class_kernels=setting["kernels"] == "per-class",
                     progress=False,
                 )
                 final = result.methods[0].final_metrics
@@ -92,12 +107,15 @@ def main() -> None:
                         "error": final["error"],
                         "nll": final["nll"],
                         "iterations": result.methods[0].iterations,
+                        "confidence": float(result.methods[0].probabilities.max(axis=1).mean()),
+                        "accuracy": 1.0 - final["error"],
                     }
                 )
                 print(
                     f"{name} seed {seed} {method} {_label(setting)}: "
                     f"validation error {final['error']:.4f} "
-                    f"NLL {final['nll']:.4f} ({result.methods[0].iterations} iterations, "
+                    f"NLL {final['nll']:.4f} confidence {rows[-1]['confidence']:.3f} "
+                    f"({result.methods[0].iterations} iterations, "
                     f"{time.time() - started:.0f} s)",
                     flush=True,
                 )
@@ -143,6 +161,7 @@ def _label(setting) -> str:
     return (
         f"{setting['positive_bijector']} lr {'own' if rate is None else format(rate, 'g')} "
         f"warm start {setting['warm_start']}"
+        + ("" if setting["kernels"] == "shared" else f", {setting['kernels']} kernels")
     )
 
 
