@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.kernels import SeparateIndependent
+from gpflow.utilities import deepcopy
 from tensorflow.python.util import deprecation
 
 from ..checkpoints import keep_values
@@ -302,8 +303,8 @@ def _built(
     X = data[0]
     with positive_parameters(chosen.pop("positive_bijector")):
         kernel = initial_kernel(X)
-        if per_class_kernels:
-            kernel = SeparateIndependent([initial_kernel(X) for _ in range(num_classes)])
+        if per_class_kernels:  # copies of the one start, not C medians of the distances
+            kernel = SeparateIndependent([deepcopy(kernel) for _ in range(num_classes)])
         return build_method(
             name,
             kernel,

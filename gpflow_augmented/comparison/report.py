@@ -37,7 +37,6 @@ __all__ = [
     "one_machine",
     "machines_of",
     "machine_name",
-    "stamp_machines",
     "report_markdown",
     "write_report",
 ]
@@ -118,6 +117,15 @@ def _probes(machine: Mapping[str, Any]) -> List[float]:
     return [] if machine.get("probe_ms") is None else [float(machine["probe_ms"])]
 
 
+def _refuse_differing(
+    machines: Sequence[Mapping[str, Any]], keys: Sequence[str], what: str
+) -> None:
+    for key in keys:
+        found = {str(m.get(key)) for m in machines}
+        if len(found) > 1:
+            raise ValueError(f"{what} ({key}: {' / '.join(sorted(found))}): report them apart")
+
+
 def one_machine(
     machines: Sequence[Mapping[str, Any]], where: str, timed: bool = True
 ) -> Dict[str, Any]:
@@ -126,13 +134,9 @@ def one_machine(
     probe ranged 2.5x within one run): for ``timed`` runs (on a time budget, which buys the same
     work only at one speed), probes beyond PROBE_RATIO_LIMIT of one another, or runs without one
     beside probed ones, are named in ``speed_warning``, which the stamp line shows."""
-    for key in (*_CPU, *_VERSIONS):
-        found = {str(m.get(key)) for m in machines}
-        if len(found) > 1:
-            raise ValueError(
-                f"{where} were run on different machines or versions "
-                f"({key}: {' / '.join(sorted(found))}): report them apart"
-            )
+    _refuse_differing(
+        machines, (*_CPU, *_VERSIONS), f"{where} were run on different machines or versions"
+    )
     probes = [_probes(m) for m in machines]
     known = [p for ps in probes for p in ps]
     first = {k: v for k, v in (machines[0] if machines else {}).items() if k not in _SPEED_NOTES}
@@ -159,13 +163,7 @@ def machines_of(
     """(the distinct machines among ``machines``, one a CPU and core count, each as
     :func:`one_machine` summarises its runs; the index of each of ``machines`` in them), refused
     where the versions differ."""
-    for key in _VERSIONS:
-        found = {str(m.get(key)) for m in machines}
-        if len(found) > 1:
-            raise ValueError(
-                f"{where} were run with different versions ({key}: {' / '.join(sorted(found))}): "
-                "report them apart"
-            )
+    _refuse_differing(machines, _VERSIONS, f"{where} were run with different versions")
     keys = [tuple(str(m.get(key)) for key in _CPU) for m in machines]
     distinct = list(dict.fromkeys(keys)) or [("", "")]
     groups = [[m for m, k in zip(machines, keys) if k == key] for key in distinct]
@@ -178,7 +176,7 @@ def machines_of(
     return summarised, [distinct.index(key) for key in keys]
 
 
-def stamp_machines(stamp: Mapping[str, Any]) -> List[Dict[str, Any]]:
+def _stamp_machines(stamp: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """The machines a report's ``stamp`` names, in the order a record's ``machine`` indexes them
     (a record without one ran on the first)."""
     return [dict(m) for m in stamp.get("machines", [stamp.get("machine", {})])]
@@ -203,7 +201,7 @@ def _indexed(record: Dict[str, Any], index: int, several: bool) -> Dict[str, Any
 def _one_machine_a_seed(summaries: Mapping[str, Any]) -> None:
     """Refuse a dataset's seed whose methods ran on different machines: the verdicts pair methods
     by seed, and a time budget buys the same work only on one machine."""
-    machines = stamp_machines(summaries["stamp"])
+    machines = _stamp_machines(summaries["stamp"])
     seen: Dict[Tuple[str, int], int] = {}
     for r in summaries["records"]:
         index = r.get("machine", 0)
@@ -307,7 +305,7 @@ def _merged(parts: Sequence[Mapping[str, Any]], sources: Sequence[Path]) -> Dict
     for part in parts:
         for dataset, settings in _dataset_settings(part).items():
             _same_settings(by_dataset, dataset, settings)
-    named = [stamp_machines(p["stamp"]) for p in parts]
+    named = [_stamp_machines(p["stamp"]) for p in parts]
     offsets = np.cumsum([0] + [len(m) for m in named])
     machines, index = machines_of(
         [m for part in named for m in part], ", ".join(map(str, sources)), _timed(by_dataset)
@@ -556,20 +554,20 @@ def _machine_text(machine: Mapping[str, Any]) -> str:
     return f"{machine.get('processor', '?')}{speed}, {_cores(machine.get('cpu_count'))}"
 
 
-def measured_line(
-    measured: str,
-    machine: Mapping[str, Any],
-    others: Sequence[Mapping[str, Any]] = (),
-    seeds: Sequence[Sequence[int]] = (),
-) -> str:
+def measured_line(measured: str, machine: Mapping[str, Any]) -> str:
     """ "Measured DATE on CPU, N cores; gpflow_augmented …, TensorFlow …, GPflow …." for a
-    machine as :func:`~gpflow_augmented.comparison.runs.machine` describes it; with ``others``,
-    the machines that ran the other seeds, and ``seeds``, each machine's seeds."""
-    machines = [machine, *others]
-    where = [_machine_text(m) for m in machines]
-    if others:
-        where = [f"{text} ({_seed_text(s)})" for text, s in zip(where, seeds)] + where[len(seeds) :]
-    warnings = "".join(f" Warning: {m['speed_warning']}." for m in machines if "speed_warning" in m)
+    machine as :func:`~gpflow_augmented.comparison.runs.machine` describes it."""
+    return _measured_on(measured, [(machine, [])])
+
+
+def _measured_on(measured: str, ran: Sequence[Tuple[Mapping[str, Any], Sequence[int]]]) -> str:
+    """:func:`measured_line` of the machines that ran a report, each with its seeds, which are
+    named where there are several machines."""
+    where = [
+        _machine_text(m) + (f" ({_seed_text(seeds)})" if len(ran) > 1 else "") for m, seeds in ran
+    ]
+    machine = ran[0][0]
+    warnings = "".join(f" Warning: {m['speed_warning']}." for m, _ in ran if "speed_warning" in m)
     return (
         f"Measured {measured} on {' and on '.join(where)}; gpflow_augmented "
         f"{machine.get('gpflow_augmented', '?')}, TensorFlow {machine.get('tensorflow', '?')}, "
@@ -586,16 +584,14 @@ def _stamp_line(stamp: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) 
     for dataset, settings in stamp.get("settings_by_dataset", {}).items():
         groups.setdefault(_settings_text(settings), []).append(dataset)
     exceptions = "".join(f"; {', '.join(d)}: {text}" for text, d in groups.items())
-    machines = stamp_machines(stamp)
+    machines = _stamp_machines(stamp)
     seeds = [
         sorted({r["seed"] for r in records if r.get("machine", 0) == i})
         for i in range(len(machines))
     ]
     ran = [(m, s) for m, s in zip(machines, seeds) if s] or [(machines[0], [])]
-    (first, _), others = ran[0], [m for m, _ in ran[1:]]
-    seeds = [s for _, s in ran]
     return (
-        f"{measured_line(stamp['measured'], first, others, seeds)} "
+        f"{_measured_on(stamp['measured'], ran)} "
         f"{_settings_text(stamp.get('settings', {}))}{exceptions}."
     )
 
