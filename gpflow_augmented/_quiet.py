@@ -8,10 +8,11 @@ unless ``--verbose`` is given; the processes it starts (a benchmark's, one a dat
 quietly. Importing the library from Python changes nothing.
 
 A training step factorises matrices that may not be positive definite on purpose (its backoff and
-trust region test them so), and TensorFlow's CPU kernel logs a warning for each one that fails.
-:func:`without_cholesky_warnings` keeps those lines, and only those, off the terminal during a
-step. What the step's safeguards did is reported in words
-(:class:`~gpflow_augmented.TrainingReport`).
+trust region test them so), and TensorFlow's CPU kernel logs a warning for each one that fails; a
+compiled step that raises on a failed factor (a peer's natural-gradient step) logs its error again
+as it aborts. :func:`without_failed_step_warnings` keeps those lines, and only those, off the
+terminal during a step. What the step's safeguards did is reported in words
+(:class:`~gpflow_augmented.TrainingReport`, a comparison's failed steps).
 """
 
 import contextlib
@@ -20,7 +21,7 @@ import sys
 import tempfile
 from typing import IO, Iterator, List, Optional
 
-__all__ = ["quiet_start_up", "running_the_command_line_tool", "without_cholesky_warnings"]
+__all__ = ["quiet_start_up", "running_the_command_line_tool", "without_failed_step_warnings"]
 
 #: Set by a quiet start-up, so that the processes the tool starts start quietly too.
 _QUIET_START = "GPFLOW_AUGMENTED_QUIET_START"
@@ -61,20 +62,42 @@ def quiet_start_up() -> Iterator[None]:
 #: What TensorFlow's CPU kernel logs for every matrix it cannot factorise. The step tests positive
 #: definiteness by factorising (the backoff, the trust region) and reports a failure itself.
 _CHOLESKY_WARNING = b"Cholesky decomposition was not successful"
+#: What TensorFlow logs when a compiled function stops at an error, which the caller receives as an
+#: exception; the lines after it that start with white space are its own (the failing node).
+_ABORTED_FUNCTION = b"Local rendezvous is aborting with status"
 
 
 class _NativeLog:
-    """The scratch file that holds what native code wrote to file descriptor 2 during a step."""
+    """The scratch file that holds what native code wrote to file descriptor 2 during a step, and
+    whether a step's block is already filtering (a trainer's step inside a comparison's)."""
 
     file: Optional[IO[bytes]] = None
+    active: bool = False
+
+
+def _kept_lines(lines: List[bytes]) -> List[bytes]:
+    """``lines`` without TensorFlow's Cholesky warnings and aborted-function entries."""
+    kept: List[bytes] = []
+    in_aborted_entry = False
+    for line in lines:
+        if in_aborted_entry and line[:1].isspace():
+            continue
+        in_aborted_entry = _ABORTED_FUNCTION in line
+        if not in_aborted_entry and _CHOLESKY_WARNING not in line:
+            kept.append(line)
+    return kept
 
 
 @contextlib.contextmanager
-def without_cholesky_warnings() -> Iterator[List[int]]:
+def without_failed_step_warnings() -> Iterator[List[int]]:
     """File descriptor 2 sent to a scratch file while the block runs, then everything written
-    there but TensorFlow's Cholesky warnings written back. Yields a list that receives the number
-    of warnings dropped. Where descriptor 2 cannot be redirected, nothing is filtered."""
+    there but TensorFlow's Cholesky warnings and aborted-function entries written back. Yields a
+    list that receives the number of lines dropped. Inside another such block, or where descriptor
+    2 cannot be redirected, it filters nothing itself."""
     dropped: List[int] = []
+    if _NativeLog.active:
+        yield dropped
+        return
     try:
         sys.stderr.flush()
         if _NativeLog.file is None:
@@ -87,14 +110,16 @@ def without_cholesky_warnings() -> Iterator[List[int]]:
     except (OSError, ValueError):
         yield dropped
         return
+    _NativeLog.active = True
     try:
         yield dropped
     finally:
+        _NativeLog.active = False
         os.dup2(saved, 2)
         os.close(saved)
         scratch.seek(0)
         lines = scratch.read().splitlines(keepends=True)
-        kept = [line for line in lines if _CHOLESKY_WARNING not in line]
+        kept = _kept_lines(lines)
         dropped.append(len(lines) - len(kept))
         if kept:
             os.write(2, b"".join(kept))

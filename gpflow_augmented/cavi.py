@@ -17,7 +17,7 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple, Union
 import tensorflow as tf
 from gpflow.config import default_float
 
-from ._quiet import without_cholesky_warnings
+from ._quiet import without_failed_step_warnings
 from .class_subsets import (
     ClassSubset,
     ClassSubsetSampler,
@@ -743,7 +743,7 @@ class CAVI(tf.Module):
         """
         X, Y = self.prepare(data)
         subset = as_class_subset(subset, self.model.num_classes)
-        with without_cholesky_warnings(), numerical_errors("the CAVI step"):
+        with without_failed_step_warnings(), numerical_errors("the CAVI step"):
             update = self._step_fn(X, Y) if subset is None else self._step_fn(X, Y, subset)
         raise_for_status(update.status, self.model.num_classes)
         return update.elbo

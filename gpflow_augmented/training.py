@@ -17,7 +17,7 @@ import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.keras import tf_keras
 
-from ._quiet import without_cholesky_warnings
+from ._quiet import without_failed_step_warnings
 from .cavi import CAVI
 from .certificate import BoundCertificate, bound_certificate
 from .convergence import GlobalParameterConvergence
@@ -283,7 +283,7 @@ class Trainer(tf.Module):
     def step(self, data: Tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
         """One CAVI step then one Adam step; returns the batch ELBO before the CAVI step."""
         X, Y = data if self.strategy is not None else self.cavi.prepare(data)
-        with without_cholesky_warnings(), numerical_errors("the training step"):
+        with without_failed_step_warnings(), numerical_errors("the training step"):
             # Under a strategy a step whose bound fell is taken again with ρ halved
             # (CAVI.update's halvings); elsewhere the search's loop is inside the step.
             halvings = 0

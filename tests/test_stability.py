@@ -20,6 +20,7 @@ from gpflow_augmented.bounds import ExactBound
 from gpflow_augmented.datasets import imbalanced_separable_data, separated_blobs
 from gpflow_augmented.cavi import CAVI
 from gpflow_augmented.sklearn import GPClassifier
+from gpflow_augmented._quiet import _kept_lines
 from gpflow_augmented.training import worst_fall
 from gpflow_augmented.kernel_variance import variance_step
 from helpers import lsm_model
@@ -205,9 +206,9 @@ def test_tiny_separated_training_sets_at_the_defaults(points_per_class, seed, mo
 CHOLESKY_SCRIPT = """
 import os
 import tensorflow as tf
-from gpflow_augmented._quiet import without_cholesky_warnings
+from gpflow_augmented._quiet import without_failed_step_warnings
 not_positive_definite = tf.constant([[1.0, 2.0], [2.0, 1.0]], tf.float64)
-with without_cholesky_warnings() as dropped:
+with without_failed_step_warnings() as dropped:
     tf.linalg.cholesky(not_positive_definite)
     os.write(2, b"a line of someone else's\\n")
 print(dropped)
@@ -233,6 +234,76 @@ def test_tensorflow_cholesky_warnings_are_kept_off_the_terminal_and_nothing_else
     assert "a line of someone else's" in run.stderr
     # Outside the block TensorFlow's own line is printed, once.
     assert run.stderr.count("Cholesky decomposition was not successful") == 1
+
+
+COMPARE_SCRIPT = """
+import contextlib
+import sys
+import numpy as np
+import tensorflow as tf
+from gpflow_augmented.comparison import compare, methods, protocol
+from gpflow_augmented.datasets import from_arrays
+
+not_positive_definite = tf.constant([[1.0, 2.0], [2.0, 1.0]], tf.float64)
+
+
+def failing_natural_step(self, X, Y):
+    # As GPflow's checked assignment refuses a failed factor: a check that raises on the NaN.
+    return tf.debugging.check_numerics(tf.linalg.cholesky(not_positive_definite), "q_sqrt")
+
+
+methods.NaturalGradientMethod._natural_step_eager = failing_natural_step
+if sys.argv[1:] == ["unfiltered"]:
+    protocol.without_failed_step_warnings = lambda: contextlib.nullcontext([])
+X = np.random.default_rng(0).normal(size=(60, 2))
+y = np.arange(60) % 3
+dataset = from_arrays("blobs", X + 3 * y[:, None], y, None)
+result = compare(dataset, ["rm"], num_inducing=5, batch_size=20, time_budget=None, max_iterations=4)
+print(result.methods[0].failed_steps)
+"""
+
+
+def stderr_of_a_comparison_whose_natural_steps_fail(*arguments):
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    run = subprocess.run(
+        [sys.executable, "-c", COMPARE_SCRIPT, *arguments],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "4"  # every step failed, and was counted
+    return run.stderr
+
+
+@pytest.mark.integration
+def test_a_peers_failed_steps_leave_no_tensorflow_lines_during_compare():
+    """Robust-max's natural-gradient step fails on a Cholesky factor and raises; TensorFlow logs
+    the failed factorisation and the aborted function (two lines and the node's) for each. Called
+    from Python at TensorFlow's default log level, compare counts the failures and none of those
+    lines reach file descriptor 2; without the filter around the step they do."""
+    failure_lines = ("Cholesky decomposition was not successful", "rendezvous", "{{node")
+    quiet = stderr_of_a_comparison_whose_natural_steps_fail()
+    assert not [line for line in quiet.splitlines() if any(w in line for w in failure_lines)]
+    loud = stderr_of_a_comparison_whose_natural_steps_fail("unfiltered")
+    # One factorisation a step: the warm-up step and the four (TensorFlow logs the aborted
+    # function for some of them, measured 3 of 5).
+    assert loud.count("Cholesky decomposition was not successful") == 5
+    assert "rendezvous is aborting" in loud
+
+
+def test_only_tensorflows_failed_step_entries_are_dropped():
+    """An aborted function's entry takes the indented lines after it; a Cholesky warning is one
+    line; anything else, indented or not, is kept."""
+    lines = [
+        b"W cholesky_op.cc:56] Cholesky decomposition was not successful. Filling with NaNs.\n",
+        b"W local_rendezvous.cc:412] Local rendezvous is aborting with status: INVALID_ARGUMENT\n",
+        b"\t [[{{node CheckNumerics}}]]\n",
+        b"someone else's line\n",
+        b"  and its indented continuation\n",
+    ]
+    assert _kept_lines(lines) == lines[3:]
 
 
 @pytest.mark.slow
