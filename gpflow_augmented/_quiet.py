@@ -10,13 +10,15 @@ quietly. Importing the library from Python changes nothing.
 A training step factorises matrices that may not be positive definite on purpose (its backoff and
 trust region test them so), and TensorFlow's CPU kernel logs a warning for each one that fails; a
 compiled step that raises on a failed factor (a peer's natural-gradient step) logs its error again
-as it aborts. :func:`without_failed_step_warnings` keeps those lines, and only those, off the
-terminal during a step. What the step's safeguards did is reported in words
+as it aborts; XLA announces itself the first time the step's quadrature is compiled.
+:func:`without_failed_step_warnings` keeps those lines, and only those, off the terminal during a
+step. What the step's safeguards did is reported in words
 (:class:`~gpflow_augmented.TrainingReport`, a comparison's failed steps).
 """
 
 import contextlib
 import os
+import re
 import sys
 import tempfile
 from typing import IO, Iterator, List, Optional
@@ -65,6 +67,9 @@ _CHOLESKY_WARNING = b"Cholesky decomposition was not successful"
 #: What TensorFlow logs when a compiled function stops at an error, which the caller receives as an
 #: exception; the lines after it that start with white space are its own (the failing node).
 _ABORTED_FUNCTION = b"Local rendezvous is aborting with status"
+#: A native information line (absl's format: I, the date, the time, the thread, file:line]), such as
+#: XLA's start-up lines when the step's quadrature is first compiled. Warnings and errors are kept.
+_NATIVE_INFORMATION = re.compile(rb"^I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] ")
 
 
 class _NativeLog:
@@ -76,14 +81,15 @@ class _NativeLog:
 
 
 def _kept_lines(lines: List[bytes]) -> List[bytes]:
-    """``lines`` without TensorFlow's Cholesky warnings and aborted-function entries."""
+    """``lines`` without TensorFlow's Cholesky warnings, aborted-function entries and native
+    information lines."""
     kept: List[bytes] = []
-    in_aborted_entry = False
+    in_dropped_entry = False
     for line in lines:
-        if in_aborted_entry and line[:1].isspace():
+        if in_dropped_entry and line[:1].isspace():
             continue
-        in_aborted_entry = _ABORTED_FUNCTION in line
-        if not in_aborted_entry and _CHOLESKY_WARNING not in line:
+        in_dropped_entry = _ABORTED_FUNCTION in line or bool(_NATIVE_INFORMATION.match(line))
+        if not in_dropped_entry and _CHOLESKY_WARNING not in line:
             kept.append(line)
     return kept
 
@@ -91,7 +97,8 @@ def _kept_lines(lines: List[bytes]) -> List[bytes]:
 @contextlib.contextmanager
 def without_failed_step_warnings() -> Iterator[List[int]]:
     """File descriptor 2 sent to a scratch file while the block runs, then everything written
-    there but TensorFlow's Cholesky warnings and aborted-function entries written back. Yields a
+    there but TensorFlow's Cholesky warnings, aborted-function entries and information lines
+    written back. Yields a
     list that receives the number of lines dropped. Inside another such block, or where descriptor
     2 cannot be redirected, it filters nothing itself."""
     dropped: List[int] = []
