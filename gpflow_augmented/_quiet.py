@@ -98,9 +98,8 @@ def _kept_lines(lines: List[bytes]) -> List[bytes]:
 def without_failed_step_warnings() -> Iterator[List[int]]:
     """File descriptor 2 sent to a scratch file while the block runs, then everything written
     there but TensorFlow's Cholesky warnings, aborted-function entries and information lines
-    written back. Yields a
-    list that receives the number of lines dropped. Inside another such block, or where descriptor
-    2 cannot be redirected, it filters nothing itself."""
+    written back. Yields a list that receives the number of lines dropped. Inside another such
+    block, or where descriptor 2 cannot be redirected, it filters nothing itself."""
     dropped: List[int] = []
     if _NativeLog.active:
         yield dropped
