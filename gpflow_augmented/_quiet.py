@@ -12,7 +12,7 @@ trust region test them so), and TensorFlow's CPU kernel logs a warning for each 
 compiled step that raises on a failed factor (a peer's natural-gradient step) logs its error again
 as it aborts; XLA announces itself the first time the step's quadrature is compiled.
 :func:`without_failed_step_warnings` keeps those lines, and only those, off the terminal during a
-step. What the step's safeguards did is reported in words
+step (the information lines only where the user has not set TensorFlow's log level). What the step's safeguards did is reported in words
 (:class:`~gpflow_augmented.TrainingReport`, a comparison's failed steps).
 """
 
@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 from typing import IO, Iterator, List, Optional
 
 __all__ = ["quiet_start_up", "running_the_command_line_tool", "without_failed_step_warnings"]
@@ -68,27 +69,32 @@ _CHOLESKY_WARNING = b"Cholesky decomposition was not successful"
 #: exception; the lines after it that start with white space are its own (the failing node).
 _ABORTED_FUNCTION = b"Local rendezvous is aborting with status"
 #: A native information line (absl's format: I, the date, the time, the thread, file:line]), such as
-#: XLA's start-up lines when the step's quadrature is first compiled. Warnings and errors are kept.
+#: XLA's start-up lines when the step's quadrature is first compiled. Warnings and errors are kept,
+#: and information lines too where the user set TensorFlow's log level or per-module logging.
 _NATIVE_INFORMATION = re.compile(rb"^I\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [^ \]]+:\d+\] ")
+_LOG_SETTINGS = ("TF_CPP_MIN_LOG_LEVEL", "TF_CPP_VMODULE", "TF_CPP_MAX_VLOG_LEVEL")
 
 
 class _NativeLog:
     """The scratch file that holds what native code wrote to file descriptor 2 during a step, and
-    whether a step's block is already filtering (a trainer's step inside a comparison's)."""
+    whether a step's block is already filtering (a trainer's step inside a comparison's, or
+    another thread's step: descriptor 2 is the process's)."""
 
     file: Optional[IO[bytes]] = None
     active: bool = False
+    lock = threading.Lock()
 
 
-def _kept_lines(lines: List[bytes]) -> List[bytes]:
-    """``lines`` without TensorFlow's Cholesky warnings, aborted-function entries and native
-    information lines."""
+def _kept_lines(lines: List[bytes], keep_information: bool = False) -> List[bytes]:
+    """``lines`` without TensorFlow's Cholesky warnings, aborted-function entries and (unless
+    ``keep_information``) native information lines."""
     kept: List[bytes] = []
     in_dropped_entry = False
     for line in lines:
         if in_dropped_entry and line[:1].isspace():
             continue
-        in_dropped_entry = _ABORTED_FUNCTION in line or bool(_NATIVE_INFORMATION.match(line))
+        information = not keep_information and bool(_NATIVE_INFORMATION.match(line))
+        in_dropped_entry = _ABORTED_FUNCTION in line or information
         if not in_dropped_entry and _CHOLESKY_WARNING not in line:
             kept.append(line)
     return kept
@@ -98,34 +104,54 @@ def _kept_lines(lines: List[bytes]) -> List[bytes]:
 def without_failed_step_warnings() -> Iterator[List[int]]:
     """File descriptor 2 sent to a scratch file while the block runs, then everything written
     there but TensorFlow's Cholesky warnings, aborted-function entries and information lines
-    written back. Yields a list that receives the number of lines dropped. Inside another such
-    block, or where descriptor 2 cannot be redirected, it filters nothing itself."""
+    written back. Yields a list that receives the number of lines dropped; it stays empty where
+    the block filters nothing itself: inside another such block (which filters its lines), or
+    where descriptor 2 cannot be redirected."""
     dropped: List[int] = []
-    if _NativeLog.active:
+    with _NativeLog.lock:
+        outermost = not _NativeLog.active
+        _NativeLog.active = True
+    if not outermost:
         yield dropped
         return
+    saved: Optional[int] = None
     try:
-        sys.stderr.flush()
-        if _NativeLog.file is None:
-            _NativeLog.file = tempfile.TemporaryFile()
-        scratch = _NativeLog.file
-        scratch.seek(0)
-        scratch.truncate()
-        saved = os.dup(2)
-        os.dup2(scratch.fileno(), 2)
-    except (OSError, ValueError):
-        yield dropped
-        return
-    _NativeLog.active = True
-    try:
+        try:
+            _flush_standard_error()
+            if _NativeLog.file is None:
+                _NativeLog.file = tempfile.TemporaryFile()
+            _NativeLog.file.seek(0)
+            _NativeLog.file.truncate()
+            saved = os.dup(2)
+            os.dup2(_NativeLog.file.fileno(), 2)
+        except (OSError, ValueError):
+            if saved is not None:
+                os.close(saved)
+            saved = None
         yield dropped
     finally:
-        _NativeLog.active = False
-        os.dup2(saved, 2)
-        os.close(saved)
-        scratch.seek(0)
-        lines = scratch.read().splitlines(keepends=True)
-        kept = _kept_lines(lines)
-        dropped.append(len(lines) - len(kept))
-        if kept:
-            os.write(2, b"".join(kept))
+        try:
+            if saved is not None and _NativeLog.file is not None:
+                _write_back(saved, _NativeLog.file, dropped)
+        finally:
+            _NativeLog.active = False
+
+
+def _flush_standard_error() -> None:
+    if sys.stderr is not None:  # None under pythonw
+        sys.stderr.flush()
+
+
+def _write_back(saved: int, scratch: IO[bytes], dropped: List[int]) -> None:
+    """Descriptor 2 put back as it was, and the scratch file's lines that are kept written to it."""
+    _flush_standard_error()
+    os.dup2(saved, 2)
+    os.close(saved)
+    scratch.seek(0)
+    lines = scratch.read().splitlines(keepends=True)
+    keep_information = any(setting in os.environ for setting in _LOG_SETTINGS)
+    kept = _kept_lines(lines, keep_information)
+    dropped.append(len(lines) - len(kept))
+    remaining = b"".join(kept)
+    while remaining:
+        remaining = remaining[os.write(2, remaining) :]

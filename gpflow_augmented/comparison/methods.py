@@ -18,6 +18,7 @@ from gpflow.models.training_mixins import InternalDataTrainingLossMixin
 from gpflow.optimizers import NaturalGradient
 from gpflow.utilities import set_trainable
 
+from .._quiet import without_failed_step_warnings
 from ..models import AugmentedSVGP
 from ..projection import inducing_inputs
 from ..schedules import StepSizeSchedule
@@ -45,8 +46,15 @@ class Method(abc.ABC):
     model: gpflow.models.GPModel
     failed_steps: int = 0
 
+    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        """One training step on the batch (X, Y). A step that fails is counted
+        (``failed_steps``), not raised, so TensorFlow's own lines about it are kept off the
+        terminal, as this package's step keeps them."""
+        with without_failed_step_warnings():
+            return self._step(X, Y)
+
     @abc.abstractmethod
-    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor: ...
+    def _step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor: ...
 
     @abc.abstractmethod
     def checkpoint(self) -> tf.train.Checkpoint:
@@ -85,7 +93,7 @@ class AugmentedMethod(Method):
     def iteration_function(self) -> Callable[[tf.Tensor, tf.Tensor], object]:
         return self.trainer._iteration_eager
 
-    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    def _step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         try:
             return self.trainer.step((X, Y))
         except NumericalError:
@@ -186,7 +194,8 @@ class NaturalGradientMethod(Method):
         """The natural-gradient half of the step, recovering from a failure; True if it
         succeeded."""
         try:
-            succeeded = bool(self._natural_step(X, Y))
+            with without_failed_step_warnings():
+                succeeded = bool(self._natural_step(X, Y))
         except tf.errors.InvalidArgumentError as error:
             # TensorFlow's CPU Cholesky fills a failed factor with NaN (older versions raise), and
             # gpflow.Parameter.assign then refuses the NaN before anything is assigned.
@@ -197,7 +206,7 @@ class NaturalGradientMethod(Method):
         self.failed_steps += not succeeded
         return succeeded
 
-    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    def _step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         self.natural_step(X, Y)
         if self.model.trainable_variables:
             return self._adam_step(X, Y)
@@ -218,7 +227,9 @@ class AdamMethod(Method):
         self.learning_rate = learning_rate
         self.adam = tf_keras.optimizers.Adam(learning_rate)
         self.adam.build(model.trainable_variables)
-        self._step = tf.function(self._step_eager, jit_compile=jit_compile, autograph=False)
+        self._compiled_step = tf.function(
+            self._step_eager, jit_compile=jit_compile, autograph=False
+        )
 
     def _step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         loss, applied = adam_step_if_finite(
@@ -232,8 +243,8 @@ class AdamMethod(Method):
     def iteration_function(self) -> Callable[[tf.Tensor, tf.Tensor], object]:
         return self._step_eager
 
-    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
-        elbo, applied = self._step(X, Y)
+    def _step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+        elbo, applied = self._compiled_step(X, Y)
         self.failed_steps += not bool(applied)
         return elbo
 
@@ -264,7 +275,9 @@ class ExpectationPropagationMethod(Method):
         self.ep = ExpectationPropagation(model, damping)
         self.adam = tf_keras.optimizers.Adam(learning_rate)
         self.adam.build(model.trainable_variables)
-        self._step = tf.function(self._step_eager, jit_compile=jit_compile, autograph=False)
+        self._compiled_step = tf.function(
+            self._step_eager, jit_compile=jit_compile, autograph=False
+        )
 
     def _step_eager(self, X: tf.Tensor, Y: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
         data = () if self.holds_data else ((X, Y),)  # a model that holds its data takes none
@@ -299,10 +312,10 @@ class ExpectationPropagationMethod(Method):
     def iteration_function(self) -> Callable[[tf.Tensor, tf.Tensor], object]:
         return self._step_eager
 
-    def step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
+    def _step(self, X: tf.Tensor, Y: tf.Tensor) -> tf.Tensor:
         if self.holds_data:
             self._check_held_data(X, Y)
-        log_marginal, applied = self._step(X, Y)
+        log_marginal, applied = self._compiled_step(X, Y)
         self.failed_steps += not bool(applied)
         return log_marginal
 

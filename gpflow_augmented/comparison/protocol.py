@@ -31,7 +31,6 @@ from gpflow.kernels import SeparateIndependent
 from gpflow.utilities import deepcopy
 from tensorflow.python.util import deprecation
 
-from .._quiet import without_failed_step_warnings
 from ..checkpoints import keep_values
 from ..training import Trainer, safeguard_counts, training_report, worst_fall
 from ..metrics import Evaluator
@@ -366,20 +365,13 @@ def check_methods(
     return options
 
 
-def _step(method: Method, X: tf.Tensor, Y: tf.Tensor, indices: tf.Tensor) -> tf.Tensor:
-    """``method``'s step on the rows ``indices``. A peer's step that fails is counted, not raised
-    (``Method.failed_steps``), so TensorFlow's own lines about it are kept off the terminal as
-    this package's step keeps them."""
-    with without_failed_step_warnings():
-        return method.step(tf.gather(X, indices), tf.gather(Y, indices))
-
-
 def _warm_up(method: Method, X: tf.Tensor, Y: tf.Tensor, indices: np.ndarray) -> float:
     """Run one step, so that tracing and the first execution's set-up are paid outside the
     clock, then restore the state from before it exactly; returns the step's seconds."""
     put_back = keep_values(method.checkpoint())
+    batch = tf.constant(indices)
     start = time.perf_counter()
-    _step(method, X, Y, tf.constant(indices))
+    method.step(tf.gather(X, batch), tf.gather(Y, batch))
     seconds = time.perf_counter() - start
     put_back()
     method.failed_steps = 0
@@ -439,7 +431,7 @@ def _run(
         digest.update(indices.astype(np.int64).tobytes())
         index_tensor = tf.constant(indices)
         start = time.perf_counter()
-        elbo = _step(method, X, Y, index_tensor)
+        elbo = method.step(tf.gather(X, index_tensor), tf.gather(Y, index_tensor))
         seconds += time.perf_counter() - start
         iteration += 1
         elbos.append(float(elbo))
