@@ -12,8 +12,9 @@ trust region test them so), and TensorFlow's CPU kernel logs a warning for each 
 compiled step that raises on a failed factor (a peer's natural-gradient step) logs its error again
 as it aborts; XLA announces itself the first time the step's quadrature is compiled.
 :func:`without_failed_step_warnings` keeps those lines, and only those, off the terminal during a
-step (the information lines only where the user has not set TensorFlow's log level). What the step's safeguards did is reported in words
-(:class:`~gpflow_augmented.TrainingReport`, a comparison's failed steps).
+step (the information lines only where the user has not set TensorFlow's log level). What the
+step's safeguards did is reported in words (:class:`~gpflow_augmented.TrainingReport`, a
+comparison's failed steps).
 """
 
 import contextlib
