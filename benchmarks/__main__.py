@@ -20,7 +20,8 @@ from typing import Any, List, NoReturn, Optional, Sequence, Tuple
 def _load_tensorflow_quietly() -> None:
     """TensorFlow's C++ log lines would fill a study's log: those it writes while it loads, before
     any level applies (standard error is muted then), and its warnings after (XLA's "Not handling
-    type DT_DOUBLE"). A level the user set is kept, and then everything shows."""
+    type DT_DOUBLE"), and the CUDA driver's error on a machine without a GPU. A level the user set
+    is kept, and then everything shows."""
     if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
         return
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -28,7 +29,11 @@ def _load_tensorflow_quietly() -> None:
     saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 2)
     try:
-        import tensorflow  # noqa: F401
+        import tensorflow
+
+        # The first enumeration of devices looks for CUDA, and on a machine without a GPU logs an
+        # error line (cuInit) that would otherwise arrive with the study's first step.
+        tensorflow.config.list_physical_devices()
     finally:
         os.dup2(saved, 2)
         os.close(saved)
