@@ -277,11 +277,27 @@ def _dataset_settings(summaries: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]
     return {d: {key: s.get(key) for key in _SETTINGS} for d, s in settings.items()}
 
 
+def _read_summaries_file(path: Path) -> Dict[str, Any]:
+    """A ``summaries.json`` that a report wrote, or an error that says what the file is not."""
+    if path.name == "results.json":
+        raise ValueError(f"{path} is one run's results: give its folder, {path.parent}")
+    try:
+        summaries = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        summaries = None
+    if not (isinstance(summaries, dict) and {"stamp", "records"} <= summaries.keys()):
+        raise ValueError(
+            f"{path} is not a summaries.json that a report wrote: give a results folder "
+            "(every results.json below it is read) or a report's summaries.json"
+        )
+    return summaries
+
+
 def _read_one(source: Path) -> Dict[str, Any]:
     if not source.exists():
         raise ValueError(f"{source} does not exist: give a results folder or a summaries.json")
     if source.is_file():
-        return json.loads(source.read_text())
+        return _read_summaries_file(source)
     paths = sorted(source.rglob("results.json"))
     if not paths:
         raise ValueError(f"{source} holds no results.json: run compare or benchmark into it")

@@ -145,6 +145,22 @@ def test_the_report_refuses_a_folder_without_results_and_two_runs_of_one_seed(tm
         read_summaries(tmp_path)
 
 
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("benchmark.md", "# a benchmark's table\n", "benchmark.md is not a summaries.json"),
+        ("step_times.json", '{"lsm": [0.1]}', "step_times.json is not a summaries.json"),
+        ("results.json", '{"dataset": "d"}', "is one run's results: give its folder"),
+    ],
+)
+def test_the_report_names_a_file_that_is_not_a_summaries_json(
+    tmp_path, capsys, name, text, message
+):
+    (tmp_path / name).write_text(text)
+    assert main(["report", str(tmp_path / name)]) == 2
+    assert message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("gap, verdict", [(0.005, "tied"), (0.05, "behind")])
 def test_a_gap_below_one_percent_reads_tied_in_the_table(gap, verdict):
     text = report_markdown(_summaries({"lsm": 0.0, "softmax": gap}, datasets=("a",)))
