@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .runs import PROBE_RATIO_LIMIT
+from .runs import PROBE_RATIO_LIMIT, read_json
 from .statistics import BEHIND, BEST, TIED, Verdict, rank_test, verdicts
 
 __all__ = [
@@ -301,7 +301,7 @@ def _read_one(source: Path) -> Dict[str, Any]:
     paths = sorted(source.rglob("results.json"))
     if not paths:
         raise ValueError(f"{source} holds no results.json: run compare or benchmark into it")
-    payloads = [json.loads(p.read_text()) for p in paths]
+    payloads = [read_json(p) for p in paths]
     stamp, index = _stamp(payloads, f"the runs in {source}")
     several = "machines" in stamp
     records = [
