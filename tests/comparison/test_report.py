@@ -161,6 +161,14 @@ def test_the_report_names_a_file_that_is_not_a_summaries_json(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text", ['{"dataset": "d", "meth', '["a list"]'])
+def test_the_report_names_a_results_json_it_cannot_read(tmp_path, capsys, text):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "results.json").write_text(text)
+    assert main(["report", str(tmp_path)]) == 2
+    assert "results.json is not a run's results" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("gap, verdict", [(0.005, "tied"), (0.05, "behind")])
 def test_a_gap_below_one_percent_reads_tied_in_the_table(gap, verdict):
     text = report_markdown(_summaries({"lsm": 0.0, "softmax": gap}, datasets=("a",)))
