@@ -277,35 +277,27 @@ def _dataset_settings(summaries: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]
     return {d: {key: s.get(key) for key in _SETTINGS} for d, s in settings.items()}
 
 
-def _json_or_none(path: Path) -> Any:
+def _json_holding(path: Path, keys: Iterable[str], refusal: str) -> Dict[str, Any]:
+    """The JSON object in ``path`` if it has ``keys``, else an error: ``path`` then ``refusal``."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        payload = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-
-
-def _read_results(path: Path) -> Dict[str, Any]:
-    """A run's ``results.json``, or an error that names it."""
-    results = _json_or_none(path)
-    if not (isinstance(results, dict) and "methods" in results):
-        raise ValueError(
-            f"{path} is not a run's results as compare or benchmark writes them: run that "
-            "dataset again (benchmark --resume), or move the file out of the folder"
-        )
-    return results
+        payload = None
+    if not (isinstance(payload, dict) and set(keys) <= payload.keys()):
+        raise ValueError(f"{path} {refusal}")
+    return payload
 
 
 def _read_summaries_file(path: Path) -> Dict[str, Any]:
     """A ``summaries.json`` that a report wrote, or an error that says what the file is not."""
     if path.name == "results.json":
         raise ValueError(f"{path} is one run's results: give its folder, {path.parent}")
-    summaries = _json_or_none(path)
-    if not (isinstance(summaries, dict) and {"stamp", "records"} <= summaries.keys()):
-        raise ValueError(
-            f"{path} is not a summaries.json that a report wrote: give a results folder "
-            "(every results.json below it is read) or a report's summaries.json"
-        )
-    return summaries
+    return _json_holding(
+        path,
+        ("stamp", "records"),
+        "is not a summaries.json that a report wrote: give a results folder (every results.json "
+        "below it is read) or a report's summaries.json",
+    )
 
 
 def _read_one(source: Path) -> Dict[str, Any]:
@@ -316,7 +308,15 @@ def _read_one(source: Path) -> Dict[str, Any]:
     paths = sorted(source.rglob("results.json"))
     if not paths:
         raise ValueError(f"{source} holds no results.json: run compare or benchmark into it")
-    payloads = [_read_results(p) for p in paths]
+    payloads = [
+        _json_holding(
+            p,
+            ("methods",),
+            "is not a run's results as compare or benchmark writes them: run that dataset again "
+            "(benchmark --resume), or move the file out of the folder",
+        )
+        for p in paths
+    ]
     stamp, index = _stamp(payloads, f"the runs in {source}")
     several = "machines" in stamp
     records = [
