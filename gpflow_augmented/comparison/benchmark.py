@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from .options import RunOptions
-from .report import _cores
+from .report import machine_name, machines_of, measured_line
 
 __all__ = [
     "BINARY_TASKS",
@@ -499,9 +499,9 @@ def _against_peers_lines(ran: List[Tuple[str, Dict[str, Any]]]) -> List[str]:
 
 
 def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
-    """The report's first line: when and on what machine the results were measured (the
-    results' own record, which a re-written report keeps) and, unless re-read, the total time."""
-    from .report import machine_name, machines_of
+    """The report's first line, as a report over seeds stamps its own: when and on what machine
+    the results were measured (their own record, which a re-written report keeps); then the total
+    time unless re-read, and the datasets that ran on another machine."""
     from .runs import machine
 
     dates = sorted({payload["created"][:10] for payload in payloads if "created" in payload})
@@ -512,10 +512,10 @@ def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
         notes = ""
     except ValueError as error:
         found, index, notes = machines[:1], [0] * len(machines), f" Not comparable: {error}."
-    info = found[0]
     for i, other in enumerate(found[1:], start=1):
         datasets = ", ".join(d for (d, _), j in zip(named, index) if j == i)
         notes += f" {datasets} ran on {machine_name(other)}."
+        notes += f" Warning: {other['speed_warning']}." if "speed_warning" in other else ""
     when = (
         datetime.date.today().isoformat()
         if not dates
@@ -523,15 +523,8 @@ def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
         if len(dates) == 1
         else f"{dates[0]} to {dates[-1]}"
     )
-    speed = "" if info.get("probe_ms") is None else f", speed probe {info['probe_ms']:.1f} ms"
-    notes += "".join(f" Warning: {m['speed_warning']}." for m in found if "speed_warning" in m)
-    return (
-        f"Measured {when} on {info['processor']}, "
-        f"{_cores(info['cpu_count'])} ({info['platform']}; TensorFlow {info['tensorflow']}, "
-        f"GPflow {info['gpflow']}{speed})"
-        + ("." if options.report_only else f"; total {time.perf_counter() - started:.0f} s.")
-        + notes
-    )
+    total = "" if options.report_only else f" Total {time.perf_counter() - started:.0f} s."
+    return measured_line(when, found[0]) + total + notes
 
 
 def _budget(options: RunOptions) -> str:

@@ -751,6 +751,27 @@ def test_ctrl_c_while_tensorflow_traces_is_reported_as_an_interrupt(
     assert not (output / "seed-0" / "results.json").exists()
 
 
+def test_a_benchmarks_first_line_is_a_reports_stamp_and_names_datasets_run_elsewhere():
+    """benchmark.md opens with the line a report over seeds stamps, then the datasets that ran on
+    another machine; re-read (--report-only), it has no total time."""
+    from gpflow_augmented.comparison.options import RunOptions
+
+    here = {"processor": "cpu-a", "cpu_count": 2, "probe_ms": 8.0}
+    here.update({"tensorflow": "t", "gpflow": "g", "gpflow_augmented": "v"})
+    there = {**here, "processor": "cpu-b", "cpu_count": 1}
+    payloads = [
+        {"dataset": "d1", "created": "2026-01-02T03:04:05", "machine": here},
+        {"dataset": "d2", "created": "2026-01-03T03:04:05", "machine": there},
+    ]
+    line = benchmark._measured(RunOptions(report_only=True), 0.0, payloads)
+    assert line == (
+        "Measured 2026-01-02 to 2026-01-03 on cpu-a (speed probe 8.0 ms), 2 cores; "
+        "gpflow_augmented v, TensorFlow t, GPflow g. d2 ran on cpu-b, 1 core."
+    )
+    timed = benchmark._measured(RunOptions(), 0.0, payloads[:1])
+    assert re.fullmatch(r".*; gpflow_augmented v, TensorFlow t, GPflow g\. Total \d+ s\.", timed)
+
+
 def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, monkeypatch):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
@@ -799,7 +820,12 @@ def test_one_bad_dataset_does_not_sink_a_benchmark(tiny_npz, tmp_path, capsys, m
     (tmp_path / "bench" / "seed-0" / "benchmark.md").unlink()
     assert main(["benchmark", *options, "--report-only"]) == 1
     rewritten = (tmp_path / "bench" / "seed-0" / "benchmark.md").read_text()
-    assert rewritten.splitlines()[0].startswith("Measured 2025-01-02 on the-measuring-machine, ")
+    # The line a report over seeds stamps, without the total time when re-read.
+    assert re.fullmatch(
+        r"Measured 2025-01-02 on the-measuring-machine( \(speed probe [\d.]+ ms\))?, \d+ cores?; "
+        r"gpflow_augmented \S+, TensorFlow \S+, GPflow \S+\.",
+        rewritten.splitlines()[0],
+    )
     assert rewritten.splitlines()[1:] == report.splitlines()[1:]
     # On a folder with no results it says so, measuring nothing.
     empty = [*options[:-3], "--output", str(tmp_path / "nothing"), "--no-progress"]
