@@ -696,7 +696,9 @@ def test_ctrl_c_keeps_the_finished_methods_and_resume_completes_the_run(tiny_npz
     time.sleep(2)  # softmax is training now
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
-    assert process.returncode == 130, err[-2000:]
+    # All of standard error: on a loaded core the signal once landed in softmax's tracing and the
+    # tool exited with 1, and the last 2,000 characters held only the stack, not the error.
+    assert process.returncode == 130, err
     assert err.splitlines() == [
         f"gpflow-augmented: interrupted; the finished results are in "
         f"{output}/ (continue with --resume)"
