@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from .options import RunOptions
-from .report import machine_name, machines_of, measured_line
+from .report import date_span, machine_name, machines_of, measured_line
 
 __all__ = [
     "BINARY_TASKS",
@@ -516,13 +516,7 @@ def _measured(options: RunOptions, started: float, payloads: List[dict]) -> str:
         datasets = ", ".join(d for (d, _), j in zip(named, index) if j == i)
         notes += f" {datasets} ran on {machine_name(other)}."
         notes += f" Warning: {other['speed_warning']}." if "speed_warning" in other else ""
-    when = (
-        datetime.date.today().isoformat()
-        if not dates
-        else dates[0]
-        if len(dates) == 1
-        else f"{dates[0]} to {dates[-1]}"
-    )
+    when = date_span(dates or [datetime.date.today().isoformat()])
     total = "" if options.report_only else f" Total {time.perf_counter() - started:.0f} s."
     return measured_line(when, found[0]) + total + notes
 

@@ -227,9 +227,7 @@ def _stamp(payloads: Sequence[Mapping[str, Any]], where: str) -> Tuple[Dict[str,
     machines, index = machines_of(
         [p.get("machine", {}) for p in payloads], where, _timed(by_dataset)
     )
-    stamp = _settings_stamp(
-        dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}", by_dataset
-    )
+    stamp = _settings_stamp(date_span(dates), by_dataset)
     return _with_machines(stamp, machines), index
 
 
@@ -342,8 +340,7 @@ def _merged(parts: Sequence[Mapping[str, Any]], sources: Sequence[Path]) -> Dict
         [m for part in named for m in part], ", ".join(map(str, sources)), _timed(by_dataset)
     )
     dates = sorted(d for p in parts for d in _dates(p["stamp"]["measured"])) or ["an unknown date"]
-    measured = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
-    stamp = _with_machines(_settings_stamp(measured, by_dataset), machines)
+    stamp = _with_machines(_settings_stamp(date_span(dates), by_dataset), machines)
     records = [
         _indexed(r, index[offset + r.get("machine", 0)], len(machines) > 1)
         for p, offset in zip(parts, offsets)
@@ -572,6 +569,11 @@ def _settings_text(settings: Mapping[str, Any]) -> str:
 
 def _cores(count: Any) -> str:
     return "1 core" if count == 1 else f"{'?' if count is None else count} cores"
+
+
+def date_span(dates: Sequence[str]) -> str:
+    """ "DATE", or "FIRST to LAST", of sorted, non-empty ``dates``."""
+    return dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
 
 
 def machine_name(machine: Mapping[str, Any]) -> str:
