@@ -34,6 +34,7 @@ __all__ = [
     "summarise",
     "read_summaries",
     "measured_line",
+    "date_span",
     "one_machine",
     "machines_of",
     "machine_name",
