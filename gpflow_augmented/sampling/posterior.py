@@ -15,7 +15,7 @@ and the effective sample size summed over chains (``tfp.mcmc.effective_sample_si
 initial positive sequence).
 """
 
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -42,6 +42,10 @@ __all__ = [
 
 # Elements of the [chains, draws, N, inner points, C] tensor of one predictive chunk: ~80 MB.
 _PREDICTIVE_CHUNK_ELEMENTS = 10_000_000
+# Draws of the series one diagnostic block holds. The FFT behind the effective sample size needs
+# about 200 bytes a draw (measured: 4.9 GB for 1,000 draws of 20,800 series), so ~1 GB a block
+# instead of 13 GB for letter's 4 chains x 3,000 draws x 200 points x 26 classes at once.
+_DIAGNOSTIC_CHUNK_ELEMENTS = 5_000_000
 _EPS = np.finfo(np.float64).eps
 
 
@@ -72,9 +76,29 @@ def monte_carlo_standard_error(draws: np.ndarray) -> np.ndarray:
     return np.std(draws.reshape((-1,) + draws.shape[2:]), axis=0, ddof=1) / np.sqrt(ess)
 
 
-def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
+def _by_series_blocks(
+    statistic: Callable[[np.ndarray], np.ndarray], draws: np.ndarray
+) -> np.ndarray:
+    """``statistic`` of [chains, draws, ...] draws, computed a block of series (the trailing
+    axes, flattened) at a time: each series' statistic depends on that series alone, and the
+    whole at once can need many times the memory of the draws."""
     if draws.shape[0] < 2:
         raise ValueError("diagnostics across chains need at least 2 chains")
+    series_shape = draws.shape[2:]
+    flat = draws.reshape(draws.shape[:2] + (-1,))
+    per_series = flat.shape[0] * flat.shape[1]
+    step = max(1, _DIAGNOSTIC_CHUNK_ELEMENTS // per_series)
+    blocks = [
+        statistic(flat[:, :, start : start + step]) for start in range(0, flat.shape[2], step)
+    ]
+    return np.concatenate(blocks).reshape(series_shape)
+
+
+def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
+    return _by_series_blocks(_effective_sample_size_of_block, draws)
+
+
+def _effective_sample_size_of_block(draws: np.ndarray) -> np.ndarray:
     states = tf.constant(np.swapaxes(draws, 0, 1))  # tfp wants [draws, chains, ...]
     # tfp's FFT autocorrelation casts its complex result to real on purpose and logs a warning
     # each time; keep it off the user's console.
@@ -92,8 +116,10 @@ def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
 
 
 def _split_rhat(draws: np.ndarray) -> np.ndarray:
-    if draws.shape[0] < 2:
-        raise ValueError("diagnostics across chains need at least 2 chains")
+    return _by_series_blocks(_split_rhat_of_block, draws)
+
+
+def _split_rhat_of_block(draws: np.ndarray) -> np.ndarray:
     states = tf.constant(np.swapaxes(draws, 0, 1))
     return tfp.mcmc.potential_scale_reduction(
         states, independent_chain_ndims=1, split_chains=True

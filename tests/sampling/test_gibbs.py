@@ -429,3 +429,41 @@ def test_predictions_have_gpflow_shapes_and_chunk_consistently(monkeypatch):
     chunked_mean, chunked_variance = samples.predict_f(data[0])
     np.testing.assert_allclose(chunked_mean, mean)
     np.testing.assert_allclose(chunked_variance, variance)
+
+
+def test_diagnostics_in_blocks_of_series_equal_tfps_over_all_at_once(monkeypatch):
+    """Split R-hat and ESS are per series, so blocks of series (bounded memory: the FFT behind ESS
+    needs ~200 bytes a draw) must give tfp's answer over the whole array, in the array's order."""
+    import tensorflow as tf
+    import tensorflow_probability as tfp
+
+    from gpflow_augmented.sampling import posterior
+
+    rng = np.random.default_rng(3)
+    # [3 chains, 40 draws, 5, 7]: AR(1) series with a different mixing and offset each, so that a
+    # series put in another's place changes the answer
+    phi = rng.uniform(0.0, 0.9, size=(5, 7))
+    draws = np.empty((3, 40, 5, 7))
+    draws[:, 0] = rng.standard_normal((3, 5, 7))
+    for t in range(1, 40):
+        draws[:, t] = phi * draws[:, t - 1] + rng.standard_normal((3, 5, 7))
+    draws += rng.uniform(-0.5, 0.5, size=(3, 1, 5, 7))
+    states = tf.constant(np.swapaxes(draws, 0, 1))
+    ess = tfp.mcmc.effective_sample_size(
+        states, cross_chain_dims=1, filter_beyond_positive_pairs=True
+    ).numpy()
+    rhat = tfp.mcmc.potential_scale_reduction(
+        states, independent_chain_ndims=1, split_chains=True
+    ).numpy()
+    blocks = []
+    original = posterior._split_rhat_of_block
+
+    def counted(block):
+        blocks.append(block.shape[2])
+        return original(block)
+
+    monkeypatch.setattr(posterior, "_DIAGNOSTIC_CHUNK_ELEMENTS", 3 * 40 * 4)
+    monkeypatch.setattr(posterior, "_split_rhat_of_block", counted)
+    np.testing.assert_allclose(posterior._effective_sample_size(draws), ess, rtol=1e-12)
+    np.testing.assert_allclose(posterior._split_rhat(draws), rhat, rtol=1e-12)
+    assert blocks == [4] * 8 + [3]  # 35 series, 4 a block
