@@ -91,7 +91,7 @@ def _by_series_blocks(
     blocks = [
         statistic(flat[:, :, start : start + step]) for start in range(0, flat.shape[2], step)
     ]
-    return np.concatenate(blocks).reshape(series_shape)
+    return np.concatenate(blocks or [np.empty(0, flat.dtype)]).reshape(series_shape)
 
 
 def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
