@@ -467,3 +467,4 @@ def test_diagnostics_in_blocks_of_series_equal_tfps_over_all_at_once(monkeypatch
     np.testing.assert_allclose(posterior._effective_sample_size(draws), ess, rtol=1e-12)
     np.testing.assert_allclose(posterior._split_rhat(draws), rhat, rtol=1e-12)
     assert blocks == [4] * 8 + [3]  # 35 series, 4 a block
+    assert posterior._effective_sample_size(draws[:, :, :0]).shape == (0, 7)  # as tfp's
