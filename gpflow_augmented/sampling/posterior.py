@@ -76,54 +76,50 @@ def monte_carlo_standard_error(draws: np.ndarray) -> np.ndarray:
     return np.std(draws.reshape((-1,) + draws.shape[2:]), axis=0, ddof=1) / np.sqrt(ess)
 
 
-def _by_series_blocks(
-    statistic: Callable[[np.ndarray], np.ndarray], draws: np.ndarray
-) -> np.ndarray:
+def _by_series_blocks(statistic: Callable[[tf.Tensor], tf.Tensor], draws: np.ndarray) -> np.ndarray:
     """``statistic`` of [chains, draws, ...] draws, computed a block of series (the trailing
-    axes, flattened) at a time: each series' statistic depends on that series alone, and the
-    whole at once can need many times the memory of the draws."""
+    axes, flattened) at a time and handed to it as tfp lays out states, [draws, chains, series]:
+    each series' statistic depends on that series alone, and the whole at once can need many
+    times the memory of the draws."""
     if draws.shape[0] < 2:
         raise ValueError("diagnostics across chains need at least 2 chains")
     series_shape = draws.shape[2:]
-    flat = draws.reshape(draws.shape[:2] + (-1,))
+    flat = np.swapaxes(draws.reshape(draws.shape[:2] + (-1,)), 0, 1)
     per_series = flat.shape[0] * flat.shape[1]
     step = max(1, _DIAGNOSTIC_CHUNK_ELEMENTS // per_series)
     blocks = [
-        statistic(flat[:, :, start : start + step]) for start in range(0, flat.shape[2], step)
+        statistic(tf.constant(flat[:, :, start : start + step])).numpy()
+        for start in range(0, flat.shape[2], step)
     ]
     return np.concatenate(blocks or [np.empty(0, flat.dtype)]).reshape(series_shape)
 
 
 def _effective_sample_size(draws: np.ndarray) -> np.ndarray:
-    return _by_series_blocks(_effective_sample_size_of_block, draws)
-
-
-def _effective_sample_size_of_block(draws: np.ndarray) -> np.ndarray:
-    states = tf.constant(np.swapaxes(draws, 0, 1))  # tfp wants [draws, chains, ...]
     # tfp's FFT autocorrelation casts its complex result to real on purpose and logs a warning
     # each time; keep it off the user's console.
     logger = tf.get_logger()
     level = logger.level
     logger.setLevel("ERROR")
     try:
-        # Geyer's initial positive sequence (as Stan): the default cut at the first negative
-        # autocorrelation reports exactly N for antithetic chains such as NUTS often gives.
-        return tfp.mcmc.effective_sample_size(
-            states, cross_chain_dims=1, filter_beyond_positive_pairs=True
-        ).numpy()
+        return _by_series_blocks(_effective_sample_size_of_block, draws)
     finally:
         logger.setLevel(level)
+
+
+def _effective_sample_size_of_block(states: tf.Tensor) -> tf.Tensor:
+    # Geyer's initial positive sequence (as Stan): the default cut at the first negative
+    # autocorrelation reports exactly N for antithetic chains such as NUTS often gives.
+    return tfp.mcmc.effective_sample_size(
+        states, cross_chain_dims=1, filter_beyond_positive_pairs=True
+    )
 
 
 def _split_rhat(draws: np.ndarray) -> np.ndarray:
     return _by_series_blocks(_split_rhat_of_block, draws)
 
 
-def _split_rhat_of_block(draws: np.ndarray) -> np.ndarray:
-    states = tf.constant(np.swapaxes(draws, 0, 1))
-    return tfp.mcmc.potential_scale_reduction(
-        states, independent_chain_ndims=1, split_chains=True
-    ).numpy()
+def _split_rhat_of_block(states: tf.Tensor) -> tf.Tensor:
+    return tfp.mcmc.potential_scale_reduction(states, independent_chain_ndims=1, split_chains=True)
 
 
 class PosteriorSamples:
