@@ -148,3 +148,23 @@ def ctrl_c_while_tracing(monkeypatch):
 
     monkeypatch.setattr(func_graph.FuncGraph, "_create_op_internal", interrupted)
     yield created
+
+
+@pytest.fixture
+def ctrl_c_replaced_by_an_error():
+    """A function that sends this process SIGINT, lets the KeyboardInterrupt be swallowed, then
+    raises an unrelated error with no trace of it (no cause, no context): Ctrl-C as it may leave
+    TensorFlow. Python's own SIGINT handler is in place for the test (a test runner's worker may
+    have another)."""
+    import signal
+
+    def replaced(message: str = "an error in the interrupt's place") -> None:
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass
+        raise RuntimeError(message)
+
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield replaced
+    signal.signal(signal.SIGINT, saved)

@@ -17,6 +17,7 @@ import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.keras import tf_keras
 
+from ._interrupts import noting_interrupts, raised_by_interrupt
 from ._quiet import without_failed_step_warnings
 from .cavi import CAVI
 from .certificate import BoundCertificate, bound_certificate
@@ -393,22 +394,6 @@ class FitResult(NamedTuple):
     report: Optional[TrainingReport] = None
 
 
-def raised_by_interrupt(error: Optional[BaseException]) -> bool:
-    """Whether ``error`` is Ctrl-C, or what Ctrl-C became on its way out.
-
-    A ``KeyboardInterrupt`` that lands while TensorFlow traces a function can leave its internal
-    context stack unbalanced; the ``__exit__`` that finds it so raises ``AssertionError
-    ('Concurrent access?')`` in the interrupt's place, with the interrupt as its context.
-    """
-    seen = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, KeyboardInterrupt):
-            return True
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return False
-
-
 def minibatches(
     X: np.ndarray, Y: np.ndarray, batch_size: int, seed: int, skip: int = 0
 ) -> tf.data.Dataset:
@@ -601,28 +586,29 @@ def _steps(
 
         steps = tqdm(steps, desc=f"CAVI {type(model).__name__}", leave=False)
     elbos = []
-    try:
-        for _ in steps:
-            elbo = trainer.step(next(stream))
-            elbos.append(elbo)
-            if callback is not None:
-                callback(int(trainer.iteration.numpy()), model=model, elbo=elbo)
-            if stop_rule is not None and stop_rule.update(model):
-                return np.array([float(e) for e in elbos]), True
-    except BaseException as error:
-        if not raised_by_interrupt(error):
-            raise
-        # Ctrl-C between or during steps: a step assigns all or nothing, so the model holds the
-        # last finished step. What was trained travels with the exception; fit(...,
-        # trainer=interrupt.fit_result.trainer) continues the same stream.
-        interrupt = error if isinstance(error, KeyboardInterrupt) else KeyboardInterrupt()
-        values = np.array([float(e) for e in elbos])
-        interrupt.fit_result = FitResult(  # type: ignore[attr-defined]
-            trainer, values, False, None, training_report(trainer, counts_before, values)
-        )
-        if interrupt is error:
-            raise
-        raise interrupt from error
+    with noting_interrupts():
+        try:
+            for _ in steps:
+                elbo = trainer.step(next(stream))
+                elbos.append(elbo)
+                if callback is not None:
+                    callback(int(trainer.iteration.numpy()), model=model, elbo=elbo)
+                if stop_rule is not None and stop_rule.update(model):
+                    return np.array([float(e) for e in elbos]), True
+        except BaseException as error:
+            if not raised_by_interrupt(error):
+                raise
+            # Ctrl-C between or during steps: a step assigns all or nothing, so the model holds the
+            # last finished step. What was trained travels with the exception; fit(...,
+            # trainer=interrupt.fit_result.trainer) continues the same stream.
+            interrupt = error if isinstance(error, KeyboardInterrupt) else KeyboardInterrupt()
+            values = np.array([float(e) for e in elbos])
+            interrupt.fit_result = FitResult(  # type: ignore[attr-defined]
+                trainer, values, False, None, training_report(trainer, counts_before, values)
+            )
+            if interrupt is error:
+                raise
+            raise interrupt from error
     return np.array([float(e) for e in elbos]), False
 
 

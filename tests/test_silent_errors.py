@@ -450,6 +450,61 @@ def test_ctrl_c_disguised_by_autograph_in_a_callback_is_still_ctrl_c(
     assert int(result.trainer.iteration) == 1 and len(result.elbo) == 1
 
 
+def test_ctrl_c_that_comes_out_as_another_error_is_still_ctrl_c(ctrl_c_replaced_by_an_error):
+    """Ctrl-C can leave TensorFlow as an unrelated error that keeps no trace of the interrupt (CI
+    met one: exit code 1 and a traceback); fit knows it by the signal, and hands back what was
+    trained as a KeyboardInterrupt. Python's own SIGINT handler is back in place afterwards."""
+    import signal
+
+    model, (X, Y) = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
+
+    def interrupt_at_step_2(step, **_):
+        if step == 2:
+            ctrl_c_replaced_by_an_error()
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        ga.fit(
+            model, (X, Y), iterations=5, batch_size=10, callback=interrupt_at_step_2, progress=False
+        )
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    assert caught.value.__cause__.__context__ is None  # no KeyboardInterrupt left in the chain
+    assert int(caught.value.fit_result.trainer.iteration) == 2
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # the next fit starts afresh: an error without Ctrl-C is that error
+    with pytest.raises(RuntimeError, match="the user's own"):
+        ga.fit(
+            model,
+            (X, Y),
+            iterations=2,
+            batch_size=10,
+            callback=lambda step, **_: (_ for _ in ()).throw(RuntimeError("the user's own")),
+            progress=False,
+        )
+
+
+def test_a_sigint_handler_of_the_users_is_left_alone_by_fit(ctrl_c_replaced_by_an_error):
+    import signal
+
+    model, (X, Y) = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
+    received = []
+
+    def users_handler(signum, frame):
+        received.append(signum)
+
+    signal.signal(signal.SIGINT, users_handler)
+    seen = []
+    ga.fit(
+        model,
+        (X, Y),
+        iterations=2,
+        batch_size=10,
+        callback=lambda step, **_: seen.append(signal.getsignal(signal.SIGINT)),
+        progress=False,
+    )
+    assert seen == [users_handler, users_handler]
+    assert signal.getsignal(signal.SIGINT) is users_handler
+
+
 def test_an_assertion_that_is_not_ctrl_c_passes_through_fit():
     model, (X, Y) = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
 

@@ -262,19 +262,20 @@ def _compare(send: Any, dataset: Any, options: RunOptions, folder: Path) -> None
     """:func:`_compare_apart`'s work in its process: sends ``None``, or why the dataset could not
     run (the errors a dataset is skipped for); what the run returns (models) stays here."""
     from .runs import run_comparison
-    from ..training import raised_by_interrupt
+    from .._interrupts import noting_interrupts, raised_by_interrupt
     from ..validation import InvalidDataError, NumericalError
 
     _end_with_parent()
-    try:
-        run_comparison(dataset, options, folder, tensorboard=False)
-    except (InvalidDataError, NumericalError, ValueError) as error:
-        send.send(str(error))
-        return
-    except BaseException as error:
-        if raised_by_interrupt(error):  # the benchmark reports the interruption, in one line
-            raise SystemExit(130) from None
-        raise
+    with noting_interrupts():
+        try:
+            run_comparison(dataset, options, folder, tensorboard=False)
+        except BaseException as error:
+            if raised_by_interrupt(error):  # the benchmark reports the interruption, in one line
+                raise SystemExit(130) from None
+            if not isinstance(error, (InvalidDataError, NumericalError, ValueError)):
+                raise
+            send.send(str(error))
+            return
     send.send(None)
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, cast
 
-from ..training import raised_by_interrupt
+from .._interrupts import noting_interrupts, raised_by_interrupt
 
 __all__ = ["main"]
 from .arguments import COMMANDS, build_parser
@@ -189,15 +189,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # --help, or a bad option already reported in one line
         return int(stop.code or 0)
-    try:
-        return _run(args)
-    except _ReportedInterrupt:
-        return 130
-    except BaseException as error:
-        if not raised_by_interrupt(error):
-            raise
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    with noting_interrupts():
+        try:
+            return _run(args)
+        except _ReportedInterrupt:
+            return 130
+        except BaseException as error:
+            if not raised_by_interrupt(error):
+                raise
+            print(f"{PROG}: interrupted", file=sys.stderr)
+            return 130
 
 
 @contextlib.contextmanager

@@ -753,6 +753,23 @@ def test_ctrl_c_while_tensorflow_traces_is_reported_as_an_interrupt(
     assert not (output / "seed-0" / "results.json").exists()
 
 
+def test_ctrl_c_that_comes_out_as_another_error_is_reported_as_an_interrupt(
+    tiny_npz, tmp_path, capsys, monkeypatch, ctrl_c_replaced_by_an_error
+):
+    # An error that keeps no trace of the interrupt (CI met one: exit code 1): the tool knows it
+    # by the signal.
+    from gpflow_augmented.comparison import cli
+
+    monkeypatch.setattr(cli, "run_comparison", lambda *_, **__: ctrl_c_replaced_by_an_error())
+    output = tmp_path / "o"
+    command = ["compare", str(tiny_npz), "--methods", "softmax", "--output", str(output)]
+    assert main([*command, "--no-progress", "--no-tensorboard"]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"gpflow-augmented: interrupted; the finished results are in {output}/ "
+        "(continue with --resume)"
+    )
+
+
 def test_a_benchmarks_first_line_is_a_reports_stamp_and_names_datasets_run_elsewhere():
     """benchmark.md opens with the line a report over seeds stamps, then the datasets that ran on
     another machine; re-read (--report-only), it has no total time."""
