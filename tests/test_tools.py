@@ -124,12 +124,16 @@ def test_the_default_settings_are_chosen_on_validation_splits(tmp_path):
         "vehicle",
         "--methods",
         "lsm",
+        "--kernels",
+        "shared,isotropic",
         "--time-budget",
         1,
         "--output",
         tmp_path / "v.json",
     )
-    assert "vehicle" in out and (tmp_path / "v.json").exists()
+    assert "vehicle" in out
+    ard, isotropic = json.loads((tmp_path / "v.json").read_text())
+    assert len(ard["lengthscales"]) == 18 and len(isotropic["lengthscales"]) == 1
 
 
 def test_the_averaging_table_scores_the_iterate_and_each_eta():

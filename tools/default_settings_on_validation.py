@@ -1,6 +1,6 @@
 """Choose a method's default settings (positive bijector, Adam's learning rate, the exact-bound
-methods' warm-start length, a kernel shared by the classes or one per class) on validation splits,
-never on test data.
+methods' warm-start length, a kernel shared by the classes or one per class, ARD lengthscales or one
+shared by the inputs) on validation splits, never on test data.
 
 For each dataset and seed, the validation split ``tuning.validation_split`` carves from the training
 data (the one ``--tune`` uses), and each method at its other defaults (M = 100, B = 200) once per
@@ -19,9 +19,11 @@ import itertools
 import json
 import time
 
+import gpflow
 import numpy as np
 
-from gpflow_augmented.comparison import baselines, compare
+from gpflow_augmented import median_lengthscale
+from gpflow_augmented.comparison import baselines, compare, protocol
 from gpflow_augmented.comparison.tuning import validation_split
 from gpflow_augmented.datasets import load_dataset
 
@@ -47,7 +49,8 @@ def main() -> None:
     parser.add_argument(
         "--kernels",
         default="shared",
-        help="comma-separated: 'shared' (one kernel for all classes), 'per-class' (one a class)",
+        help="comma-separated: 'shared' (one kernel for all classes), 'per-class' (one a class), "
+        "'isotropic' (one kernel for all classes with one lengthscale for all inputs, not ARD)",
     )
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--time-budget", type=float, default=40.0)
@@ -84,6 +87,10 @@ def main() -> None:
                 }
                 # build_method reads the module constant, so every run is built as compare builds it
                 baselines.EXACT_WARM_START = setting["warm_start"]
+                # the one kernel every method starts from, as compare builds it, but isotropic
+                protocol.initial_kernel = (
+                    _isotropic_kernel if setting["kernels"] == "isotropic" else _ard_kernel
+                )
                 result = compare(
                     split,
                     [method],
@@ -96,6 +103,7 @@ def main() -> None:
                     progress=False,
                 )
                 final = result.methods[0].final_metrics
+                lengthscales = _lengthscales(result.methods[0].method.model.kernel)
                 rows.append(
                     {
                         "dataset": name,
@@ -109,12 +117,15 @@ def main() -> None:
                         "iterations": result.methods[0].iterations,
                         "confidence": float(result.methods[0].probabilities.max(axis=1).mean()),
                         "accuracy": 1.0 - final["error"],
+                        "kernel_variance": _variance(result.methods[0].method.model.kernel),
+                        "lengthscales": lengthscales.tolist(),
                     }
                 )
                 print(
                     f"{name} seed {seed} {method} {_label(setting)}: "
                     f"validation error {final['error']:.4f} "
                     f"NLL {final['nll']:.4f} confidence {rows[-1]['confidence']:.3f} "
+                    f"lengthscales {np.min(lengthscales):.3g}..{np.max(lengthscales):.3g} "
                     f"({result.methods[0].iterations} iterations, "
                     f"{time.time() - started:.0f} s)",
                     flush=True,
@@ -154,6 +165,64 @@ def main() -> None:
                 f"{method} {_label(setting)}: lowest on {won} of {len(names)}, "
                 f"geometric-mean NLL {ratio:.3f} x {_label(settings[0])}'s"
             )
+
+
+_ard_kernel = protocol.initial_kernel
+
+
+def _isotropic_kernel(X: np.ndarray) -> gpflow.kernels.SquaredExponential:
+    """The comparison's starting kernel (variance 1, the median distance), one lengthscale."""
+    return gpflow.kernels.SquaredExponential(variance=1.0, lengthscales=median_lengthscale(X))
+
+
+def _kernels(kernel):
+    return getattr(kernel, "kernels", [kernel])
+
+
+def _lengthscales(kernel) -> np.ndarray:
+    return np.concatenate([np.atleast_1d(k.lengthscales.numpy()) for k in _kernels(kernel)])
+
+
+def _variance(kernel) -> float:
+    return float(np.mean([k.variance.numpy() for k in _kernels(kernel)]))
+
+
+def settings_table(rows) -> str:
+    """A markdown table of the runs ``rows`` (this tool's ``--output``): per dataset and method,
+    each setting's validation NLL (the mean over seeds), as a ratio to the method's first setting,
+    mean confidence / accuracy, steps, and the lengthscales' range at the end."""
+    lines = [
+        "| dataset | method | kernel | bijector | learning rate | seeds | NLL | ÷ first "
+        "| confidence / accuracy | steps | lengthscales |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    groups: dict = {}
+    for row in rows:
+        key = (row["dataset"], row["method"])
+        groups.setdefault(key, {}).setdefault(row["setting"], []).append(row)
+    for (dataset, method), settings in groups.items():
+        first = None
+        for runs in settings.values():
+            nll = float(np.mean([r["nll"] for r in runs]))
+            first = nll if first is None else first
+            spans = [r["lengthscales"] for r in runs if "lengthscales" in r]
+            span = (
+                f"{_short(min(map(min, spans)))}–{_short(max(map(max, spans)))}"
+                if spans and max(map(len, spans)) > 1
+                else (_short(spans[0][0]) if spans else "-")
+            )
+            lines.append(
+                f"| {dataset} | {method} | {runs[0]['kernels']} | {runs[0]['positive_bijector']} "
+                f"| {runs[0]['learning_rate']:g} | {len(runs)} | {nll:.4f} | {nll / first:.3f} "
+                f"| {np.mean([r['confidence'] for r in runs]):.3f} / "
+                f"{np.mean([r['accuracy'] for r in runs]):.3f} "
+                f"| {np.mean([r['iterations'] for r in runs]):.0f} | {span} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _short(value: float) -> str:
+    return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
 
 
 def _label(setting) -> str:

@@ -4,7 +4,8 @@ A generated table sits between two markers, which name the committed summaries a
 section (``gpflow-augmented report SUMMARIES --section NAME`` prints the same), or a study's
 results and ``matched``, ``exact``, ``confidence``, ``large_data`` or ``stability`` (the tables
 ``python -m benchmarks matched``, ``confidence``, ``large-data`` and ``stability`` write; a study
-run as several commands names each one's results, with commas between them)::
+run as several commands names each one's results, with commas between them), or ``settings``, the
+runs ``tools/default_settings_on_validation.py`` writes::
 
     <!-- report: docs/results/kddcup-20s/summaries.json nll -->
     | dataset | seeds | lsm | softmax |
@@ -25,6 +26,7 @@ from gpflow_augmented.comparison.report import report_section
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the studies' package, benchmarks/, beside this folder
+sys.path.insert(0, str(ROOT / "tools"))  # the tools beside this one, as a script run here sees them
 BLOCK = re.compile(
     r"(<!-- report: (?P<source>\S+) (?P<section>\w+) -->\n)(?P<table>.*?)(<!-- end report -->)",
     re.DOTALL,
@@ -44,6 +46,7 @@ def _results(source: str, root: Path) -> dict:
     """One results file, or a study's files named with commas between them (its runs, one a
     command), their rows one after another."""
     parts = [json.loads((root / path).read_text()) for path in source.split(",")]
+    parts = [{"rows": part} if isinstance(part, list) else part for part in parts]
     if len(parts) == 1:
         return parts[0]
     return {"rows": [row for part in parts for row in part["rows"]]}
@@ -66,6 +69,10 @@ def _table(results: dict, section: str) -> str:
         from benchmarks.stability import stability_table
 
         return stability_table(results["cells"])
+    if section == "settings":
+        from default_settings_on_validation import settings_table
+
+        return settings_table(results["rows"])
     if section == "large_data":
         from benchmarks.large_data import large_data_report
 
