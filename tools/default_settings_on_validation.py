@@ -201,15 +201,16 @@ def settings_table(rows) -> str:
         key = (row["dataset"], row["method"])
         groups.setdefault(key, {}).setdefault(row["setting"], []).append(row)
     for (dataset, method), settings in groups.items():
-        first = None
+        first = np.mean([r["nll"] for r in next(iter(settings.values()))])
         for runs in settings.values():
             nll = float(np.mean([r["nll"] for r in runs]))
-            first = nll if first is None else first
-            spans = [r["lengthscales"] for r in runs if "lengthscales" in r]
+            values = [x for r in runs for x in r.get("lengthscales", [])]
             span = (
-                f"{_short(min(map(min, spans)))}–{_short(max(map(max, spans)))}"
-                if spans and max(map(len, spans)) > 1
-                else (_short(spans[0][0]) if spans else "-")
+                "-"
+                if not values
+                else _short(min(values))
+                if min(values) == max(values)
+                else f"{_short(min(values))}–{_short(max(values))}"
             )
             lines.append(
                 f"| {dataset} | {method} | {runs[0]['kernels']} | {runs[0]['positive_bijector']} "
