@@ -482,6 +482,42 @@ def test_ctrl_c_that_comes_out_as_another_error_is_still_ctrl_c(ctrl_c_replaced_
         )
 
 
+def test_ctrl_c_noted_in_the_main_thread_is_not_another_threads_error():
+    """SIGINT reaches only the main thread: once it is noted there, a fit in a worker thread that
+    fails on its own error raises that error, not a KeyboardInterrupt with a FitResult."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from gpflow_augmented._interrupts import noting_interrupts
+
+    model, (X, Y) = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
+    raised: list = []
+
+    def worker():
+        try:
+            ga.fit(
+                model,
+                (X, Y),
+                iterations=2,
+                batch_size=10,
+                callback=lambda step, **_: (_ for _ in ()).throw(RuntimeError("the worker's own")),
+                progress=False,
+            )
+        except BaseException as error:  # noqa: BLE001 -- the test reads what the thread raised
+            raised.append(error)
+
+    with noting_interrupts():
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1.0)  # the handler runs between bytecodes; this only bounds the wait
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+    assert len(raised) == 1 and type(raised[0]) is RuntimeError, raised
+
+
 def test_a_sigint_handler_of_the_users_is_left_alone_by_fit(ctrl_c_replaced_by_an_error):
     import signal
 
