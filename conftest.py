@@ -151,11 +151,21 @@ def ctrl_c_while_tracing(monkeypatch):
 
 
 @pytest.fixture
-def ctrl_c_replaced_by_an_error():
+def python_sigint_handler():
+    """Python's own SIGINT handler in place for the test, as at a terminal: a shell's background job
+    (`.ci/run &`) inherits SIGINT ignored, and a test runner's worker may have another handler."""
+    import signal
+
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, saved)
+
+
+@pytest.fixture
+def ctrl_c_replaced_by_an_error(python_sigint_handler):
     """A function that sends this process SIGINT, lets the KeyboardInterrupt be swallowed, then
     raises an unrelated error with no trace of it (no cause, no context): Ctrl-C as it may leave
-    TensorFlow. Python's own SIGINT handler is in place for the test (a test runner's worker may
-    have another)."""
+    TensorFlow, with Python's own SIGINT handler in place."""
     import signal
 
     def replaced(message: str = "an error in the interrupt's place") -> None:
@@ -165,6 +175,4 @@ def ctrl_c_replaced_by_an_error():
             pass
         raise RuntimeError(message)
 
-    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield replaced
-    signal.signal(signal.SIGINT, saved)
+    return replaced
