@@ -518,7 +518,7 @@ def test_ctrl_c_noted_in_the_main_thread_is_not_another_threads_error(python_sig
     assert len(raised) == 1 and type(raised[0]) is RuntimeError, raised
 
 
-def test_a_sigint_handler_of_the_users_is_left_alone_by_fit(ctrl_c_replaced_by_an_error):
+def test_a_sigint_handler_of_the_users_is_left_alone_by_fit(python_sigint_handler):
     import signal
 
     model, (X, Y) = make_problem(40, 3, num_inducing=5, seed=0, scheme="exact")
