@@ -18,7 +18,6 @@ from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 from check_shapes import check_shapes, inherit_check_shapes
 from gpflow.base import MeanAndVariance, Parameter, TensorType
 from gpflow.config import default_float
@@ -41,8 +40,59 @@ _LOG_2PI = np.log(2.0 * np.pi)
 
 
 def log_ndtr(x: tf.Tensor) -> tf.Tensor:
-    """log Φ(x), accurate where Φ(x) underflows (TFP's asymptotic series)."""
-    return tfp.distributions.Normal(tf.zeros([], x.dtype), tf.ones([], x.dtype)).log_cdf(x)
+    """log Φ(x), accurate where Φ(x) underflows: one ``erfc`` above the lower tail (``log1p`` of
+    the upper tail's mass for x ≥ 0, ``log`` of the mass below x < 0), the asymptotic series
+    below it (Abramowitz & Stegun 26.2.12, to 945 / x¹⁰). TFP's ``log_cdf`` evaluates the normal CDF
+    twice an element and a series of three terms; this is the predictive integral's inner loop,
+    [N, C, C, J] elements."""
+    x = tf.convert_to_tensor(x)
+    # Where erfc is still far from underflow and the series' next term is below 3e-12 (float64)
+    # or 1e-8 (float32) of the value.
+    lower = tf.constant(-20.0 if x.dtype == tf.float64 else -10.0, x.dtype)
+    middle = tf.maximum(x, lower)
+    upper = middle >= 0.0
+    # The sign is a constant to the gradient, so x = 0 takes the x ≥ 0 form's derivative.
+    sign = tf.where(upper, tf.ones_like(middle), -tf.ones_like(middle))
+    tail = 0.5 * tf.math.erfc(sign * middle * np.sqrt(0.5))  # Φ(−|x|)
+    # The unused branch's log must stay finite: tail underflows to 0 for x ≫ 0, and a where's
+    # zero gradient times an infinite one is NaN.
+    tiny = np.finfo(x.dtype.as_numpy_dtype).tiny
+    log_middle = tf.where(upper, tf.math.log1p(-tail), tf.math.log(tf.maximum(tail, tiny)))
+    low = tf.minimum(x, lower)
+    r = 1.0 / tf.square(low)
+    series = 1.0 - r * (1.0 - 3.0 * r * (1.0 - 5.0 * r * (1.0 - 7.0 * r * (1.0 - 9.0 * r))))
+    log_low = -0.5 * tf.square(low) - 0.5 * _LOG_2PI + tf.math.log(series / -low)
+    return tf.where(x > lower, log_middle, log_low)
+
+
+def _log_arg_max_integral(mean: tf.Tensor, variance: tf.Tensor, num_hermite: int) -> tf.Tensor:
+    """log ∫ N(f; m_k, V_k) Π_{c≠k} Φ((f − m_c)/√V_c) df [N, K] by Gauss–Hermite in f."""
+    dtype = mean.dtype
+    nodes, weights = np.polynomial.hermite.hermgauss(num_hermite)
+    nodes, log_weights = tf.constant(nodes, dtype), tf.constant(np.log(weights), dtype)
+    # f at each node for each candidate class k: [N, K, J].
+    f = mean[:, :, None] + tf.sqrt(2.0 * variance)[:, :, None] * nodes
+    # Φ((f − m_c)/√V_c) for every c: [N, K, C, J]; the c = k terms are left out.
+    z = (f[:, :, None, :] - mean[:, None, :, None]) / tf.sqrt(variance)[:, None, :, None]
+    not_k = (1.0 - tf.eye(mean.shape[-1], dtype=dtype))[None, :, :, None]
+    log_product = tf.reduce_sum(not_k * log_ndtr(z), axis=2)  # [N, K, J]
+    return tf.reduce_logsumexp(log_product + log_weights, axis=-1) - 0.5 * np.log(np.pi)
+
+
+# XLA fuses the [N, K, C, J] chain into one loop that never stores that tensor, which op by op
+# is most of a many-class evaluation's time. One trace a shape, as the step's quadrature
+# (likelihoods/expectation.py); an eager call small enough to cost less than the compile is
+# evaluated op by op.
+_fused_log_arg_max_integral = tf.function(_log_arg_max_integral, jit_compile=True, autograph=False)
+_EAGER_UNFUSED_LIMIT = 2**21
+
+
+def _log_arg_max_probabilities(mean: tf.Tensor, variance: tf.Tensor, num_hermite: int) -> tf.Tensor:
+    if tf.executing_eagerly():
+        num_points, num_classes = mean.shape
+        if num_points * num_classes**2 * num_hermite <= _EAGER_UNFUSED_LIMIT:
+            return _log_arg_max_integral(mean, variance, num_hermite)
+    return _fused_log_arg_max_integral(mean, variance, num_hermite)
 
 
 class FactorSites(NamedTuple):
@@ -175,17 +225,8 @@ class ArgMaxLikelihood(Likelihood):
         uniform 1/C by the outlier rate ε."""
         Fmu = tf.convert_to_tensor(Fmu)
         dtype = Fmu.dtype
-        nodes, weights = np.polynomial.hermite.hermgauss(self.num_hermite)
-        nodes, log_weights = tf.constant(nodes, dtype), tf.constant(np.log(weights), dtype)
         variance = tf.convert_to_tensor(Fvar) + self.latent_noise(dtype)  # [N, C]
-        # f at each node for each candidate class k: [N, K, J].
-        f = Fmu[:, :, None] + tf.sqrt(2.0 * variance)[:, :, None] * nodes
-        # Φ((f − m_c)/√V_c) for every c: [N, K, C, J]; the c = k terms are left out.
-        z = (f[:, :, None, :] - Fmu[:, None, :, None]) / tf.sqrt(variance)[:, None, :, None]
-        num_classes = Fmu.shape[-1]
-        not_k = (1.0 - tf.eye(num_classes, dtype=dtype))[None, :, :, None]
-        log_product = tf.reduce_sum(not_k * log_ndtr(z), axis=2)  # [N, K, J]
-        log_p = tf.reduce_logsumexp(log_product + log_weights, axis=-1) - 0.5 * np.log(np.pi)
+        log_p = _log_arg_max_probabilities(Fmu, variance, self.num_hermite)
         rate = self._outlier_rate(dtype)
         if rate is None:
             return log_p
@@ -193,7 +234,7 @@ class ArgMaxLikelihood(Likelihood):
             tf.stack(
                 [
                     tf.math.log1p(-rate) + log_p,
-                    tf.broadcast_to(tf.math.log(rate) - np.log(num_classes), tf.shape(log_p)),
+                    tf.broadcast_to(tf.math.log(rate) - np.log(self.num_classes), tf.shape(log_p)),
                 ]
             ),
             0,
