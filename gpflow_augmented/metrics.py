@@ -21,6 +21,8 @@ import tensorflow as tf
 from gpflow.config import default_float
 from gpflow.models import GPModel
 
+from ._quiet import without_failed_step_warnings
+
 __all__ = [
     "Evaluator",
     "ReliabilityCurve",
@@ -172,18 +174,21 @@ class Evaluator:
         # one function's, and warns of retracing when a second shape doubles them.)
         size = min(self.chunk_size, len(self.X))
         probabilities, log_density = [], []
-        for start in range(0, len(self.X), size):
-            rows = min(size, len(self.X) - start)
-            padding = np.arange(size - rows)
-            p, lp = predict(
-                np.concatenate([self.X[start : start + rows], self.X[padding]]),
-                np.concatenate([self.Y[start : start + rows], self.Y[padding]]),
-            )
-            p, lp = p.numpy()[:rows], lp.numpy()[:rows]
-            if p.shape[1] == 1:  # a binary model predicts p(y = 1) only
-                p = np.hstack([1.0 - p, p])
-            probabilities.append(p)
-            log_density.append(np.reshape(lp, -1))
+        # A prediction may be the process's first XLA compile (a peer's fused predictive
+        # integral), which TensorFlow announces on file descriptor 2, as it does in a step.
+        with without_failed_step_warnings():
+            for start in range(0, len(self.X), size):
+                rows = min(size, len(self.X) - start)
+                padding = np.arange(size - rows)
+                p, lp = predict(
+                    np.concatenate([self.X[start : start + rows], self.X[padding]]),
+                    np.concatenate([self.Y[start : start + rows], self.Y[padding]]),
+                )
+                p, lp = p.numpy()[:rows], lp.numpy()[:rows]
+                if p.shape[1] == 1:  # a binary model predicts p(y = 1) only
+                    p = np.hstack([1.0 - p, p])
+                probabilities.append(p)
+                log_density.append(np.reshape(lp, -1))
         return {
             "probabilities": np.concatenate(probabilities),
             "log_density": np.concatenate(log_density),
