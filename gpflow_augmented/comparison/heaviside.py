@@ -24,6 +24,7 @@ from gpflow.config import default_float
 from gpflow.likelihoods import Likelihood
 from gpflow.utilities import positive
 
+from ..likelihoods.expectation import _EAGER_UNFUSED_LIMIT
 from ..validation import check_integer, check_num_classes, check_positive_number, checked_labels
 
 __all__ = [
@@ -51,9 +52,9 @@ def log_ndtr(x: tf.Tensor) -> tf.Tensor:
     lower = tf.constant(-20.0 if x.dtype == tf.float64 else -10.0, x.dtype)
     middle = tf.maximum(x, lower)
     upper = middle >= 0.0
-    # The sign is a constant to the gradient, so x = 0 takes the x ≥ 0 form's derivative.
-    sign = tf.where(upper, tf.ones_like(middle), -tf.ones_like(middle))
-    tail = 0.5 * tf.math.erfc(sign * middle * np.sqrt(0.5))  # Φ(−|x|)
+    # |x| by a where, not tf.abs, so that x = 0 takes the x ≥ 0 form's derivative.
+    magnitude = tf.where(upper, middle, -middle)
+    tail = 0.5 * tf.math.erfc(magnitude * np.sqrt(0.5))  # Φ(−|x|)
     # The unused branch's log must stay finite: tail underflows to 0 for x ≫ 0, and a where's
     # zero gradient times an infinite one is NaN.
     tiny = np.finfo(x.dtype.as_numpy_dtype).tiny
@@ -84,7 +85,6 @@ def _log_arg_max_integral(mean: tf.Tensor, variance: tf.Tensor, num_hermite: int
 # (likelihoods/expectation.py); an eager call small enough to cost less than the compile is
 # evaluated op by op.
 _fused_log_arg_max_integral = tf.function(_log_arg_max_integral, jit_compile=True, autograph=False)
-_EAGER_UNFUSED_LIMIT = 2**21
 
 
 def _log_arg_max_probabilities(mean: tf.Tensor, variance: tf.Tensor, num_hermite: int) -> tf.Tensor:
