@@ -4,8 +4,9 @@ A generated table sits between two markers, which name the committed summaries a
 section (``gpflow-augmented report SUMMARIES --section NAME`` prints the same), or a study's
 results and ``matched``, ``exact``, ``confidence``, ``large_data`` or ``stability`` (the tables
 ``python -m benchmarks matched``, ``confidence``, ``large-data`` and ``stability`` write; a study
-run as several commands names each one's results, with commas between them), or ``settings``, the
-runs ``tools/default_settings_on_validation.py`` writes::
+run as several commands names each one's results, with commas between them), ``settings``, the
+runs ``tools/default_settings_on_validation.py`` writes, or ``gpu``, a device run's folder as
+``tools/gpu_summary.py`` reads it::
 
     <!-- report: docs/results/kddcup-20s/summaries.json nll -->
     | dataset | seeds | lsm | softmax |
@@ -37,6 +38,10 @@ def refreshed(text: str, root: Path) -> str:
     """``text`` with every generated table made again from its summaries (paths from ``root``)."""
 
     def make(match: re.Match) -> str:
+        if match["section"] == "gpu":  # a device run's folder of gpu_results.json files
+            from gpu_summary import report
+
+            return match[1] + report(root / match["source"]) + match[5]
         return match[1] + _table(_results(match["source"], root), match["section"]) + match[5]
 
     return BLOCK.sub(make, text)
@@ -81,7 +86,12 @@ def _table(results: dict, section: str) -> str:
 
 
 def documents(root: Path) -> list:
-    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    found = [
+        root / "README.md",
+        *sorted((root / "docs").rglob("*.md")),
+        root / "benchmarks" / "GPU.md",
+    ]
+    return [path for path in found if path.exists()]
 
 
 def main() -> int:

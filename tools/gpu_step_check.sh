@@ -4,8 +4,8 @@
 # Here, on the CPU (about 11 min): export the whole iteration of `lsm` (the default method),
 # `lsm-negative-multinomial` (the augmented CAVI step) and `softmax` at the issue's sizes, from this
 # checkout; `lsm` and `softmax` from a base revision (default: 397390c, the step before the
-# branch-free changes); `lsm` from each candidate revision (CANDIDATES, NAME=REV: the kept
-# precision and the probe without host round trips, docs/scale.md); `lsm` and `softmax` in float32
+# branch-free changes); `lsm` from each candidate revision (CANDIDATES, NAME=REV, space-separated;
+# none by default); `lsm` and `softmax` in float32
 # with TF32 off; the closed-form step's parts (tools/step_parts.py); and check the modules against
 # TensorFlow with jaxlib's CPU client:
 #     bash tools/gpu_step_check.sh export [BASE_REV]
@@ -13,8 +13,11 @@
 # started after the machine's start, in the order: new, candidates, parts, TF32 off, base, and
 # the large sizes without autotuning):
 #     bash tools/gpu_step_check.sh device
-# It writes $OUT/new/, $OUT/candidates/<name>/, $OUT/parts/, $OUT/f32-highest/, $OUT/base/ and
-# $OUT/autotune-0/ (gpu_results.json, gpu_log.txt); `python tools/gpu_summary.py $OUT` makes the tables.
+# It writes RESULTS (default /tmp/gpu_out)/new/, candidates/<name>/, parts/, f32-highest/, base/ and
+# autotune-0/ (gpu_results.json, gpu_log.txt), and after each phase archives that folder as
+# $OUT/gpu_out.tar.gz: the device returns 8 files at most, and a call stopped at its limit still
+# returns the phases it finished. Here, `tar -xzf gpu_out.tar.gz` and
+# `python tools/gpu_summary.py gpu_out` make the tables.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 tool=$here/../shared/tools/xla-gpu
@@ -49,7 +52,7 @@ export)
     # The base: the two large sizes only, for the before/after ratio.
     export_revision "$base" "$here/build/hlo/base" lsm,softmax "${sizes_base[@]}"
     # Candidate and probe revisions, whose GPU time decides (NAME=REV, space-separated).
-    read -r -a candidates <<<"${CANDIDATES-kept-precision=7b5ae92 no-round-trips=9884648}"
+    read -r -a candidates <<<"${CANDIDATES:-}"
     read -r -a sizes_candidate <<<"${CANDIDATE_SIZES:-4096,500,10,64 4096,1000,10,784 200,100,6,36}"
     for candidate in "${candidates[@]}"; do
         export_revision "${candidate#*=}" "$here/build/hlo/candidates/${candidate%%=*}" lsm \
@@ -71,7 +74,9 @@ export)
     du -sh "$here/build/hlo"
     ;;
 device)
-    OUT=${OUT:-gpu_out}
+    archive=${OUT:-.}/gpu_out.tar.gz
+    OUT=${RESULTS:-/tmp/gpu_out}
+    mkdir -p "$OUT"
     start=$SECONDS
     budget=${DEVICE_BUDGET:-480}
     run() {  # FOLDER RESULTS LIMIT [gpu_run.sh options]: within what is left of the budget
@@ -85,6 +90,7 @@ device)
         fi
         ARTIFACTS=$folder OUT=$OUT/$results TIME_LIMIT=$((limit < left ? limit : left)) \
             bash build/hlo/tool/gpu_run.sh "$@" || echo "the run of $folder failed; the next one runs"
+        tar -czf "$archive" -C "$(dirname "$OUT")" "$(basename "$OUT")"
     }
     run build/hlo/new new 270 --order '_B4096_.*float64,_B4096_.*float32,_B200_,_B1000_'
     for folder in build/hlo/candidates/*; do

@@ -199,41 +199,48 @@ def parts_table(parts: Dict, new: Dict) -> List[str]:
     return lines
 
 
+def report(out: Path) -> str:
+    """The tables of one device run's folder ``out`` (new/, base/, candidates/<name>/, parts/,
+    f32-highest/, autotune-0/; any may be missing), as Markdown."""
+    new = load(out / "new")
+    results = out / "new" / "gpu_results.json"
+    run = json.loads(results.read_text()) if results.exists() else {}
+    device = run.get("nvidia_smi") or run.get("device_kind") or "unknown device"
+    lines = [
+        f"Device: {device} (jax {run.get('jax')}). Median ms per call, after {run.get('warmup')} "
+        f"warm-ups, of {run.get('repeats')} timed calls.",
+        "",
+        "### The current step",
+        "",
+        *current_step(new),
+    ]
+    sections = [("base", out / "base", "base")]
+    sections += [
+        (f"candidate `{folder.name}`", folder, folder.name)
+        for folder in sorted((out / "candidates").glob("*"))
+        if folder.is_dir()
+    ]
+    sections.append(("float32 with TF32 off", out / "f32-highest", "TF32 off"))
+    sections.append(
+        ("without autotuning (`--xla_gpu_autotune_level=0`)", out / "autotune-0", "untuned")
+    )
+    for title, folder, label in sections:
+        other = load(folder)
+        if other:
+            lines += ["", f"### {title}", "", *against_current(new, other, label)]
+    parts = load(out / "parts")
+    if parts:
+        lines += ["", "### The closed-form step's parts, timed on their own", ""]
+        lines += parts_table(parts, new)
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("out", type=Path, help="the device run's $OUT folder")
-    args = parser.parse_args()
-    new = load(args.out / "new")
-    report = args.out / "new" / "gpu_results.json"
-    run = json.loads(report.read_text()) if report.exists() else {}
-    device = run.get("nvidia_smi") or run.get("device_kind") or "unknown device"
-    print(
-        f"Device: {device} (jax {run.get('jax')}). Median ms per call, after {run.get('warmup')} "
-        f"warm-ups, of {run.get('repeats')} timed calls.\n"
-    )
-    print("### The current step\n")
-    print("\n".join(current_step(new)))
-    sections = [("base", args.out / "base", "base")]
-    sections += [
-        (f"candidate `{folder.name}`", folder, folder.name)
-        for folder in sorted((args.out / "candidates").glob("*"))
-        if folder.is_dir()
-    ]
-    sections.append(("float32 with TF32 off", args.out / "f32-highest", "TF32 off"))
-    sections.append(
-        ("without autotuning (`--xla_gpu_autotune_level=0`)", args.out / "autotune-0", "untuned")
-    )
-    for title, folder, label in sections:
-        other = load(folder)
-        if other:
-            print(f"\n### {title}\n")
-            print("\n".join(against_current(new, other, label)))
-    parts = load(args.out / "parts")
-    if parts:
-        print("\n### The closed-form step's parts, timed on their own\n")
-        print("\n".join(parts_table(parts, new)))
+    print(report(parser.parse_args().out), end="")
 
 
 if __name__ == "__main__":
