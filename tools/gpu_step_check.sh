@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 35's GPU measurement, prepared so that a session lent a GPU spends its device time measuring.
 #
-# Here, on the CPU (about 11 min): export the whole iteration of `lsm` (the default method),
+# Here, on the CPU (about 8 min on a 2-core AMD EPYC): export the whole iteration of `lsm` (the default method),
 # `lsm-negative-multinomial` (the augmented CAVI step) and `softmax` at the issue's sizes, from this
 # checkout; `lsm` and `softmax` from a base revision (default: 397390c, the step before the
 # branch-free changes); `lsm` from each candidate revision (CANDIDATES, NAME=REV, space-separated;
@@ -9,9 +9,9 @@
 # with TF32 off; the closed-form step's parts (tools/step_parts.py); and check the modules against
 # TensorFlow with jaxlib's CPU client:
 #     bash tools/gpu_step_check.sh export [BASE_REV]
-# On the device (one call, carry build/hlo; at most DEVICE_BUDGET s, default 480, of modules
-# started after the machine's start, in the order: new, candidates, parts, TF32 off, base, and
-# the large sizes without autotuning):
+# On the device (carry build/hlo; at most DEVICE_BUDGET s, default 480, of modules started after
+# the machine's start, in the order: new, candidates, parts, TF32 off, base, and the large sizes
+# without autotuning; the compiles fill that before the small sizes, so plan a second call):
 #     bash tools/gpu_step_check.sh device
 # It writes RESULTS (default /tmp/gpu_out)/new/, candidates/<name>/, parts/, f32-highest/, base/ and
 # autotune-0/ (gpu_results.json, gpu_log.txt), and after each phase archives that folder as
@@ -74,9 +74,11 @@ export)
     du -sh "$here/build/hlo"
     ;;
 device)
+    mkdir -p "${OUT:-.}"
     archive=${OUT:-.}/gpu_out.tar.gz
     OUT=${RESULTS:-/tmp/gpu_out}
-    mkdir -p "$OUT"
+    # A machine still warm from an earlier call keeps that call's results: none may pass for this one's.
+    rm -rf "$OUT" && mkdir -p "$OUT"
     start=$SECONDS
     budget=${DEVICE_BUDGET:-480}
     run() {  # FOLDER RESULTS LIMIT [gpu_run.sh options]: within what is left of the budget
@@ -90,7 +92,8 @@ device)
         fi
         ARTIFACTS=$folder OUT=$OUT/$results TIME_LIMIT=$((limit < left ? limit : left)) \
             bash build/hlo/tool/gpu_run.sh "$@" || echo "the run of $folder failed; the next one runs"
-        tar -czf "$archive" -C "$(dirname "$OUT")" "$(basename "$OUT")"
+        # Written aside and renamed, so that a call stopped during tar still returns the last whole one.
+        tar -czf "$archive.part" -C "$(dirname "$OUT")" "$(basename "$OUT")" && mv -f "$archive.part" "$archive"
     }
     run build/hlo/new new 270 --order '_B4096_.*float64,_B4096_.*float32,_B200_,_B1000_'
     for folder in build/hlo/candidates/*; do
@@ -105,7 +108,7 @@ device)
         --keys '_B4096_' --order '^lsm_,^softmax_'
     ;;
 *)
-    sed -n 2,17p "$0"
+    sed -n 2,20p "$0"
     exit 2
     ;;
 esac

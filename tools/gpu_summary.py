@@ -1,6 +1,7 @@
 """Issue 35's tables from one run of ``bash tools/gpu_step_check.sh device``: the folder it wrote
-($OUT, with new/, base/, candidates/<name>/, parts/, f32-highest/ and autotune-0/, each a
-gpu_results.json of ``run_hlo.py``), as the Markdown that docs/scale.md takes.
+(gpu_out, unpacked from its gpu_out.tar.gz, with new/, base/, candidates/<name>/, parts/,
+f32-highest/ and autotune-0/, each a gpu_results.json of ``run_hlo.py``), as the Markdown that
+benchmarks/GPU.md takes (``tools/docs_tables.py``'s ``gpu`` section, from docs/results/gpu-h200).
 
     python tools/gpu_summary.py gpu_out > gpu_tables.md
 
@@ -13,7 +14,8 @@ gpu_results.json of ``run_hlo.py``), as the Markdown that docs/scale.md takes.
 * The large sizes compiled without XLA's autotuning, against the same modules autotuned.
 * The parts of the closed-form step (``tools/step_parts.py``), timed on their own.
 
-A module the run skipped (its time limit) or failed is shown as such, never left out.
+A module the run skipped (its time limit) or failed is shown as such, and one missing at a size
+that others have as "not run".
 """
 
 import argparse
@@ -201,7 +203,9 @@ def parts_table(parts: Dict, new: Dict) -> List[str]:
 
 def report(out: Path) -> str:
     """The tables of one device run's folder ``out`` (new/, base/, candidates/<name>/, parts/,
-    f32-highest/, autotune-0/; any may be missing), as Markdown."""
+    f32-highest/, autotune-0/; any but new/ may be missing), as Markdown."""
+    if not (out / "new" / "gpu_results.json").exists():
+        raise FileNotFoundError(f"{out}: no new/gpu_results.json, so no device run's results")
     new = load(out / "new")
     results = out / "new" / "gpu_results.json"
     run = json.loads(results.read_text()) if results.exists() else {}
@@ -239,7 +243,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("out", type=Path, help="the device run's $OUT folder")
+    parser.add_argument("out", type=Path, help="the device run's results folder (gpu_out)")
     print(report(parser.parse_args().out), end="")
 
 
