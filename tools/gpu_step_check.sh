@@ -74,8 +74,9 @@ export)
     du -sh "$here/build/hlo"
     ;;
 device)
-    mkdir -p "${OUT:-.}"
-    archive=${OUT:-.}/gpu_out.tar.gz
+    returned=${OUT:-.}  # the folder the device sends back
+    mkdir -p "$returned"
+    archive=$returned/gpu_out.tar.gz
     OUT=${RESULTS:-/tmp/gpu_out}
     # A machine still warm from an earlier call keeps that call's results: none may pass for this one's.
     rm -rf "$OUT" && mkdir -p "$OUT"

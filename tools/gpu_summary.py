@@ -204,11 +204,11 @@ def parts_table(parts: Dict, new: Dict) -> List[str]:
 def report(out: Path) -> str:
     """The tables of one device run's folder ``out`` (new/, base/, candidates/<name>/, parts/,
     f32-highest/, autotune-0/; any but new/ may be missing), as Markdown."""
-    if not (out / "new" / "gpu_results.json").exists():
+    results = out / "new" / "gpu_results.json"
+    if not results.exists():
         raise FileNotFoundError(f"{out}: no new/gpu_results.json, so no device run's results")
     new = load(out / "new")
-    results = out / "new" / "gpu_results.json"
-    run = json.loads(results.read_text()) if results.exists() else {}
+    run = json.loads(results.read_text())
     device = run.get("nvidia_smi") or run.get("device_kind") or "unknown device"
     lines = [
         f"Device: {device} (jax {run.get('jax')}). Median ms per call, after {run.get('warmup')} "
