@@ -35,15 +35,13 @@ RANDOM = {"softmax"}
 def load(folder: Path) -> Dict[Tuple[str, Tuple[int, ...], str], dict]:
     """(method, size, dtype) -> the module's result, from ``folder``/gpu_results.json."""
     path = folder / "gpu_results.json"
-    if not path.exists():
-        return {}
-    results = json.loads(path.read_text())["results"]
-    table = {}
-    for result in results:
-        # From the key: manifests written before eae30eb (the base, older candidates) record a
-        # parameter's name as the method.
-        table[parse_key(result["key"])] = result
-    return table
+    return _indexed(json.loads(path.read_text())["results"]) if path.exists() else {}
+
+
+def _indexed(results: List[dict]) -> Dict[Tuple[str, Tuple[int, ...], str], dict]:
+    """(method, size, dtype) -> result, for one run's list of module results."""
+    # From the key: older manifests (the base's) record a parameter's name as the method.
+    return {parse_key(result["key"]): result for result in results}
 
 
 def parse_key(key: str) -> Tuple[str, Tuple[int, ...], str]:
@@ -207,8 +205,8 @@ def report(out: Path) -> str:
     results = out / "new" / "gpu_results.json"
     if not results.exists():
         raise FileNotFoundError(f"{out}: no new/gpu_results.json, so no device run's results")
-    new = load(out / "new")
     run = json.loads(results.read_text())
+    new = _indexed(run["results"])
     device = run.get("nvidia_smi") or run.get("device_kind") or "unknown device"
     lines = [
         f"Device: {device} (jax {run.get('jax')}). Median ms per call, after {run.get('warmup')} "
