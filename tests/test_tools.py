@@ -53,6 +53,25 @@ def test_the_kddcup_table_reads_compare_folders(tmp_path):
     assert "| lsm |" in run_tool("kddcup_seeds.py", tmp_path / "c" / "seed-0")
 
 
+def test_the_kddcup_table_reaches_softmaxs_nll_at_the_time_given(tmp_path):
+    def method(name, readings):
+        trace = [{"time": t, "nll": nll, "error": 0.01} for t, nll in readings]
+        return {"name": name, "trace": trace, "final": {"error": 0.01, "nll": readings[-1][1]}}
+
+    # softmax reads 0.5 at 20 s and 0.2 at the end; lsm reaches 0.5 at 30 s, never 0.2 × 1.02.
+    softmax = method("softmax", [(10.0, 0.9), (20.0, 0.5), (60.0, 0.2)])
+    lsm = method("lsm", [(10.0, 0.8), (30.0, 0.5), (60.0, 0.3)])
+    folder = tmp_path / "seed-0"
+    folder.mkdir()
+    results = {"settings": {"seed": 0}, "methods": [lsm, softmax]}
+    (folder / "results.json").write_text(json.dumps(results))
+    rows = run_tool("kddcup_seeds.py", folder).splitlines()
+    assert rows[2].endswith("| never |") and rows[3].endswith("| 60.0 |")
+    rows = run_tool("kddcup_seeds.py", folder, "--at", 25).splitlines()
+    assert "softmax's 25-s NLL" in rows[0]
+    assert rows[2].endswith("| 30.0 |") and rows[3].endswith("| 20.0 |")
+
+
 def test_the_stability_trace_prints_its_verdict():
     out = run_tool(
         "stability_trace.py",
