@@ -12,12 +12,9 @@ that a longer run says when a method reaches what ``softmax`` had at a shorter b
 
 import argparse
 import json
-import math
 import os
 
-
-def first_time_below(trace: list, target: float) -> float:
-    return next((point["time"] for point in trace if point["nll"] <= target), math.inf)
+from gpflow_augmented.comparison.results import time_to_reach
 
 
 def nll_at(trace: list, seconds: float | None) -> float:
@@ -49,9 +46,9 @@ def main(folders: list, at: float | None = None) -> None:
                 best = min(best, error)
                 rise = max(rise, error - best)
             nll_ratio = trace[-1]["nll"] / min(point["nll"] for point in trace)
-            reach = first_time_below(trace, target)
+            reach = time_to_reach(trace, target)
             final = method["final"]
-            reached = "never" if math.isinf(reach) else f"{reach:.1f}"
+            reached = "never" if reach is None else f"{reach:.1f}"
             print(
                 f"| {seed} | {name} | {final['error']:.4f} | {final['nll']:.4f} | {rise:.4f} "
                 f"| {nll_ratio:.3f} | {reached} |"
