@@ -13,7 +13,7 @@ import pytest
 
 from gpflow_augmented.comparison import benchmark as benchmark_module
 from gpflow_augmented.comparison.cli import main
-from gpflow_augmented.datasets import _DATA
+from gpflow_augmented.datasets import _DATA, load_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -70,6 +70,44 @@ def test_the_kddcup_table_reaches_softmaxs_nll_at_the_time_given(tmp_path):
     rows = run_tool("kddcup_seeds.py", folder, "--at", 25).splitlines()
     assert "softmax's 25-s NLL" in rows[0]
     assert rows[2].endswith("| 30.0 |") and rows[3].endswith("| 20.0 |")
+
+
+def test_the_training_subset_keeps_the_split_and_drops_only_unseen_classes(tmp_path):
+    output = tmp_path / "vehicle-6.npz"
+    run_tool(
+        "training_subset.py", "make", "vehicle", "--seed", 1, "--points", 6, "--output", output
+    )
+    subset = np.load(output)
+    dataset = load_dataset("vehicle", seed=1)
+    train, test = subset["X"][~subset["is_test"]], subset["X"][subset["is_test"]]
+    y_train, y_test = subset["y"][~subset["is_test"]], subset["y"][subset["is_test"]]
+    # Six points of the seed's training set, and that seed's test set, not another split's.
+    assert len(train) == 6 and all((dataset.X_train == row).all(1).any() for row in train)
+    original = {tuple(row): label for row, label in zip(dataset.X_test, dataset.Y_test[:, 0])}
+    # Some class is missing from six points: its test points go, every other test point stays,
+    # and the labels are renumbered without changing which points share a class.
+    seen = {int(dataset.Y_train[(dataset.X_train == row).all(1)][0, 0]) for row in train}
+    assert len(seen) < dataset.num_classes
+    assert len(test) == int(np.isin(dataset.Y_test[:, 0], sorted(seen)).sum())
+    assert sorted(set(y_train)) == list(range(len(seen))) and set(y_test) <= set(y_train)
+    renumbered = dict(zip(sorted(seen), range(len(seen))))
+    assert all(renumbered[original[tuple(row)]] == label for row, label in zip(test, y_test))
+
+
+def test_the_training_subset_table_marks_fits_at_or_below_softmaxs_nll_times_1_02(tmp_path):
+    def record(dataset, method, seed, nll):
+        return {"dataset": dataset, "method": method, "seed": seed, "nll": nll}
+
+    # Seed 0's target is 1.02 × 0.0100 = 0.0102: 0.0101 reaches it, 0.0103 does not.
+    records = [record("kdd", "softmax", 0, 0.0100), record("kdd", "lsm", 0, 0.0090)]
+    records += [record("kdd-5k", "lsm", 0, 0.0101), record("kdd-5k", "softmax", 0, 0.0103)]
+    records += [record("kdd", "softmax", 1, 0.0050), record("kdd-5k", "lsm", 1, 0.0040)]
+    summaries = tmp_path / "summaries.json"
+    summaries.write_text(json.dumps({"records": records}))
+    rows = run_tool("training_subset.py", "table", summaries, "--full", "kdd").splitlines()
+    assert rows[0] == "| seed | kdd softmax × 1.02 | kdd-5k lsm | kdd-5k softmax |"
+    assert rows[2] == "| 0 | 0.01020 | **0.01010** | 0.01030 |"
+    assert rows[3] == "| 1 | 0.00510 | **0.00400** | – |"
 
 
 def test_the_stability_trace_prints_its_verdict():
