@@ -33,12 +33,9 @@ def training_subset(
         raise SystemExit(f"--points must be in 1..{len(dataset.X_train)}, got {points}")
     chosen = np.random.default_rng(seed).choice(len(dataset.X_train), points, replace=False)
     y_train, y_test = dataset.Y_train[chosen, 0], dataset.Y_test[:, 0]
-    present = np.unique(y_train)
-    kept = np.isin(y_test, present)
-    renumbered = np.full(dataset.num_classes, -1)
-    renumbered[present] = np.arange(len(present))
+    kept = np.isin(y_test, y_train)
+    _, y = np.unique(np.r_[y_train, y_test[kept]], return_inverse=True)
     X = np.vstack([dataset.X_train[chosen], dataset.X_test[kept]])
-    y = renumbered[np.r_[y_train, y_test[kept]]]
     is_test = np.r_[np.zeros(points, bool), np.ones(int(kept.sum()), bool)]
     return X, y, is_test
 
@@ -49,14 +46,8 @@ def table(records: list, full: str) -> str:
     nll = {(r["dataset"], r["method"], r["seed"]): r["nll"] for r in records}
     seeds = sorted({seed for dataset, method, seed in nll if dataset == full})
     columns = sorted({(d, m) for d, m, _ in nll if d != full})
-    rows = [
-        "| seed | "
-        + full
-        + " softmax × 1.02 | "
-        + " | ".join(f"{d} {m}" for d, m in columns)
-        + " |",
-        "|---" * (len(columns) + 2) + "|",
-    ]
+    header = " | ".join(f"{d} {m}" for d, m in columns)
+    rows = [f"| seed | {full} softmax × 1.02 | {header} |", "|---" * (len(columns) + 2) + "|"]
     for seed in seeds:
         target = 1.02 * nll[(full, "softmax", seed)]
         cells = [nll.get((d, m, seed)) for d, m in columns]
